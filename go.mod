@@ -1,0 +1,3 @@
+module github.com/snowkeyhq/snowkey
+
+go 1.26
