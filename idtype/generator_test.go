@@ -1,0 +1,468 @@
+package idtype
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+var testStart = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func newTestGenerator(t testing.TB, cfg Config) (*Generator, *fakeClock) {
+	t.Helper()
+	clock := newFakeClock(testStart)
+	if cfg.Clock == nil {
+		cfg.Clock = clock
+	}
+	g, err := NewGenerator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, clock
+}
+
+// issuer checks, as IDs come out of a generator, that each is greater than
+// the one before.
+type issuer struct {
+	t    testing.TB
+	g    *Generator
+	last ID
+}
+
+func (is *issuer) next() (ID, error) {
+	is.t.Helper()
+	id, err := is.g.Next()
+	if err == nil {
+		is.check(id)
+	}
+	return id, err
+}
+
+func (is *issuer) mustNext() ID {
+	is.t.Helper()
+	id, err := is.next()
+	if err != nil {
+		is.t.Fatalf("Next after %d: %v", is.last, err)
+	}
+	return id
+}
+
+func (is *issuer) check(id ID) {
+	is.t.Helper()
+	if id <= is.last {
+		is.t.Fatalf("ID %d is not greater than the ID before it, %d", id, is.last)
+	}
+	is.last = id
+}
+
+func TestNewGeneratorRefuses(t *testing.T) {
+	cases := map[string]struct {
+		cfg  Config
+		want error
+	}{
+		"worker -1":             {Config{Worker: -1}, ErrInvalidConfig},
+		"worker 1024":           {Config{Worker: 1024}, ErrInvalidConfig},
+		"negative drift":        {Config{MaxDrift: -time.Second}, ErrInvalidConfig},
+		"bad layout":            {Config{Layout: Layout{WorkerBits: 10}}, ErrInvalidLayout},
+		"NotBefore past layout": {Config{NotBefore: DefaultLayout.MaxTime().Add(time.Hour)}, ErrInvalidConfig},
+		"layout already spent": {Config{Layout: Layout{Epoch: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
+			WorkerBits: 21, SequenceBits: 21}}, ErrInvalidConfig},
+	}
+	for name, tc := range cases {
+		if _, err := NewGenerator(tc.cfg); !errors.Is(err, tc.want) {
+			t.Errorf("%s: NewGenerator error %v; want %v", name, err, tc.want)
+		}
+	}
+}
+
+func TestNextDecodes(t *testing.T) {
+	for name, l := range testLayouts {
+		worker := l.MaxWorker()
+		g, clock := newTestGenerator(t, Config{Worker: worker, Layout: l})
+		is := &issuer{t: t, g: g}
+		perMs := l.MaxSequence() + 1
+		for i := range int64(3) {
+			id := is.mustNext()
+			p := l.Decode(id)
+			wantTime := testStart.Add(time.Duration(i/perMs) * time.Millisecond)
+			if p.Worker != worker || !p.Time.Equal(wantTime) || p.Sequence != i%perMs {
+				t.Errorf("%s: ID %d decodes to %+v; want worker %d, time %v, sequence %d", name, id, p, worker, wantTime, i%perMs)
+			}
+		}
+		clock.Add(5 * time.Millisecond)
+		now := time.Unix(0, clock.UnixNano()).UTC()
+		if p := l.Decode(is.mustNext()); !p.Time.Equal(now) || p.Sequence != 0 {
+			t.Errorf("%s: after the clock moved on, the ID decodes to %+v; want sequence 0 of %v", name, p, now)
+		}
+	}
+}
+
+func TestSequenceExhaustionWaitsForNextMillisecond(t *testing.T) {
+	g, clock := newTestGenerator(t, Config{})
+	is := &issuer{t: t, g: g}
+	clock.Add(300 * time.Microsecond) // mid-millisecond
+	for range 4096 {
+		is.mustNext()
+	}
+	if s := clock.Sleeps(); len(s) != 0 {
+		t.Fatalf("slept %v before the sequence was spent", s)
+	}
+	p := DefaultLayout.Decode(is.mustNext())
+	if want := testStart.Add(time.Millisecond); !p.Time.Equal(want) || p.Sequence != 0 {
+		t.Errorf("ID after 4,096 in one ms decodes to %+v; want sequence 0 of %v", p, want)
+	}
+	if s := clock.Sleeps(); len(s) != 1 || s[0] != 700*time.Microsecond {
+		t.Errorf("slept %v; want exactly once, 700µs, to the start of the next ms", s)
+	}
+	if st := g.Stats(); st.Waits != 1 || st.IDs != 4097 || st.MaxDrift != 0 {
+		t.Errorf("Stats() = %+v; want 1 wait, 4097 IDs, no drift", st)
+	}
+}
+
+func TestFrozenClock(t *testing.T) {
+	for _, drift := range []time.Duration{0, 5 * time.Millisecond} {
+		g, clock := newTestGenerator(t, Config{MaxDrift: drift, MaxWait: 20 * time.Millisecond})
+		clock.frozen = true
+		is := &issuer{t: t, g: g}
+		allowed := 4096 * (1 + int(drift/time.Millisecond))
+		for range allowed {
+			is.mustNext()
+		}
+		if _, err := is.next(); !errors.Is(err, ErrClockBehind) {
+			t.Fatalf("drift %v: ID %d on a frozen clock gave %v; want ErrClockBehind", drift, allowed+1, err)
+		}
+		if total := sum(clock.Sleeps()); total > 20*time.Millisecond {
+			t.Errorf("drift %v: Next slept %v in all, past MaxWait", drift, total)
+		}
+		before := sum(clock.Sleeps())
+		if err := g.NextN(make([]ID, 1)); !errors.Is(err, ErrClockBehind) {
+			t.Fatalf("drift %v: NextN on a frozen clock gave %v; want ErrClockBehind", drift, err)
+		}
+		if total := sum(clock.Sleeps()) - before; total > 20*time.Millisecond {
+			t.Errorf("drift %v: NextN slept %v in all, past MaxWait", drift, total)
+		}
+		if st := g.Stats(); st.MaxDrift != drift || st.IDs != int64(allowed) {
+			t.Errorf("drift %v: Stats() = %+v", drift, st)
+		}
+		// When the clock moves again, so does the generator.
+		clock.frozen = false
+		clock.Add(time.Second)
+		is.mustNext()
+	}
+}
+
+func TestClockStepsBack(t *testing.T) {
+	for _, step := range []time.Duration{time.Millisecond, 10 * time.Millisecond, time.Second, time.Minute, time.Hour} {
+		g, clock := newTestGenerator(t, Config{MaxWait: 100 * time.Millisecond})
+		is := &issuer{t: t, g: g}
+		clock.Add(7 * time.Millisecond)
+		before := is.mustNext()
+		clock.Add(-step)
+		id, err := is.next()
+		switch {
+		case step <= 100*time.Millisecond:
+			// A step back within MaxWait is waited out: the next ID is in
+			// the same millisecond as the one before, never earlier.
+			if err != nil {
+				t.Fatalf("step back %v: %v", step, err)
+			}
+			if DefaultLayout.Decode(id).Time.Before(DefaultLayout.Decode(before).Time) {
+				t.Errorf("step back %v: ID %d decodes earlier than %d", step, id, before)
+			}
+		default:
+			var e error = err
+			if !errors.Is(e, ErrClockBehind) {
+				t.Fatalf("step back %v: got %d, %v; want ErrClockBehind", step, id, err)
+			}
+			if s := clock.Sleeps(); len(s) != 0 {
+				t.Errorf("step back %v: slept %v before failing; want a fast failure", step, s)
+			}
+		}
+		st := g.Stats()
+		if st.BackwardSteps != 1 || st.MaxBackward != step {
+			t.Errorf("step back %v: Stats() = %+v; want 1 backward step of %v", step, st, step)
+		}
+		// Once the clock is back where it was, IDs carry on above the old.
+		clock.Add(step + time.Millisecond)
+		is.mustNext()
+	}
+}
+
+func TestClockStepsBackInBurstMode(t *testing.T) {
+	g, clock := newTestGenerator(t, Config{MaxDrift: time.Second})
+	is := &issuer{t: t, g: g}
+	clock.Add(time.Second)
+	is.mustNext()
+	clock.Add(-500 * time.Millisecond)
+	is.mustNext() // within the drift allowance: no wait
+	if s := clock.Sleeps(); len(s) != 0 {
+		t.Errorf("slept %v; want none within MaxDrift", s)
+	}
+	if st := g.Stats(); st.MaxDrift != 500*time.Millisecond {
+		t.Errorf("Stats().MaxDrift = %v; want 500ms", st.MaxDrift)
+	}
+}
+
+func TestClockJumpsForward(t *testing.T) {
+	g, clock := newTestGenerator(t, Config{})
+	is := &issuer{t: t, g: g}
+	is.mustNext()
+	clock.Add(90 * 24 * time.Hour)
+	id := is.mustNext()
+	if got := DefaultLayout.Decode(id).Time; !got.Equal(testStart.Add(90 * 24 * time.Hour)) {
+		t.Errorf("after a forward jump the ID decodes to %v", got)
+	}
+}
+
+func TestNotBefore(t *testing.T) {
+	// The clock reads 5 ms before the floor: the first ID must come after
+	// the floor's millisecond, after waiting for it.
+	floor := testStart.Add(5 * time.Millisecond)
+	g, clock := newTestGenerator(t, Config{NotBefore: floor.Add(400 * time.Microsecond)})
+	id, err := g.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := DefaultLayout.Decode(id).Time; !got.After(floor) {
+		t.Errorf("first ID decodes to %v; want after NotBefore's ms %v", got, floor)
+	}
+	if s := clock.Sleeps(); len(s) != 1 || s[0] != 6*time.Millisecond {
+		t.Errorf("slept %v; want one 6ms wait", s)
+	}
+	// A floor in the clock's past changes nothing.
+	g, _ = newTestGenerator(t, Config{NotBefore: testStart.Add(-time.Hour)})
+	if id, _ := g.Next(); !DefaultLayout.Decode(id).Time.Equal(testStart) {
+		t.Errorf("with a past NotBefore the first ID decodes to %v; want the clock's %v", DefaultLayout.Decode(id).Time, testStart)
+	}
+	// A floor further ahead than MaxWait fails at once, and in burst mode
+	// it is issued ahead of the clock.
+	g, clock = newTestGenerator(t, Config{NotBefore: testStart.Add(10 * time.Second)})
+	if _, err := g.Next(); !errors.Is(err, ErrClockBehind) || len(clock.Sleeps()) != 0 {
+		t.Errorf("NotBefore 10s ahead: %v after sleeping %v; want ErrClockBehind at once", err, clock.Sleeps())
+	}
+	g, _ = newTestGenerator(t, Config{NotBefore: testStart.Add(10 * time.Second), MaxDrift: 11 * time.Second})
+	if id, err := g.Next(); err != nil || !DefaultLayout.Decode(id).Time.After(testStart.Add(10*time.Second)) {
+		t.Errorf("NotBefore 10s ahead in burst mode: %d, %v", id, err)
+	}
+}
+
+func TestMaxWait(t *testing.T) {
+	g, clock := newTestGenerator(t, Config{MaxWait: -1})
+	is := &issuer{t: t, g: g}
+	for range 4096 {
+		is.mustNext()
+	}
+	if _, err := is.next(); !errors.Is(err, ErrClockBehind) || len(clock.Sleeps()) != 0 {
+		t.Errorf("MaxWait < 0: %v after sleeping %v; want ErrClockBehind without a wait", err, clock.Sleeps())
+	}
+	clock.Add(time.Millisecond)
+	is.mustNext()
+}
+
+func TestTimeExhausted(t *testing.T) {
+	l := Layout{Epoch: testStart.Add(-time.Duration(1<<20-3) * time.Millisecond), WorkerBits: 21, SequenceBits: 22}
+	g, clock := newTestGenerator(t, Config{Layout: l})
+	is := &issuer{t: t, g: g}
+	is.mustNext()
+	clock.Add(2 * time.Millisecond) // the last millisecond
+	is.mustNext()
+	clock.Add(time.Millisecond)
+	if _, err := is.next(); !errors.Is(err, ErrTimeExhausted) {
+		t.Errorf("past MaxTime: %v; want ErrTimeExhausted", err)
+	}
+	if err := g.NextN(make([]ID, 3)); !errors.Is(err, ErrTimeExhausted) {
+		t.Errorf("NextN past MaxTime: %v; want ErrTimeExhausted", err)
+	}
+}
+
+func TestNextN(t *testing.T) {
+	g, clock := newTestGenerator(t, Config{Worker: 9})
+	is := &issuer{t: t, g: g}
+	is.mustNext()
+	batch := make([]ID, 1000)
+	if err := g.NextN(batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range batch {
+		is.check(id)
+	}
+	if len(clock.Sleeps()) != 0 {
+		t.Errorf("a batch that fits slept %v", clock.Sleeps())
+	}
+	// 10,000 IDs need three milliseconds of a 4,096 sequence: two waits.
+	big := make([]ID, 10_000)
+	if err := g.NextN(big); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range big {
+		is.check(id)
+		if p := DefaultLayout.Decode(id); p.Worker != 9 {
+			t.Fatalf("big[%d] decodes to %+v", i, p)
+		}
+	}
+	if got := DefaultLayout.Decode(big[len(big)-1]).Time; !got.Equal(testStart.Add(2 * time.Millisecond)) {
+		t.Errorf("last of 11,001 IDs decodes to %v; want the third ms", got)
+	}
+	if st := g.Stats(); st.IDs != 11_001 || st.Waits != 2 {
+		t.Errorf("Stats() = %+v; want 11,001 IDs, 2 waits", st)
+	}
+	if err := g.NextN(nil); err != nil {
+		t.Errorf("NextN(nil) = %v", err)
+	}
+	// Burst mode hands out a batch spanning milliseconds ahead of the clock
+	// in one step.
+	g, clock = newTestGenerator(t, Config{MaxDrift: 10 * time.Millisecond})
+	if err := g.NextN(make([]ID, 40_000)); err != nil || len(clock.Sleeps()) != 0 {
+		t.Errorf("burst NextN(40,000): %v, slept %v", err, clock.Sleeps())
+	}
+	if st := g.Stats(); st.MaxDrift != 9*time.Millisecond || st.IDs != 40_000 {
+		t.Errorf("burst Stats() = %+v", st)
+	}
+}
+
+func TestConcurrentUnique(t *testing.T) {
+	perGoroutine := 1_000_000
+	if raceEnabled || testing.Short() {
+		perGoroutine = 25_000
+	}
+	const goroutines = 8
+	g, err := NewGenerator(Config{Worker: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([][]ID, goroutines)
+	var wg sync.WaitGroup
+	for w := range goroutines {
+		wg.Go(func() {
+			out := make([]ID, 0, perGoroutine)
+			batch := make([]ID, 100)
+			for len(out) < perGoroutine {
+				if w%2 == 0 || perGoroutine-len(out) < len(batch) {
+					id, err := g.Next()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					out = append(out, id)
+					continue
+				}
+				if err := g.NextN(batch); err != nil {
+					t.Error(err)
+					return
+				}
+				out = append(out, batch...)
+			}
+			ids[w] = out
+		})
+	}
+	wg.Wait()
+	checkUniqueAndIncreasing(t, ids)
+	if st := g.Stats(); st.IDs != int64(goroutines*perGoroutine) {
+		t.Errorf("Stats().IDs = %d; want %d", st.IDs, goroutines*perGoroutine)
+	}
+}
+
+// TestConcurrentChaoticClock runs goroutines against a clock that another
+// goroutine throws back and forth by up to an hour.
+func TestConcurrentChaoticClock(t *testing.T) {
+	perGoroutine := 200_000
+	if raceEnabled || testing.Short() {
+		perGoroutine = 10_000
+	}
+	const goroutines = 8
+	clock := newFakeClock(testStart)
+	g, err := NewGenerator(Config{Clock: clock, MaxWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	stepped := make(chan struct{})
+	go func() {
+		defer close(stepped)
+		r := rand.New(rand.NewPCG(1, 2))
+		steps := []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second, time.Minute, time.Hour}
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			d := steps[r.IntN(len(steps))]
+			if r.IntN(2) == 0 {
+				d = -d
+			}
+			clock.Add(d)
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	ids := make([][]ID, goroutines)
+	var wg sync.WaitGroup
+	for w := range goroutines {
+		wg.Go(func() {
+			out := make([]ID, 0, perGoroutine)
+			batch := make([]ID, 1+w*50)
+			for len(out) < perGoroutine {
+				if w%2 == 0 {
+					id, err := g.Next()
+					if err == nil {
+						out = append(out, id)
+					} else if !errors.Is(err, ErrClockBehind) {
+						t.Error(err)
+						return
+					}
+					continue
+				}
+				n := min(len(batch), perGoroutine-len(out))
+				if err := g.NextN(batch[:n]); err == nil {
+					out = append(out, batch[:n]...)
+				} else if !errors.Is(err, ErrClockBehind) {
+					t.Error(err)
+					return
+				}
+			}
+			ids[w] = out
+		})
+	}
+	wg.Wait()
+	close(done)
+	<-stepped
+	checkUniqueAndIncreasing(t, ids)
+	if st := g.Stats(); st.BackwardSteps == 0 {
+		t.Errorf("Stats() = %+v; the chaos goroutine stepped the clock back but none was seen", st)
+	}
+}
+
+// checkUniqueAndIncreasing checks that each goroutine's IDs increase and
+// that no ID appears twice across all of them.
+func checkUniqueAndIncreasing(t *testing.T, ids [][]ID) {
+	t.Helper()
+	var all []ID
+	for w, out := range ids {
+		for i := 1; i < len(out); i++ {
+			if out[i] <= out[i-1] {
+				t.Fatalf("goroutine %d: ID %d at %d is not greater than %d before it", w, out[i], i, out[i-1])
+			}
+		}
+		all = append(all, out...)
+	}
+	slices.Sort(all)
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			t.Fatalf("ID %d issued twice", all[i])
+		}
+	}
+	if len(all) == 0 {
+		t.Fatal("no IDs issued")
+	}
+}
+
+func sum(ds []time.Duration) time.Duration {
+	var total time.Duration
+	for _, d := range ds {
+		total += d
+	}
+	return total
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package idtype
+
+const raceEnabled = false
