@@ -1,3 +1,27 @@
 // Package idtype is the 64-bit Snowflake ID value and the generator that
 // issues it.
+//
+// An ID is an int64 made of a millisecond timestamp, a worker number and a
+// per-millisecond sequence (see Layout for the bits). IDs issued later sort
+// higher, so they make good primary keys: inserts land at the right edge
+// of a B-tree index, and a time range is a key range (Layout.FirstID).
+//
+// The ID type carries every encoding a Go backend needs: decimal text,
+// JSON as a quoted string (JavaScript numbers lose digits above 2^53),
+// database/sql, pgx's binary codec and GORM's column type. Bad input to
+// any decoder is an *Error that names the input and wraps one sentinel
+// (ErrSyntax, ErrRange, ...); nothing panics.
+//
+// A Generator issues IDs for one worker number without locks, never
+// repeats itself and never goes backwards in time, whatever the wall
+// clock does:
+//
+//	gen, err := idtype.NewGenerator(idtype.Config{Worker: 7})
+//	if err != nil {
+//		return err
+//	}
+//	id, err := gen.Next()
+//
+// Two generators must never share a worker number and layout. In a fleet,
+// lease the number instead of configuring it (package workerid).
 package idtype
