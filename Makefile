@@ -1,0 +1,25 @@
+# Entry points of the repository. `make test` is what CI runs (.ci/run).
+
+.PHONY: test bench fuzz run fmt vet
+
+# gofmt check, go vet, and go test -race of every module against real
+# PostgreSQL and Redis servers.
+test:
+	bash scripts/test.sh
+
+# Every benchmark against real servers, then the ratio tables of *.ratios.
+bench:
+	bash scripts/bench.sh
+
+# Every fuzz target alone for FUZZTIME (default 15s).
+fuzz:
+	bash scripts/fuzz.sh
+
+run:
+	go run ./cmd/snowkey gen -n 5
+
+fmt:
+	bash scripts/lib.sh fmt_all
+
+vet:
+	bash scripts/lib.sh vet_all

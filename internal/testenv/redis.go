@@ -1,0 +1,66 @@
+package testenv
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis returns the host:port of the shared standalone Redis server named by
+// SNOWKEY_TEST_REDIS. Keys must start with KeyPrefix(t).
+//
+// Without SNOWKEY_TEST_REDIS the test is skipped, or fails when CI=true.
+func Redis(t testing.TB) string {
+	t.Helper()
+	return lookup(t, EnvRedis, "127.0.0.1:6379")
+}
+
+// RedisCluster returns the host:port of every node of the shared Redis
+// Cluster named by SNOWKEY_TEST_REDIS_CLUSTER. Keys must start with
+// KeyPrefix(t).
+//
+// Without SNOWKEY_TEST_REDIS_CLUSTER the test is skipped, or fails when
+// CI=true.
+func RedisCluster(t testing.TB) []string {
+	t.Helper()
+	v := lookup(t, EnvRedisCluster, "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002")
+	var addrs []string
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// RedisClient returns a client of the shared Redis server (see Redis),
+// checked with a PING and closed when the test ends.
+func RedisClient(t testing.TB) *redis.Client {
+	t.Helper()
+	addr := Redis(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("testenv: redis at %s (%s): %v", addr, EnvRedis, err)
+	}
+	return c
+}
+
+// RedisClusterClient returns a client of the shared Redis Cluster (see
+// RedisCluster), checked with a PING and closed when the test ends.
+func RedisClusterClient(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	addrs := RedisCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("testenv: redis cluster at %s (%s): %v", strings.Join(addrs, ","), EnvRedisCluster, err)
+	}
+	return c
+}
