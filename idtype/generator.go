@@ -3,6 +3,7 @@ package idtype
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -34,11 +35,12 @@ type Config struct {
 	// Worker is this generator's worker number, 0..Layout.MaxWorker().
 	// Two generators that share a worker number and layout will issue the
 	// same IDs: lease the number (see package workerid) unless one box
-	// runs a single generator.
+	// runs a single generator. With a Lease, leave it zero.
 	Worker int64
 	// Layout is the bit layout; the zero Layout means DefaultLayout.
 	Layout Layout
-	// Clock is the time source; nil means SystemClock().
+	// Clock is the time source; nil means SystemClock(). With a Lease,
+	// leave it nil: the generator reads the lease's clock.
 	Clock Clock
 	// NotBefore makes the generator issue no ID in the millisecond of
 	// NotBefore or earlier. A restarted worker sets it to the last
@@ -57,6 +59,13 @@ type Config struct {
 	// like strict mode. Zero, the default, is strict: no ID carries a time
 	// later than the clock's.
 	MaxDrift time.Duration
+	// Lease, when set, is where the worker number comes from (see Lease
+	// and package workerid): the generator takes the lease's number,
+	// layout and clock, issues nothing at or before the high-water mark of
+	// the number's previous owners, and nothing past what the lease has
+	// confirmed; calls fail with ErrLeaseExpired or ErrLeaseLost instead.
+	// Nil means a fixed Worker.
+	Lease Lease
 }
 
 // Stats is a snapshot of what a Generator has done.
@@ -93,6 +102,10 @@ type Stats struct {
 //   - A next ID whose millisecond is later than the clock (plus MaxDrift)
 //     is not issued: the call waits for the clock, up to MaxWait, or fails
 //     with ErrClockBehind. No ID is ever issued at or before NotBefore.
+//   - With a Lease, no ID is issued in a millisecond past the lease's
+//     latest Grant.Until, and the state only moves forward when a grant
+//     raises the floor. The grant is one atomic word, loaded after the
+//     state, so the check costs one load and compare.
 //
 // With SystemClock (the default) the clock itself never steps back (see
 // SystemClock), so waits happen only when a millisecond's 2^SequenceBits
@@ -100,6 +113,7 @@ type Stats struct {
 type Generator struct {
 	// Read-only after NewGenerator; laid out before the contended state.
 	clock      Clock
+	sys        *anchoredClock // clock, when it is the SystemClock
 	layout     Layout
 	worker     int64
 	seqBits    uint
@@ -115,6 +129,10 @@ type Generator struct {
 	// state is (ms since epoch << SequenceBits) | sequence of the last ID
 	// issued, or initState before the first.
 	state atomic.Int64
+	// limit is the last millisecond (since the epoch) an ID may take: the
+	// layout's last, or less when a Lease grants less; -1 allows nothing.
+	// It shares state's cache line, which every call touches anyway.
+	limit atomic.Int64
 	// clockHigh is the highest clock reading seen (ms since epoch); a
 	// reading below it is a backward step.
 	clockHigh atomic.Int64
@@ -128,11 +146,21 @@ type Generator struct {
 	backwardSteps atomic.Int64
 	maxBackward   atomic.Int64 // ms
 	maxDrift      atomic.Int64 // ms
+
+	// leaseErr is why a Lease stopped the generator (Grant.Err), or nil.
+	leaseErr atomic.Pointer[error]
+	grantMu  sync.Mutex // one Grant at a time
 }
 
 // NewGenerator checks cfg and returns a generator. The error wraps
 // ErrInvalidConfig or ErrInvalidLayout and names the bad field.
 func NewGenerator(cfg Config) (*Generator, error) {
+	if cfg.Lease != nil {
+		var err error
+		if cfg, err = leaseConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
 	l := cfg.Layout
 	if l.Epoch.IsZero() && l.WorkerBits == 0 && l.SequenceBits == 0 {
 		l = DefaultLayout
@@ -163,6 +191,7 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	if g.clock == nil {
 		g.clock = SystemClock()
 	}
+	g.sys, _ = g.clock.(*anchoredClock)
 	if g.maxWait == 0 {
 		g.maxWait = DefaultMaxWait
 	}
@@ -182,6 +211,12 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	}
 	g.initState = floor<<g.seqBits | g.seqMask
 	g.state.Store(g.initState)
+	g.limit.Store(g.maxTime)
+	if cfg.Lease != nil {
+		if err := g.bindLease(cfg.Lease); err != nil {
+			return nil, err
+		}
+	}
 	return g, nil
 }
 
@@ -194,14 +229,17 @@ func (g *Generator) Layout() Layout { return g.layout }
 // now reads the clock as milliseconds since the epoch, and the raw
 // nanoseconds for precise waits.
 func (g *Generator) now() (ms, ns int64) {
-	ns = g.clock.UnixNano()
-	ms = (ns - g.epochNs) / int64(time.Millisecond)
-	g.observe(ms)
-	return ms, ns
+	if g.sys != nil {
+		ns = g.sys.UnixNano() // a direct call, cheaper than through Clock
+	} else {
+		ns = g.clock.UnixNano()
+	}
+	return (ns - g.epochNs) / int64(time.Millisecond), ns
 }
 
-// observe keeps clockHigh and the backward-step statistics. clockHigh is
-// written at most once per millisecond, so the common case is one load.
+// observe keeps clockHigh and the backward-step statistics. Callers skip it
+// when the clock reads the millisecond of the last ID: the clock has then
+// neither stepped back past that ID nor moved on.
 func (g *Generator) observe(ms int64) {
 	high := g.clockHigh.Load()
 	switch {
@@ -242,10 +280,13 @@ func (g *Generator) Next() (ID, error) {
 	for {
 		now, nowNs := g.now()
 		old := g.state.Load()
+		if now != old>>g.seqBits {
+			g.observe(now)
+		}
 		var next int64
 		if now > old>>g.seqBits {
-			if now > g.maxTime {
-				return 0, g.exhausted(now)
+			if now > g.limit.Load() {
+				return 0, g.pastLimit(now)
 			}
 			next = now << g.seqBits
 			if !g.state.CompareAndSwap(old, next) {
@@ -262,8 +303,8 @@ func (g *Generator) Next() (ID, error) {
 			}
 			continue
 		}
-		if t > g.maxTime {
-			return 0, g.exhausted(t)
+		if t > g.limit.Load() {
+			return 0, g.pastLimit(t)
 		}
 		if g.state.CompareAndSwap(old, next) {
 			if t > now {
@@ -285,6 +326,9 @@ func (g *Generator) NextN(dst []ID) error {
 	for len(dst) > 0 {
 		now, nowNs := g.now()
 		old := g.state.Load()
+		if now != old>>g.seqBits {
+			g.observe(now)
+		}
 		first := old + 1
 		if now > old>>g.seqBits {
 			if now > g.maxTime {

@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/snowflake"
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+// wideLayout is a layout whose sequence is not the limit: 2,097,152 IDs per
+// millisecond, more than one core can take (bwmarrin allows at most 22
+// bits for worker and sequence together). Both libraries get the same
+// widths and epoch.
+var wideLayout = idtype.Layout{Epoch: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), WorkerBits: 1, SequenceBits: 21}
+
+// burstSize is how many IDs a burst-mode benchmark takes from one
+// generator before starting a fresh one: a quarter of the 4,096,000 IDs
+// that one second of drift allows on 41/10/12, so the benchmark measures
+// burst mode, not the ceiling it falls back to once the allowance is spent.
+const burstSize = 1_000_000
+
+func snowkeyGen(b *testing.B, cfg idtype.Config) *idtype.Generator {
+	b.Helper()
+	g, err := idtype.NewGenerator(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+// bwmarrinNode makes a bwmarrin node for a layout. bwmarrin keeps its
+// layout in package variables read by NewNode, so they are set, used and
+// put back.
+func bwmarrinNode(b *testing.B, l idtype.Layout) *snowflake.Node {
+	b.Helper()
+	epoch, nodeBits, stepBits := snowflake.Epoch, snowflake.NodeBits, snowflake.StepBits
+	defer func() { snowflake.Epoch, snowflake.NodeBits, snowflake.StepBits = epoch, nodeBits, stepBits }()
+	snowflake.Epoch = l.Epoch.UnixMilli()
+	snowflake.NodeBits = uint8(l.WorkerBits)
+	snowflake.StepBits = uint8(l.SequenceBits)
+	n, err := snowflake.NewNode(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// BenchmarkNext is one goroutine taking IDs flat out.
+func BenchmarkNext(b *testing.B) {
+	for _, layout := range []struct {
+		name string
+		l    idtype.Layout
+	}{{"strict", idtype.DefaultLayout}, {"wide", wideLayout}} {
+		b.Run(layout.name+"/snowkey", func(b *testing.B) {
+			g := snowkeyGen(b, idtype.Config{Worker: 1, Layout: layout.l})
+			for b.Loop() {
+				if _, err := g.Next(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(layout.name+"/bwmarrin", func(b *testing.B) {
+			n := bwmarrinNode(b, layout.l)
+			for b.Loop() {
+				n.Generate()
+			}
+		})
+	}
+	b.Run("burst/snowkey", func(b *testing.B) {
+		cfg := idtype.Config{Worker: 1, MaxDrift: time.Second}
+		g := snowkeyGen(b, cfg)
+		taken := 0
+		for i := 0; i < b.N; i++ {
+			if taken == burstSize {
+				b.StopTimer()
+				g, taken = snowkeyGen(b, cfg), 0
+				b.StartTimer()
+			}
+			if _, err := g.Next(); err != nil {
+				b.Fatal(err)
+			}
+			taken++
+		}
+	})
+}
+
+// BenchmarkNextParallel is every core taking IDs from one generator.
+func BenchmarkNextParallel(b *testing.B) {
+	for _, layout := range []struct {
+		name string
+		l    idtype.Layout
+	}{{"strict", idtype.DefaultLayout}, {"wide", wideLayout}} {
+		b.Run(layout.name+"/snowkey", func(b *testing.B) {
+			g := snowkeyGen(b, idtype.Config{Worker: 1, Layout: layout.l})
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := g.Next(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+		b.Run(layout.name+"/bwmarrin", func(b *testing.B) {
+			n := bwmarrinNode(b, layout.l)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					n.Generate()
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkNextN takes batches of 1,000 IDs, as an insert of 1,000 rows
+// does; ns/id is the time per ID. bwmarrin has no batch call, so its batch
+// is 1,000 calls.
+func BenchmarkNextN(b *testing.B) {
+	const batch = 1000
+	b.Run("wide/snowkey", func(b *testing.B) {
+		g := snowkeyGen(b, idtype.Config{Worker: 1, Layout: wideLayout})
+		dst := make([]idtype.ID, batch)
+		for b.Loop() {
+			if err := g.NextN(dst); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/id")
+	})
+	b.Run("wide/bwmarrin", func(b *testing.B) {
+		n := bwmarrinNode(b, wideLayout)
+		dst := make([]snowflake.ID, batch)
+		for b.Loop() {
+			for i := range dst {
+				dst[i] = n.Generate()
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/id")
+	})
+}
