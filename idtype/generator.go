@@ -330,20 +330,21 @@ func (g *Generator) NextN(dst []ID) error {
 			g.observe(now)
 		}
 		first := old + 1
+		lim := g.limit.Load()
 		if now > old>>g.seqBits {
-			if now > g.maxTime {
-				return g.exhausted(now)
+			if now > lim {
+				return g.pastLimit(now)
 			}
 			first = now << g.seqBits
 		}
 		// The last state the clock allows: the end of the millisecond
-		// now+MaxDrift, or of the layout.
-		limitT := min(now+g.maxDriftMs, g.maxTime)
+		// now+MaxDrift, or of the layout or the lease's grant.
+		limitT := min(now+g.maxDriftMs, lim)
 		limit := (limitT+1)<<g.seqBits - 1
 		if first > limit {
 			t := first >> g.seqBits
-			if t > g.maxTime {
-				return g.exhausted(t)
+			if t > lim {
+				return g.pastLimit(t)
 			}
 			if err := g.wait(t-g.maxDriftMs, nowNs, &waited); err != nil {
 				return err
