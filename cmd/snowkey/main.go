@@ -1,0 +1,230 @@
+// Command snowkey decodes, generates and bounds snowflake IDs from the
+// shell. It only calls package idtype; every layout flag maps to a field of
+// idtype.Layout.
+//
+//	snowkey decode 2116681624581046272 [--json]
+//	snowkey gen -n 5 --worker 3
+//	snowkey at 2026-11-01T00:00:00Z
+//
+// Exit status: 0 on success, 1 when an input is bad or an ID cannot be
+// issued, 2 on a usage error.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+const usage = `snowkey works with 64-bit snowflake IDs.
+
+Usage:
+  snowkey decode [flags] <id>...      time, worker and sequence of each ID
+  snowkey gen [flags] -n N --worker W N new IDs, one a line
+  snowkey at [flags] <RFC 3339 time>   the first ID at that time, for
+                                       WHERE id >= ... range queries
+
+Layout flags (all commands; the default is 41/10/12 with Twitter's epoch):
+  --epoch RFC3339|unix-ms   time zero of the layout
+  --worker-bits N           width of the worker number (default 10)
+  --sequence-bits N         width of the sequence (default 12)
+
+Run 'snowkey <command> --help' for a command's own flags.
+`
+
+// errUsage marks errors that are the caller's invocation, exit status 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var err error
+	switch args[0] {
+	case "decode":
+		err = decode(args[1:], stdout, stderr)
+	case "gen":
+		err = gen(args[1:], stdout, stderr)
+	case "at":
+		err = at(args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "snowkey: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "snowkey %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "snowkey %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// layoutFlags adds the layout flags to fs and returns a function that
+// builds the layout once fs is parsed.
+func layoutFlags(fs *flag.FlagSet) func() (idtype.Layout, error) {
+	epoch := fs.String("epoch", "", "time zero of the layout, RFC 3339 or Unix milliseconds (default Twitter's, 1288834974657)")
+	workerBits := fs.Uint("worker-bits", idtype.DefaultLayout.WorkerBits, "width of the worker number")
+	sequenceBits := fs.Uint("sequence-bits", idtype.DefaultLayout.SequenceBits, "width of the sequence")
+	return func() (idtype.Layout, error) {
+		l := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: *workerBits, SequenceBits: *sequenceBits}
+		if *epoch != "" {
+			t, err := parseTime(*epoch)
+			if err != nil {
+				return l, fmt.Errorf("%w: --epoch: %v", errUsage, err)
+			}
+			l.Epoch = t
+		}
+		if err := l.Validate(); err != nil {
+			return l, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		return l, nil
+	}
+}
+
+// parseTime reads RFC 3339 or Unix milliseconds.
+func parseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	id, err := idtype.Parse(s) // a plain non-negative decimal
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2006-01-02T15:04:05Z) nor Unix milliseconds", s)
+	}
+	return time.UnixMilli(int64(id)).UTC(), nil
+}
+
+func newFlagSet(name string, stderr io.Writer, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, help)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// decoded is one ID taken apart, as decode prints it.
+type decoded struct {
+	ID       idtype.ID `json:"id"`
+	Time     time.Time `json:"time"`
+	Worker   int64     `json:"worker"`
+	Sequence int64     `json:"sequence"`
+}
+
+func decode(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("decode", stderr, "Usage: snowkey decode [flags] <id>...\n\nPrints the time, worker and sequence of each ID.\n\n")
+	asJSON := fs.Bool("json", false, "print one JSON object a line")
+	layout := layoutFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	l, err := layout()
+	if err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: no ID given", errUsage)
+	}
+	enc := json.NewEncoder(stdout)
+	var bad error
+	for _, arg := range fs.Args() {
+		id, err := idtype.Parse(arg)
+		if err != nil {
+			fmt.Fprintf(stderr, "snowkey decode: %v\n", err)
+			bad = errors.New("some IDs could not be read")
+			continue
+		}
+		p := l.Decode(id)
+		d := decoded{ID: id, Time: p.Time, Worker: p.Worker, Sequence: p.Sequence}
+		if *asJSON {
+			if err := enc.Encode(d); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintf(stdout, "%d\ttime=%s\tworker=%d\tsequence=%d\n", id, p.Time.Format(time.RFC3339Nano), p.Worker, p.Sequence)
+	}
+	return bad
+}
+
+func gen(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("gen", stderr, "Usage: snowkey gen [flags]\n\nPrints new IDs, one a line. Give each process that generates IDs its own\n--worker: two generators with one worker number issue the same IDs.\n\n")
+	n := fs.Int("n", 1, "how many IDs")
+	worker := fs.Int64("worker", 0, "worker number, 0 to 2^worker-bits - 1")
+	layout := layoutFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *n < 0 {
+		return fmt.Errorf("%w: -n %d is negative", errUsage, *n)
+	}
+	l, err := layout()
+	if err != nil {
+		return err
+	}
+	g, err := idtype.NewGenerator(idtype.Config{Worker: *worker, Layout: l})
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	buf := make([]idtype.ID, min(*n, 4096))
+	for left := *n; left > 0; left -= len(buf) {
+		buf = buf[:min(left, len(buf))]
+		if err := g.NextN(buf); err != nil {
+			return err
+		}
+		var line []byte
+		for _, id := range buf {
+			line, _ = id.AppendText(line[:0])
+			line = append(line, '\n')
+			if _, err := stdout.Write(line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func at(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("at", stderr, "Usage: snowkey at [flags] <RFC 3339 time>\n\nPrints the smallest ID any worker can issue at that time:\n  SELECT ... WHERE id >= <it>\n\n")
+	layout := layoutFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	l, err := layout()
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: want one time, got %d arguments", errUsage, fs.NArg())
+	}
+	t, err := time.Parse(time.RFC3339Nano, fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("%w: %q is not an RFC 3339 time (2006-01-02T15:04:05Z)", errUsage, fs.Arg(0))
+	}
+	fmt.Fprintln(stdout, l.FirstID(t))
+	return nil
+}
