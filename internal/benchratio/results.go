@@ -51,6 +51,7 @@ func trimProcs(name string) string {
 // Results are the benchmarks found in `go test -bench` output, in the order
 // they first appeared.
 type Results struct {
+	// Benchmarks holds one entry per package and printed name.
 	Benchmarks []*Benchmark
 }
 

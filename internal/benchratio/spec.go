@@ -67,7 +67,9 @@ func (r Ratio) Unit() string {
 
 // Goal is a bound on a ratio, such as ">= 0.99". The zero Goal is no goal.
 type Goal struct {
-	Op    string // ">=", ">", "<=", "<", or "" for none
+	// Op is ">=", ">", "<=", "<", or "" for no goal.
+	Op string
+	// Value is the bound the ratio is compared with.
 	Value float64
 }
 
