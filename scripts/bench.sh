@@ -27,6 +27,16 @@ run_benchmarks() {
 			-benchtime "${BENCHTIME:-1s}" -timeout "${BENCHTIMEOUT:-60m}" ./...) 2>&1 |
 			tee -a "$raw" || failed+=("$m")
 	done
+	# Benchmarks named ...JSONv2 exist only under GOEXPERIMENT=jsonv2.
+	local pkgs
+	pkgs=$(jsonv2_packages)
+	if [[ -n "$pkgs" ]]; then
+		echo "go test -bench (GOEXPERIMENT=jsonv2):" $pkgs
+		# shellcheck disable=SC2086 # a list of packages
+		GOEXPERIMENT=jsonv2 go test -run '^$' -bench 'JSONv2' -benchmem -count "${BENCHCOUNT:-5}" \
+			-benchtime "${BENCHTIME:-1s}" -timeout "${BENCHTIMEOUT:-60m}" $pkgs 2>&1 |
+			tee -a "$raw" || failed+=("jsonv2")
+	fi
 	if ((${#failed[@]})); then
 		echo "benchmarks failed in: ${failed[*]}" >&2
 		return 1

@@ -42,10 +42,25 @@ vet_all() {
 		echo "go vet: $m"
 		(cd "$m" && go vet ./...) || failed+=("$m")
 	done
+	local pkgs
+	pkgs=$(jsonv2_packages)
+	if [[ -n "$pkgs" ]]; then
+		echo "go vet (GOEXPERIMENT=jsonv2):" $pkgs
+		# shellcheck disable=SC2086 # a list of packages
+		GOEXPERIMENT=jsonv2 go vet $pkgs || failed+=("jsonv2")
+	fi
 	if ((${#failed[@]})); then
 		echo "go vet failed in: ${failed[*]}" >&2
 		return 1
 	fi
+}
+
+# Every package directory (./path form, relative to the root module) with a
+# file built only under GOEXPERIMENT=jsonv2: make test and make bench run
+# these once more with the experiment on, so both JSON paths are covered.
+jsonv2_packages() {
+	grep -rl --include='*.go' '^//go:build goexperiment.jsonv2' . 2>/dev/null |
+		grep -v -e '^./bench/' -e '/testdata/' | xargs -r -n1 dirname | LC_ALL=C sort -u
 }
 
 # Builds internal/testenv/cmd/testservers to bin/testservers and prints its

@@ -55,6 +55,13 @@ run_go_tests() {
 		# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
 		(cd "$m" && go test -race -count=1 -timeout 30m ${GOTESTFLAGS:-} ./...) || failed+=("$m")
 	done
+	local pkgs
+	pkgs=$(jsonv2_packages)
+	if [[ -n "$pkgs" ]]; then
+		echo "go test (GOEXPERIMENT=jsonv2):" $pkgs
+		# shellcheck disable=SC2086 # lists of flags and packages
+		GOEXPERIMENT=jsonv2 go test -race -count=1 -timeout 30m ${GOTESTFLAGS:-} $pkgs || failed+=("jsonv2")
+	fi
 	if ((${#failed[@]})); then
 		echo "go test failed in: ${failed[*]}" >&2
 		return 1
