@@ -1,0 +1,229 @@
+package sqltype
+
+import (
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+func TestIDsScan(t *testing.T) {
+	good := []struct {
+		src  any
+		want IDs
+	}{
+		{nil, nil},
+		{"{}", IDs{}},
+		{[]byte("{}"), IDs{}},
+		{"{1}", IDs{1}},
+		{"{1,2,3}", IDs{1, 2, 3}},
+		{"{0,9223372036854775807}", IDs{0, idtype.MaxID}},
+		{[]byte("{1541815603606036480,9007199254740993}"), IDs{1541815603606036480, 1<<53 + 1}},
+		{" { 1 , 2 } ", IDs{1, 2}}, // array_in allows spaces
+		{`{"1","2"}`, IDs{1, 2}},   // and quoted elements
+		{`{"1\2"}`, IDs{12}},       // with escapes
+		{"[0:1]={5,6}", IDs{5, 6}}, // and a lower bound other than 1
+		{"[-2:-2]={7}", IDs{7}},    // even a negative one
+		{"{007}", IDs{7}},          // leading zeros, as Parse allows
+		{"{1,1,1}", IDs{1, 1, 1}},  // duplicates are the caller's business
+		{"{\t1,\n2\r}", IDs{1, 2}}, // any space array_in skips
+		{"{" + strings.Repeat("1,", 999) + "1}", manyOnes(1000)},
+	}
+	for _, tc := range good {
+		ids := IDs{42}
+		if err := ids.Scan(tc.src); err != nil || !reflect.DeepEqual(ids, tc.want) {
+			t.Errorf("Scan(%#v) = %v, %v; want %v", tc.src, ids, err, tc.want)
+		}
+	}
+
+	bad := []struct {
+		src     any
+		want    error
+		mention string
+	}{
+		{"", ErrArraySyntax, `""`},
+		{"1,2", ErrArraySyntax, "want '{'"},
+		{"{1,2", ErrArraySyntax, "missing '}'"},
+		{"{1,2}}", ErrArraySyntax, "after the closing"},
+		{"{1,,2}", ErrArraySyntax, "empty element 1"},
+		{"{,}", ErrArraySyntax, "empty element 0"},
+		{"{1 2}", ErrArraySyntax, "after element 0"},
+		{`{"1}`, ErrArraySyntax, "unterminated"},
+		{`{"1\`, ErrArraySyntax, "unterminated"},
+		{"{1,NULL}", idtype.ErrNull, "element 1"},
+		{"{null}", idtype.ErrNull, "element 0"},
+		{"{1,-2}", idtype.ErrNegative, `element 1 "-2"`},
+		{"{x}", idtype.ErrSyntax, `element 0 "x"`},
+		{"{1.5}", idtype.ErrSyntax, "fraction"},
+		{"{1e3}", idtype.ErrSyntax, "exponent"},
+		{`{""}`, idtype.ErrEmpty, "element 0"},
+		{"{9223372036854775808}", idtype.ErrRange, "element 0"},
+		{"{{1,2},{3,4}}", ErrDimensions, "nested"},
+		{"[1:2][1:2]={{1,2},{3,4}}", ErrDimensions, "second dimension"},
+		{"[1:3]={1,2}", ErrArraySyntax, "bounds say 3"},
+		{"[1:x]={1}", ErrArraySyntax, "bounds"},
+		{"[5:1]={1}", ErrArraySyntax, "bounds"},
+		{"(1,2)", ErrArraySyntax, "want '{'"},
+		{int64(5), idtype.ErrUnsupportedType, "int64(5)"},
+		{[]int64{1}, idtype.ErrUnsupportedType, "[]int64"},
+		{"{" + strings.Repeat("9", 200) + "}", idtype.ErrRange, "bytes)"}, // long input is cut
+	}
+	for _, tc := range bad {
+		ids := IDs{42}
+		err := ids.Scan(tc.src)
+		var e *idtype.Error
+		if !errors.Is(err, tc.want) || !errors.As(err, &e) || !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("Scan(%#v) = %v; want an *idtype.Error wrapping %q that mentions %q", tc.src, err, tc.want, tc.mention)
+		}
+		if !reflect.DeepEqual(ids, IDs{42}) {
+			t.Errorf("Scan(%#v) changed the value to %v", tc.src, ids)
+		}
+	}
+}
+
+func manyOnes(n int) IDs {
+	ids := make(IDs, n)
+	for i := range ids {
+		ids[i] = 1
+	}
+	return ids
+}
+
+func TestIDsValue(t *testing.T) {
+	tests := []struct {
+		ids     IDs
+		want    driver.Value
+		wantErr error
+	}{
+		{nil, nil, nil},
+		{IDs{}, "{}", nil},
+		{IDs{1}, "{1}", nil},
+		{IDs{0, 1541815603606036480, idtype.MaxID}, "{0,1541815603606036480,9223372036854775807}", nil},
+		{IDs{1, -2}, nil, idtype.ErrNegative},
+	}
+	for _, tc := range tests {
+		v, err := tc.ids.Value()
+		if v != tc.want || !errors.Is(err, tc.wantErr) {
+			t.Errorf("%v.Value() = %#v, %v; want %#v, %v", tc.ids, v, err, tc.want, tc.wantErr)
+		}
+		if err != nil {
+			continue
+		}
+		var back IDs
+		if err := back.Scan(v); err != nil || !reflect.DeepEqual(back, tc.ids) {
+			t.Errorf("Scan(Value(%v)) = %v, %v", tc.ids, back, err)
+		}
+	}
+}
+
+func TestIDsJSON(t *testing.T) {
+	marshal := []struct {
+		ids  IDs
+		want string
+	}{
+		{nil, `null`},
+		{IDs{}, `[]`},
+		{IDs{0}, `["0"]`},
+		{IDs{1541815603606036480, 9007199254740993, idtype.MaxID},
+			`["1541815603606036480","9007199254740993","9223372036854775807"]`},
+	}
+	for _, tc := range marshal {
+		b, err := json.Marshal(tc.ids)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("Marshal(%v) = %s, %v; want %s", tc.ids, b, err, tc.want)
+		}
+	}
+
+	unmarshal := []struct {
+		in      string
+		want    IDs
+		wantErr error
+		mention string
+	}{
+		{`null`, nil, nil, ""},
+		{`[]`, IDs{}, nil, ""},
+		{` [ "1" , 2 ] `, IDs{1, 2}, nil, ""},
+		{`["1541815603606036480",9007199254740993]`, IDs{1541815603606036480, 1<<53 + 1}, nil, ""},
+		{`["\u0031"]`, IDs{1}, nil, ""},
+		{`"1"`, IDs{42}, idtype.ErrKind, "want an array"},
+		{`{}`, IDs{42}, idtype.ErrKind, "want an array"},
+		{`5`, IDs{42}, idtype.ErrKind, "want an array"},
+		{`["1",null]`, IDs{42}, idtype.ErrKind, "element 1"},
+		{`[true]`, IDs{42}, idtype.ErrKind, "element 0"},
+		{`[[1]]`, IDs{42}, idtype.ErrKind, "element 0"},
+		{`["1","-2"]`, IDs{42}, idtype.ErrNegative, `element 1 "\"-2\""`},
+		{`[1.5]`, IDs{42}, idtype.ErrSyntax, "element 0"},
+		{`["x"]`, IDs{42}, idtype.ErrSyntax, "element 0"},
+		{`[9223372036854775808]`, IDs{42}, idtype.ErrRange, "element 0"},
+		{`["1",]`, IDs{42}, idtype.ErrSyntax, ""},
+		{`[`, IDs{42}, idtype.ErrSyntax, ""},
+	}
+	for _, tc := range unmarshal {
+		ids := IDs{42}
+		err := ids.UnmarshalJSON([]byte(tc.in))
+		if !reflect.DeepEqual(ids, tc.want) || !errors.Is(err, tc.wantErr) || (err != nil && !strings.Contains(err.Error(), tc.mention)) {
+			t.Errorf("UnmarshalJSON(%s) = %v, %v; want %v, %v mentioning %q", tc.in, ids, err, tc.want, tc.wantErr, tc.mention)
+		}
+	}
+
+	// Through encoding/json, in a struct: an empty input is encoding/json's
+	// own syntax error, an absent field leaves the value alone.
+	var d struct{ IDs IDs }
+	d.IDs = IDs{7}
+	if err := json.Unmarshal([]byte(`{}`), &d); err != nil || !reflect.DeepEqual(d.IDs, IDs{7}) {
+		t.Errorf("absent field: %v, %v", d.IDs, err)
+	}
+	if err := (&d.IDs).UnmarshalJSON(nil); !errors.Is(err, idtype.ErrEmpty) {
+		t.Errorf("UnmarshalJSON(nil) = %v, want ErrEmpty", err)
+	}
+}
+
+func TestIDsPgxInterfaces(t *testing.T) {
+	if d := IDs(nil).Dimensions(); d != nil {
+		t.Errorf("Dimensions of nil = %v, want nil (NULL)", d)
+	}
+	if d := (IDs{}).Dimensions(); len(d) != 1 || d[0].Length != 0 {
+		t.Errorf("Dimensions of empty = %v", d)
+	}
+	ids := IDs{4, 5}
+	if d := ids.Dimensions(); len(d) != 1 || d[0].Length != 2 || d[0].LowerBound != 1 {
+		t.Errorf("Dimensions = %v", d)
+	}
+	if ids.Index(1) != idtype.ID(5) || ids.IndexType() != idtype.ID(0) {
+		t.Errorf("Index/IndexType wrong")
+	}
+
+	var got IDs
+	if err := got.SetDimensions(nil); err != nil || got != nil {
+		t.Errorf("SetDimensions(nil) = %v, %v", got, err)
+	}
+	if err := got.SetDimensions([]pgtype.ArrayDimension{}); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("SetDimensions(empty) = %#v, %v", got, err)
+	}
+	if err := got.SetDimensions([]pgtype.ArrayDimension{{Length: 3, LowerBound: 1}}); err != nil || len(got) != 3 {
+		t.Errorf("SetDimensions(3) = %v, %v", got, err)
+	}
+	*(got.ScanIndex(2).(*idtype.ID)) = 9
+	if got[2] != 9 {
+		t.Errorf("ScanIndex does not point into the slice")
+	}
+	if _, ok := got.ScanIndexType().(*idtype.ID); !ok {
+		t.Errorf("ScanIndexType = %T", got.ScanIndexType())
+	}
+	err := got.SetDimensions([]pgtype.ArrayDimension{{Length: 2, LowerBound: 1}, {Length: 2, LowerBound: 1}})
+	if !errors.Is(err, ErrDimensions) {
+		t.Errorf("SetDimensions(2x2) = %v, want ErrDimensions", err)
+	}
+	err = got.SetDimensions([]pgtype.ArrayDimension{{Length: -1, LowerBound: 1}})
+	if !errors.Is(err, ErrArraySyntax) {
+		t.Errorf("SetDimensions(-1) = %v, want ErrArraySyntax", err)
+	}
+	_ = math.MaxInt32
+}
