@@ -1,0 +1,165 @@
+package workerid
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+// sixBits is a layout with 64 worker numbers.
+var sixBits = idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 6, SequenceBits: 12}
+
+func TestAcquireAllNumbers(t *testing.T) {
+	forKinds(t, func(t *testing.T, b backend) {
+		p := b.pool(t, b.addr, Options{Layout: sixBits})
+		if p.Size() != 64 {
+			t.Fatalf("Size() = %d, want 64 (1023 is outside 6 bits)", p.Size())
+		}
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			leases []*Lease
+			errs   []error
+		)
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				l, err := p.Acquire(ctx)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				leases = append(leases, l)
+			}()
+		}
+		wg.Wait()
+		for _, l := range leases {
+			t.Cleanup(func() { closeLease(t, l) })
+		}
+		if len(errs) > 0 {
+			t.Fatalf("%d of 64 Acquires failed; first: %v", len(errs), errs[0])
+		}
+		var workers []int64
+		for _, l := range leases {
+			workers = append(workers, l.Worker())
+		}
+		slices.Sort(workers)
+		if workers = slices.Compact(workers); len(workers) != 64 {
+			t.Fatalf("64 leases hold %d distinct numbers: %v", len(workers), workers)
+		}
+
+		_, err := p.Acquire(context.Background())
+		if !errors.Is(err, ErrNoFreeWorker) || !strings.Contains(err.Error(), "all 64 worker numbers") {
+			t.Fatalf("65th Acquire: got %v, want ErrNoFreeWorker saying all 64 are taken", err)
+		}
+
+		// A number given back can be taken again, and only that one.
+		closeLease(t, leases[17])
+		l := acquire(t, p)
+		if l.Worker() != leases[17].Worker() {
+			t.Fatalf("after closing worker %d, Acquire got %d", leases[17].Worker(), l.Worker())
+		}
+	})
+}
+
+func TestAcquireSkipsReserved(t *testing.T) {
+	twoBits := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
+	forKinds(t, func(t *testing.T, b backend) {
+		p := b.pool(t, b.addr, Options{Layout: twoBits, Reserved: []int64{1, 3}})
+		a, c := acquire(t, p), acquire(t, p)
+		got := []int64{a.Worker(), c.Worker()}
+		slices.Sort(got)
+		if !slices.Equal(got, []int64{0, 2}) {
+			t.Fatalf("leased %v, want [0 2] with 1 and 3 reserved", got)
+		}
+		if _, err := p.Acquire(context.Background()); !errors.Is(err, ErrNoFreeWorker) ||
+			!strings.Contains(err.Error(), "2 reserved") {
+			t.Fatalf("third Acquire: got %v, want ErrNoFreeWorker naming 2 reserved", err)
+		}
+	})
+}
+
+func TestCandidates(t *testing.T) {
+	tests := []struct {
+		name     string
+		layout   idtype.Layout
+		reserved []int64
+		want     int // how many
+		without  []int64
+	}{
+		{"default layout skips snowflake_id's 1023", idtype.DefaultLayout, nil, 1023, []int64{1023}},
+		{"and the reserved", idtype.DefaultLayout, []int64{0, 5}, 1021, []int64{0, 5, 1023}},
+		{"6 bits", sixBits, nil, 64, nil},
+		{"6 bits, reserved twice", sixBits, []int64{9, 9}, 63, []int64{9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := Options{Layout: tt.layout, Reserved: tt.reserved}.resolve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := o.candidates()
+			if len(c) != tt.want {
+				t.Fatalf("%d candidates, want %d", len(c), tt.want)
+			}
+			for _, w := range tt.without {
+				if slices.Contains(c, w) {
+					t.Fatalf("candidates hold %d", w)
+				}
+			}
+		})
+	}
+}
+
+func TestOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		want string // in the error; "" for none
+	}{
+		{"zero", Options{}, ""},
+		{"ttl only", Options{TTL: time.Minute}, ""},
+		{"tiny ttl", Options{TTL: time.Millisecond}, "TTL 1ms is under 10ms"},
+		{"margin past ttl", Options{TTL: time.Second, Margin: time.Second}, "Margin 1s is outside"},
+		{"negative margin", Options{Margin: -time.Second}, "Margin -1s is outside"},
+		{"renew too slow", Options{TTL: time.Second, Margin: 500 * time.Millisecond, RenewEvery: 500 * time.Millisecond},
+			"RenewEvery 500ms is outside (0, TTL - Margin = 500ms)"},
+		{"reserved out of range", Options{Layout: sixBits, Reserved: []int64{64}}, "Reserved number 64 is outside 0..63"},
+		{"bad layout", Options{Layout: idtype.Layout{WorkerBits: 40}}, "Layout"},
+		{"negative start wait", Options{MaxStartWait: -1}, "MaxStartWait"},
+		{"everything reserved", Options{Layout: idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 1, SequenceBits: 12},
+			Reserved: []int64{0, 1}}, "leaves no worker number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := newPool(tt.o, func(Options, *atomic.Int64) store { return &pgStore{} })
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want ErrInvalidOptions saying %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := Redis(nil, Options{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("Redis(nil): got %v", err)
+	}
+	if _, err := Postgres(nil, Options{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("Postgres(nil): got %v", err)
+	}
+}

@@ -1,0 +1,316 @@
+package workerid
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// testOptions are short timings for tests: a lease lasts 1s, its
+// generator stops 200ms before that, renewals go every 250ms.
+func testOptions(t testing.TB, o Options) Options {
+	if o.TTL == 0 {
+		o.TTL = time.Second
+		o.Margin = 200 * time.Millisecond
+		o.RenewEvery = 250 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Holder == "" {
+		o.Holder = t.Name()
+	}
+	return o
+}
+
+// kind is a store the tests run against.
+type kind struct {
+	name string
+	// open returns a fresh, empty place for leases (a key prefix, a
+	// database) and how to reach it.
+	open func(t *testing.T) backend
+}
+
+// backend is one test's place for leases, reachable directly or through
+// a proxy at addr.
+type backend struct {
+	addr string // host:port of the server
+	// pool returns a pool on the backend, through the server at addr.
+	pool func(t *testing.T, addr string, o Options) *Pool
+}
+
+var kinds = []kind{
+	{"redis", func(t *testing.T) backend {
+		addr := testenv.Redis(t)
+		prefix := testenv.KeyPrefix(t)
+		return backend{addr: addr, pool: func(t *testing.T, addr string, o Options) *Pool {
+			return redisPool(t, addr, prefix, o)
+		}}
+	}},
+	{"postgres", func(t *testing.T) backend {
+		dsn := testenv.Postgres(t)
+		migrate(t, dsn)
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return backend{addr: u.Host, pool: func(t *testing.T, addr string, o Options) *Pool {
+			return postgresPool(t, withHost(dsn, addr), o)
+		}}
+	}},
+}
+
+func redisClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func redisPool(t testing.TB, addr, prefix string, o Options) *Pool {
+	t.Helper()
+	o = testOptions(t, o)
+	o.KeyPrefix = prefix
+	p, err := Redis(redisClient(t, addr), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func postgresPool(t testing.TB, dsn string, o Options) *Pool {
+	t.Helper()
+	db := openDB(t, dsn)
+	p, err := Postgres(db, testOptions(t, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func openDB(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func withHost(dsn, host string) string {
+	u, _ := url.Parse(dsn)
+	u.Host = host
+	return u.String()
+}
+
+// migrate creates the lease table in the database at dsn from the
+// migration file's Up section.
+func migrate(t testing.TB, dsn string) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "migrations", "00002_worker_leases.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, _ := strings.Cut(string(b), "-- +goose Down")
+	db := openDB(t, dsn)
+	if _, err := db.ExecContext(context.Background(), up); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	_ = db.Close()
+}
+
+// forKinds runs f as a parallel subtest for each store.
+func forKinds(t *testing.T, f func(t *testing.T, b backend)) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, k.open(t))
+		})
+	}
+}
+
+func acquire(t testing.TB, p *Pool) *Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	t.Cleanup(func() { closeLease(t, l) })
+	return l
+}
+
+func closeLease(t testing.TB, l *Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Close(ctx); err != nil {
+		t.Logf("close lease on worker %d: %v", l.Worker(), err)
+	}
+}
+
+func generator(t testing.TB, l *Lease) *idtype.Generator {
+	t.Helper()
+	g, err := idtype.NewGenerator(idtype.Config{Lease: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// proxy forwards TCP connections to a server until Cut, which drops them
+// all and refuses new ones until Restore: a server gone from the view of
+// one client only.
+type proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+}
+
+func startProxy(t testing.TB, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.Cut()
+	})
+	go p.serve()
+	return p
+}
+
+func (p *proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns[c] = struct{}{}
+		p.mu.Unlock()
+		go p.forward(c)
+	}
+}
+
+func (p *proxy) forward(c net.Conn) {
+	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		_ = c.Close()
+		_ = s.Close()
+		return
+	}
+	p.conns[s] = struct{}{}
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
+	_, _ = io.Copy(c, s)
+	_ = c.Close()
+}
+
+// Cut drops every connection and refuses new ones.
+func (p *proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	clear(p.conns)
+}
+
+// Restore lets connections through again.
+func (p *proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
+// logRecorder is a slog handler that keeps the messages it gets.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
+
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Level.String()+" "+rec.Message)
+	return nil
+}
+
+// has reports whether a message containing s was logged.
+func (r *logRecorder) has(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.msgs {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *logRecorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.msgs, "\n")
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// isLeaseErr reports whether err is one a generator on a lease may
+// return when it cannot issue.
+func isLeaseErr(err error) bool {
+	return errors.Is(err, idtype.ErrLeaseExpired) || errors.Is(err, idtype.ErrLeaseLost) ||
+		errors.Is(err, idtype.ErrClockBehind)
+}

@@ -1,0 +1,354 @@
+package workerid
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+// A Lease is a worker number held by this process, from Pool.Acquire. It
+// implements idtype.Lease: build one generator on it with
+// idtype.Config{Lease: lease}.
+//
+// A lease renews itself every Options.RenewEvery in one background
+// goroutine, which Close stops. Each renewal extends the lease to TTL
+// from when it was sent and raises the number's high-water mark in the
+// store to that same time; the generator is granted up to TTL - Margin
+// from then, so it stops, when renewals fail, Margin before the store
+// could hand the number to someone else, and never issues past the
+// persisted high-water mark, which the next owner starts after.
+//
+// When a renewal finds the lease gone from the store (it expired while
+// the store was unreachable, or the store lost it), the lease takes the
+// number again if it is free, starting after the high-water mark; if
+// someone else holds it, the lease is lost for good: Done is closed, Err
+// says why and the generator fails with idtype.ErrLeaseLost.
+type Lease struct {
+	pool   *Pool
+	worker int64
+	token  string
+	log    *slog.Logger
+
+	ctx    context.Context    // of the renewal requests; canceled by Close
+	cancel context.CancelFunc //
+	exited chan struct{}      // closed when the renewal goroutine returns
+	done   chan struct{}      // closed when the lease has ended
+
+	mu          sync.Mutex
+	ended       bool
+	err         error // why it ended
+	floor       int64 // no ID at or before this millisecond (Unix ms)
+	until       int64 // no ID after this millisecond (Unix ms)
+	highWater   int64 // the high-water mark last persisted (Unix ms)
+	expired     bool  // a renewal failed after until, and none succeeded since
+	acquired    time.Time
+	lastRenewal time.Time // when the last confirmed renewal was sent
+	lastIssued  time.Time // as the generator last told
+	renewals    int64
+	failures    int64 // renewals failed in a row
+	lastErr     error
+	grant       func(idtype.Grant) time.Time
+}
+
+func newLease(p *Pool, worker int64, token string, start, floor int64) *Lease {
+	ttl, margin := p.opts.TTL.Milliseconds(), p.opts.Margin.Milliseconds()
+	l := &Lease{
+		pool:        p,
+		worker:      worker,
+		token:       token,
+		log:         p.logger(worker),
+		exited:      make(chan struct{}),
+		done:        make(chan struct{}),
+		floor:       floor,
+		until:       start + ttl - margin,
+		highWater:   start + ttl,
+		acquired:    msTime(start),
+		lastRenewal: msTime(start),
+	}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	go l.run()
+	return l
+}
+
+// Worker returns the leased worker number.
+func (l *Lease) Worker() int64 { return l.worker }
+
+// Layout returns the layout of the pool the lease comes from.
+func (l *Lease) Layout() idtype.Layout { return l.pool.opts.Layout }
+
+// Clock returns the pool's clock, by which the lease keeps its time.
+func (l *Lease) Clock() idtype.Clock { return l.pool.opts.Clock }
+
+// Done returns a channel that is closed when the lease has ended: lost to
+// another owner, or closed. Err then says why.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lease lasts; once Done is closed, an error
+// wrapping idtype.ErrLeaseLost and ErrTaken or ErrClosed.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Bind implements idtype.Lease; idtype.NewGenerator calls it. It fails
+// when the lease already serves a generator or has ended.
+func (l *Lease) Bind(grant func(idtype.Grant) time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.ended:
+		return l.err
+	case l.grant != nil:
+		return fmt.Errorf("workerid: the lease on worker %d already serves a generator", l.worker)
+	}
+	l.grant = grant
+	l.grantLocked(l.current())
+	return nil
+}
+
+// current is the grant the lease's state allows. l.mu is held.
+func (l *Lease) current() idtype.Grant {
+	g := idtype.Grant{NotBefore: msTime(l.floor), Until: msTime(l.until)}
+	if l.expired {
+		g.Err = l.expiredErr()
+	}
+	return g
+}
+
+// grantLocked hands g to the generator, if any. l.mu is held, so grants
+// reach the generator one at a time and in order.
+func (l *Lease) grantLocked(g idtype.Grant) {
+	if l.grant != nil {
+		l.lastIssued = l.grant(g)
+	}
+}
+
+func (l *Lease) expiredErr() error {
+	return fmt.Errorf("%w: worker %d: no renewal confirmed since %s (TTL %v, margin %v); last error: %v",
+		idtype.ErrLeaseExpired, l.worker, l.lastRenewal.Format(time.RFC3339Nano),
+		l.pool.opts.TTL, l.pool.opts.Margin, l.lastErr)
+}
+
+// run renews the lease until it ends or Close cancels l.ctx.
+func (l *Lease) run() {
+	defer close(l.exited)
+	every := l.pool.opts.RenewEvery
+	timer := time.NewTimer(every)
+	defer timer.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-timer.C:
+		}
+		start := l.pool.nowMs()
+		ok := l.renew(start)
+		if l.isEnded() {
+			return
+		}
+		next := every
+		if !ok {
+			next = every / 4
+		}
+		// Renewals keep their rhythm from when each was sent.
+		timer.Reset(max(next-time.Duration(l.pool.nowMs()-start)*time.Millisecond, 0))
+	}
+}
+
+func (l *Lease) isEnded() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
+// renew sends one renewal, sent at start (Unix ms), and takes the number
+// again if the store has let it go. It reports whether the lease is
+// confirmed.
+func (l *Lease) renew(start int64) bool {
+	p := l.pool
+	ttl := p.opts.TTL.Milliseconds()
+	ctx, cancel := context.WithTimeout(l.ctx, p.opts.RenewEvery)
+	defer cancel()
+	r, err := p.store.renew(ctx, l.worker, l.token, ttl, start+ttl)
+	if err != nil {
+		l.failed(p.wrap("renew", err))
+		return false
+	}
+	if r.held {
+		l.confirmed(start, r.prev, 0, false)
+		return true
+	}
+	if r.holder != "" {
+		l.lose(fmt.Errorf("%w: %w: worker %d of namespace %q is held by %q",
+			idtype.ErrLeaseLost, ErrTaken, l.worker, p.opts.Namespace, r.holder))
+		return false
+	}
+	// The store has no lease on the number: it expired while this process
+	// could not renew it, or the store lost it. Take it again if free.
+	t, err := p.store.take(ctx, takeRequest{
+		cands: []int64{l.worker}, token: l.token, holder: p.opts.Holder,
+		ttl: ttl, reserve: start + ttl,
+	})
+	switch {
+	case err != nil:
+		l.failed(p.wrap("take back", err))
+		return false
+	case t.worker < 0 && t.raced:
+		l.failed(fmt.Errorf("%w: take back on %s: lost a race for worker %d", ErrStore, p.store.kind(), l.worker))
+		return false
+	case t.worker < 0:
+		l.lose(fmt.Errorf("%w: %w: worker %d of namespace %q was taken over while this lease could not renew",
+			idtype.ErrLeaseLost, ErrTaken, l.worker, p.opts.Namespace))
+		return false
+	}
+	l.confirmed(start, t.prev, p.floor(t), true)
+	return true
+}
+
+// confirmed records a renewal sent at start that the store confirmed:
+// found is the high-water mark the store had; retaken says the number was
+// taken anew, after floor.
+func (l *Lease) confirmed(start, found, floor int64, retaken bool) {
+	p := l.pool
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	if !retaken && found < l.highWater {
+		// Only a store that lost writes goes back; the renewal has put
+		// the mark back up, and the generator never passed it.
+		l.log.Warn("workerid: the store had lost the lease's high-water mark; restored",
+			"found", msTime(found), "persisted", msTime(l.highWater))
+	}
+	wasExpired, failures := l.expired, l.failures
+	l.highWater = max(l.highWater, start+p.opts.TTL.Milliseconds())
+	l.until = start + p.opts.TTL.Milliseconds() - p.opts.Margin.Milliseconds()
+	l.lastRenewal = msTime(start)
+	l.renewals++
+	l.failures = 0
+	l.expired = false
+	if retaken {
+		l.floor = max(l.floor, floor)
+		l.log.Warn("workerid: lease had lapsed in the store; worker number taken back",
+			"floor", msTime(l.floor), "last_error", l.lastErr)
+	} else if wasExpired || failures > 0 {
+		l.log.Info("workerid: lease renewed again", "failed_renewals", failures, "was_expired", wasExpired)
+	}
+	l.lastErr = nil
+	l.grantLocked(l.current())
+}
+
+// failed records a renewal that got no answer, or a bad one.
+func (l *Lease) failed(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	l.failures++
+	l.lastErr = err
+	if l.failures == 1 {
+		l.log.Warn("workerid: lease renewal failed; retrying", "error", err, "until", msTime(l.until))
+	}
+	if !l.expired && l.pool.nowMs() > l.until {
+		l.expired = true
+		l.log.Error("workerid: lease expired: its generator stops issuing until a renewal succeeds",
+			"last_renewal", l.lastRenewal, "error", err)
+		l.grantLocked(l.current())
+	}
+}
+
+// lose ends the lease because someone else holds the number.
+func (l *Lease) lose(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	l.endLocked(err)
+	l.log.Error("workerid: lease lost: its generator issues no more IDs", "error", err)
+}
+
+// endLocked stops the generator for good and marks the lease ended. l.mu
+// is held.
+func (l *Lease) endLocked(err error) {
+	l.ended = true
+	l.err = err
+	l.grantLocked(idtype.Grant{Err: err})
+	close(l.done)
+}
+
+// waitReady waits until a generator on the lease may issue: the clock is
+// past the floor and the lease covers the clock's millisecond.
+func (l *Lease) waitReady(ctx context.Context) error {
+	p := l.pool
+	deadline := p.nowMs() + p.opts.MaxStartWait.Milliseconds()
+	for {
+		now := p.nowMs()
+		l.mu.Lock()
+		ended, err, floor, until := l.ended, l.err, l.floor, l.until
+		l.mu.Unlock()
+		switch {
+		case ended:
+			return err
+		case now > floor && now <= until:
+			return nil
+		case floor >= deadline:
+			return fmt.Errorf("%w: worker %d of namespace %q has a high-water mark of %s, %v after the clock's %s; MaxStartWait is %v",
+				idtype.ErrClockBehind, l.worker, p.opts.Namespace, msTime(floor).Format(time.RFC3339Nano),
+				time.Duration(floor-now)*time.Millisecond, msTime(now).Format(time.RFC3339Nano), p.opts.MaxStartWait)
+		}
+		wait := 50 * time.Millisecond
+		if now <= floor {
+			wait = min(wait, time.Duration(floor+1-now)*time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("workerid: acquire: waiting for worker %d's high-water mark %s: %w",
+				l.worker, msTime(floor).Format(time.RFC3339Nano), ctx.Err())
+		case <-l.done:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Close stops the lease's generator for good, then gives the number back,
+// leaving in the store, as its high-water mark, the millisecond of the
+// generator's last ID (or the lease's floor), so that the next owner
+// starts right after it. It stops the background renewal. Closing a lease
+// that has ended, or closing twice, does nothing and returns nil.
+//
+// If the store cannot be reached within ctx the number stays held until
+// its TTL runs out; the error then wraps ErrStore or the context's error.
+func (l *Lease) Close(ctx context.Context) error {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		l.cancel()
+		<-l.exited
+		return nil
+	}
+	l.endLocked(fmt.Errorf("%w: %w: worker %d", idtype.ErrLeaseLost, ErrClosed, l.worker))
+	final := max(l.floor, l.lastIssued.UnixMilli())
+	l.mu.Unlock()
+
+	// A renewal in flight could take the number back after the release
+	// below: wait until none is.
+	l.cancel()
+	select {
+	case <-l.exited:
+	case <-ctx.Done():
+		return fmt.Errorf("workerid: close worker %d: %w", l.worker, ctx.Err())
+	}
+	if err := l.pool.store.release(ctx, l.worker, l.token, final); err != nil {
+		return l.pool.wrap("release", err)
+	}
+	l.log.Info("workerid: lease released", "high_water", msTime(final))
+	return nil
+}

@@ -1,0 +1,146 @@
+package workerid
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+// Defaults of Options.
+const (
+	// DefaultTTL is how long a lease lasts without renewal.
+	DefaultTTL = 10 * time.Second
+	// DefaultNamespace is the namespace when Options.Namespace is empty.
+	DefaultNamespace = "default"
+	// DefaultKeyPrefix starts every Redis key of this package.
+	DefaultKeyPrefix = "snowkey:workerid:"
+)
+
+// sqlWorker is the worker number that snowflake_id() in package migrations
+// stamps on rows inserted by SQL alone; it is never leased in a layout
+// that has it.
+const sqlWorker = 1023
+
+// Options configure a Pool. The zero value of every field is a safe
+// default.
+type Options struct {
+	// Layout is the ID layout whose worker numbers are leased:
+	// 0..Layout.MaxWorker(). The zero Layout means idtype.DefaultLayout.
+	// Generators on the leases use it.
+	Layout idtype.Layout
+	// Namespace separates fleets that share a store but not an ID space
+	// (another layout, another database of IDs). Leases of one namespace
+	// never share a number. Empty means DefaultNamespace.
+	Namespace string
+	// Reserved lists worker numbers never to lease, besides 1023, the
+	// number snowflake_id() of package migrations uses (when the layout
+	// has it): numbers of one-box fixed workers, say.
+	Reserved []int64
+	// TTL is how long a lease lasts without renewal. A crashed owner's
+	// number is free again after it; a fresh number in Redis, or one whose
+	// record Redis has lost, waits it out before its first ID (see the
+	// package doc). Zero means DefaultTTL.
+	TTL time.Duration
+	// Margin is how long before the lease's end, by its own clock, its
+	// generator stops issuing when renewals fail. It must cover the
+	// disagreement between this host's clock and the store's, and between
+	// hosts of one namespace (see the package doc). Zero means TTL/5.
+	Margin time.Duration
+	// RenewEvery is how often a lease renews itself; after a failed
+	// renewal it retries four times as often. It must be less than TTL -
+	// Margin. Zero means TTL/3.
+	RenewEvery time.Duration
+	// MaxStartWait bounds how long Acquire waits for the clock to pass the
+	// number's high-water mark (a clock set back, a fresh number in Redis)
+	// before it gives the number back and fails with an error wrapping
+	// idtype.ErrClockBehind. Zero means TTL + 1 minute.
+	MaxStartWait time.Duration
+	// Clock is the time source of the leases, and of the generators built
+	// on them. Nil means idtype.SystemClock().
+	Clock idtype.Clock
+	// Logger receives a line when a lease is acquired, expires, recovers,
+	// is re-acquired, lost or released. Nil means slog.Default().
+	Logger *slog.Logger
+	// Holder names this process to operators, in the store beside each
+	// lease it holds and in Status. Empty means "hostname:pid".
+	Holder string
+	// KeyPrefix starts every Redis key (Redis only). Empty means
+	// DefaultKeyPrefix. The namespace follows it in braces, a Redis
+	// Cluster hash tag, so that all keys of a namespace share a slot.
+	KeyPrefix string
+}
+
+// resolve fills in defaults and checks o.
+func (o Options) resolve() (Options, error) {
+	if o.Layout.Epoch.IsZero() && o.Layout.WorkerBits == 0 && o.Layout.SequenceBits == 0 {
+		o.Layout = idtype.DefaultLayout
+	}
+	if err := o.Layout.Validate(); err != nil {
+		return o, fmt.Errorf("%w: Layout: %w", ErrInvalidOptions, err)
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Margin == 0 {
+		o.Margin = o.TTL / 5
+	}
+	if o.RenewEvery == 0 {
+		o.RenewEvery = o.TTL / 3
+	}
+	if o.MaxStartWait == 0 {
+		o.MaxStartWait = o.TTL + time.Minute
+	}
+	switch {
+	case o.TTL < 10*time.Millisecond:
+		return o, fmt.Errorf("%w: TTL %v is under 10ms", ErrInvalidOptions, o.TTL)
+	case o.Margin <= 0 || o.Margin >= o.TTL:
+		return o, fmt.Errorf("%w: Margin %v is outside (0, TTL %v)", ErrInvalidOptions, o.Margin, o.TTL)
+	case o.RenewEvery <= 0 || o.RenewEvery >= o.TTL-o.Margin:
+		return o, fmt.Errorf("%w: RenewEvery %v is outside (0, TTL - Margin = %v)", ErrInvalidOptions, o.RenewEvery, o.TTL-o.Margin)
+	case o.MaxStartWait < 0:
+		return o, fmt.Errorf("%w: MaxStartWait %v is negative", ErrInvalidOptions, o.MaxStartWait)
+	}
+	for _, r := range o.Reserved {
+		if r < 0 || r > o.Layout.MaxWorker() {
+			return o, fmt.Errorf("%w: Reserved number %d is outside 0..%d", ErrInvalidOptions, r, o.Layout.MaxWorker())
+		}
+	}
+	if o.Clock == nil {
+		o.Clock = idtype.SystemClock()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Holder == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "unknown-host"
+		}
+		o.Holder = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	return o, nil
+}
+
+// candidates returns the worker numbers a lease may take: all of the
+// layout's, less the reserved ones, in order.
+func (o Options) candidates() []int64 {
+	reserved := append(slices.Clone(o.Reserved), sqlWorker)
+	var c []int64
+	for w := range o.Layout.MaxWorker() + 1 {
+		if !slices.Contains(reserved, w) {
+			c = append(c, w)
+		}
+	}
+	return c
+}

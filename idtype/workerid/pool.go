@@ -1,0 +1,184 @@
+package workerid
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+// A Pool hands out leases on the worker numbers of one namespace, kept in
+// Redis (see Redis) or PostgreSQL (see Postgres). It is safe for
+// concurrent use and starts no goroutine of its own; each Lease runs one
+// until it is closed or lost.
+type Pool struct {
+	store store
+	opts  Options
+	cands []int64      // the numbers a lease may take, in order
+	trips atomic.Int64 // requests sent to the store, for benchmarks
+}
+
+// store is what a Pool needs of Redis or PostgreSQL. Times are Unix
+// milliseconds by the pool's clock; ttl is in milliseconds.
+type store interface {
+	// kind names the store in errors and logs: "redis" or "postgres".
+	kind() string
+	// trustsAbsence reports whether a number without a record was surely
+	// never used: true for a durable store, false for one that may lose
+	// data (see the package doc).
+	trustsAbsence() bool
+	// take leases the first free number of cands (in that order) to
+	// token, and raises its high-water mark to reserve.
+	take(ctx context.Context, r takeRequest) (taken, error)
+	// renew extends the lease of worker held by token and raises its
+	// high-water mark to reserve. A lease that is no longer the token's
+	// is reported, not an error.
+	renew(ctx context.Context, worker int64, token string, ttl, reserve int64) (renewal, error)
+	// release ends the lease of worker held by token, leaving final as
+	// its high-water mark. It does nothing when the lease is not the
+	// token's.
+	release(ctx context.Context, worker int64, token string, final int64) error
+}
+
+type takeRequest struct {
+	cands         []int64
+	token, holder string
+	ttl, reserve  int64
+}
+
+// taken is the outcome of store.take.
+type taken struct {
+	worker int64 // -1: none taken
+	// raced means a free number was found but another taker won it; the
+	// caller tries again. Only a store that cannot scan and take in one
+	// atomic step reports it.
+	raced bool
+	// prev is the number's high-water mark before this take, and
+	// hadRecord whether it had one at all.
+	prev      int64
+	hadRecord bool
+}
+
+// renewal is the outcome of store.renew.
+type renewal struct {
+	// held means the lease was still the token's and is extended.
+	held bool
+	// prev is the high-water mark found before raising it (held only).
+	prev int64
+	// holder is the token or holder found instead of ours, "" if none.
+	holder string
+}
+
+// maxRaces bounds how often Acquire retries after losing a race for a
+// number (PostgreSQL only); each retry starts at a new random number.
+const maxRaces = 16
+
+// Acquire leases a free worker number, starting at a random one, and
+// returns once a generator on the lease may issue IDs: when the clock has
+// passed the number's high-water mark (set by its previous owners, or,
+// for a number Redis has no record of, one TTL from now; see the package
+// doc). The lease renews itself in the background until Close.
+//
+// The error wraps ErrNoFreeWorker when every number is held;
+// idtype.ErrClockBehind when the clock would have to pass the high-water
+// mark for longer than Options.MaxStartWait; ErrStore or the context's
+// error otherwise. On error no lease is held.
+func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
+	token := p.opts.Holder + "/" + randomHex(8)
+	start := time.Now()
+	for races := 0; ; races++ {
+		now := p.nowMs()
+		k := rand.IntN(len(p.cands))
+		cands := append(append(make([]int64, 0, len(p.cands)), p.cands[k:]...), p.cands[:k]...)
+		t, err := p.store.take(ctx, takeRequest{
+			cands: cands, token: token, holder: p.opts.Holder,
+			ttl: p.opts.TTL.Milliseconds(), reserve: now + p.opts.TTL.Milliseconds(),
+		})
+		if err != nil {
+			return nil, p.wrap("acquire", err)
+		}
+		if t.worker < 0 && t.raced && races < maxRaces {
+			continue
+		}
+		if t.worker < 0 {
+			return nil, fmt.Errorf("%w: all %d worker numbers of namespace %q in %s are taken (%d bits, %d reserved)",
+				ErrNoFreeWorker, len(p.cands), p.opts.Namespace, p.store.kind(), p.opts.Layout.WorkerBits,
+				p.opts.Layout.MaxWorker()+1-int64(len(p.cands)))
+		}
+		l := newLease(p, t.worker, token, now, p.floor(t))
+		l.log.Info("workerid: lease acquired", "floor", msTime(l.floor), "had_record", t.hadRecord)
+		if err := l.waitReady(ctx); err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RenewEvery)
+			_ = l.Close(cctx)
+			cancel()
+			return nil, err
+		}
+		l.log.Debug("workerid: lease ready", "waited", time.Since(start))
+		return l, nil
+	}
+}
+
+// floor is the millisecond a new owner's first ID must come after: the
+// number's high-water mark, or, when the number has no record in a store
+// that may have lost it, one TTL from now, by when any owner the store
+// forgot has stopped.
+func (p *Pool) floor(t taken) int64 {
+	floor := t.prev
+	if !t.hadRecord && !p.store.trustsAbsence() {
+		floor = max(floor, p.nowMs()+p.opts.TTL.Milliseconds())
+	}
+	return floor
+}
+
+// Layout returns the layout whose worker numbers the pool leases.
+func (p *Pool) Layout() idtype.Layout { return p.opts.Layout }
+
+// Size returns how many worker numbers the pool may lease: those of the
+// layout less the reserved ones.
+func (p *Pool) Size() int { return len(p.cands) }
+
+func (p *Pool) nowMs() int64 { return p.opts.Clock.UnixNano() / int64(time.Millisecond) }
+
+// wrap makes a store failure an ErrStore error, keeping context errors
+// matchable as they are.
+func (p *Pool) wrap(op string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("workerid: %s on %s: %w", op, p.store.kind(), err)
+	}
+	return fmt.Errorf("%w: %s on %s: %w", ErrStore, op, p.store.kind(), err)
+}
+
+// newPool makes a pool on the store that newStore makes for the resolved
+// options; the store counts its round trips in trips.
+func newPool(opts Options, newStore func(o Options, trips *atomic.Int64) store) (*Pool, error) {
+	opts, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{opts: opts, cands: opts.candidates()}
+	p.store = newStore(opts, &p.trips)
+	if len(p.cands) == 0 {
+		return nil, fmt.Errorf("%w: Reserved leaves no worker number of %d to lease", ErrInvalidOptions,
+			opts.Layout.MaxWorker()+1)
+	}
+	return p, nil
+}
+
+func (p *Pool) logger(worker int64) *slog.Logger {
+	return p.opts.Logger.With("store", p.store.kind(), "namespace", p.opts.Namespace, "worker", worker)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = crand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

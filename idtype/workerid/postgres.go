@@ -1,0 +1,142 @@
+package workerid
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+)
+
+// Postgres returns a Pool that keeps its leases in PostgreSQL, in the
+// table snowkey_worker_leases that migrations/00002_worker_leases.sql
+// creates (run package migrations first): one row per number ever leased
+// in a namespace, which keeps the number's high-water mark across leases.
+// Expiry is judged by the database's clock.
+//
+// db may use any driver (pgx's stdlib, lib/pq); the queries bind only
+// text and integers. Acquire is one statement that finds a free number from a
+// random start and takes it; when concurrent Acquires pick the same
+// number, the losers try again (see Pool.Acquire).
+func Postgres(db *sql.DB, opts Options) (*Pool, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOptions)
+	}
+	return newPool(opts, func(o Options, trips *atomic.Int64) store {
+		return &pgStore{db: db, ns: o.Namespace, trips: trips}
+	})
+}
+
+// pgTake takes the first free number of $2 (in order) for owner $3.
+// It returns one row: how many candidates were free, and the number taken
+// with the high-water mark it had (NULL when it had no row), or NULLs when
+// a concurrent taker won.
+const pgTake = `
+WITH cand AS (
+	SELECT c.n
+	FROM unnest($2::text::int[]) WITH ORDINALITY AS c(n, ord)
+	LEFT JOIN snowkey_worker_leases l ON l.namespace = $1 AND l.worker = c.n
+	WHERE l.worker IS NULL OR l.owner IS NULL OR l.expires_at <= statement_timestamp()
+	ORDER BY c.ord
+	LIMIT 1
+), ins AS (
+	INSERT INTO snowkey_worker_leases AS l
+		(namespace, worker, owner, holder, expires_at, high_water, start_after, acquired_at, renewed_at)
+	SELECT $1, n, $3, $4, statement_timestamp() + $5::float8 * interval '1 millisecond', $6::bigint, NULL,
+		statement_timestamp(), statement_timestamp()
+	FROM cand
+	ON CONFLICT (namespace, worker) DO UPDATE SET
+		owner = EXCLUDED.owner, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
+		start_after = l.high_water, high_water = GREATEST(l.high_water, EXCLUDED.high_water),
+		acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at
+	WHERE l.owner IS NULL OR l.expires_at <= statement_timestamp()
+	RETURNING l.worker, l.start_after
+)
+SELECT (SELECT count(*) FROM cand), ins.worker, ins.start_after
+FROM (SELECT 1) AS one LEFT JOIN ins ON true`
+
+// pgRenew extends the lease of owner $3, raising its high-water mark to
+// $5. It returns the new mark (NULL when the lease is not $3's) and the
+// holder of a live lease of someone else's (NULL when none).
+const pgRenew = `
+WITH u AS (
+	UPDATE snowkey_worker_leases SET
+		expires_at = statement_timestamp() + $4::float8 * interval '1 millisecond',
+		high_water = GREATEST(high_water, $5::bigint), renewed_at = statement_timestamp()
+	WHERE namespace = $1 AND worker = $2 AND owner = $3
+	RETURNING high_water
+)
+SELECT (SELECT high_water FROM u),
+	(SELECT holder FROM snowkey_worker_leases
+	 WHERE namespace = $1 AND worker = $2 AND owner IS DISTINCT FROM $3 AND expires_at > statement_timestamp())`
+
+// pgRelease frees the number of owner $3, leaving $4 as its high-water
+// mark (never below what the owner found).
+const pgRelease = `
+UPDATE snowkey_worker_leases SET
+	owner = NULL, holder = NULL, expires_at = NULL, renewed_at = statement_timestamp(),
+	high_water = GREATEST($4::bigint, COALESCE(start_after, 0))
+WHERE namespace = $1 AND worker = $2 AND owner = $3`
+
+type pgStore struct {
+	db    *sql.DB
+	ns    string
+	trips *atomic.Int64
+}
+
+func (s *pgStore) kind() string { return "postgres" }
+
+// trustsAbsence is true: a committed row does not vanish, so a number
+// without one was never leased. (A database restored from a backup breaks
+// this; see the package doc.)
+func (s *pgStore) trustsAbsence() bool { return true }
+
+func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
+	s.trips.Add(1)
+	var (
+		free   int64
+		worker sql.NullInt64
+		prev   sql.NullInt64
+	)
+	// An array literal, '{5,6,7}', binds as text with any driver.
+	cands := make([]byte, 0, 5*len(r.cands)+2)
+	cands = append(cands, '{')
+	for i, w := range r.cands {
+		if i > 0 {
+			cands = append(cands, ',')
+		}
+		cands = strconv.AppendInt(cands, w, 10)
+	}
+	cands = append(cands, '}')
+	err := s.db.QueryRowContext(ctx, pgTake, s.ns, string(cands), r.token, r.holder, r.ttl, r.reserve).
+		Scan(&free, &worker, &prev)
+	if err != nil {
+		return taken{}, err
+	}
+	if !worker.Valid {
+		return taken{worker: -1, raced: free > 0}, nil
+	}
+	return taken{worker: worker.Int64, prev: prev.Int64, hadRecord: prev.Valid}, nil
+}
+
+func (s *pgStore) renew(ctx context.Context, worker int64, token string, ttl, reserve int64) (renewal, error) {
+	s.trips.Add(1)
+	var (
+		hw     sql.NullInt64
+		holder sql.NullString
+	)
+	err := s.db.QueryRowContext(ctx, pgRenew, s.ns, worker, token, ttl, reserve).Scan(&hw, &holder)
+	if err != nil {
+		return renewal{}, err
+	}
+	if hw.Valid {
+		return renewal{held: true, prev: hw.Int64}, nil
+	}
+	return renewal{holder: holder.String}, nil
+}
+
+func (s *pgStore) release(ctx context.Context, worker int64, token string, final int64) error {
+	s.trips.Add(1)
+	_, err := s.db.ExecContext(ctx, pgRelease, s.ns, worker, token, final)
+	return err
+}
