@@ -1,0 +1,29 @@
+package tokens
+
+import "errors"
+
+// Errors the Manager returns. Match them with errors.Is: the backend errors
+// are wrapped with the operation and the cause.
+var (
+	// ErrInvalidToken means the token cannot be used: it is malformed, has
+	// a wrong checksum or secret, is unknown, has expired or was revoked.
+	// It is one error on purpose: a caller (and so a client) must not learn
+	// which, since that would tell an attacker which guesses came close.
+	// The right answer to it is "log in again".
+	ErrInvalidToken = errors.New("tokens: invalid token")
+
+	// ErrUnavailable means the session store could not answer: Redis is
+	// unreachable or failed, or the context ended first. Nothing is known
+	// about the token, and the caller must fail closed (the Middleware
+	// answers 503). The error wraps the cause, so errors.Is also matches
+	// context.DeadlineExceeded and the like.
+	ErrUnavailable = errors.New("tokens: session store unavailable")
+
+	// ErrInvalidOptions means New was given Options or arguments that
+	// cannot work; the error names the field.
+	ErrInvalidOptions = errors.New("tokens: invalid options")
+
+	// ErrInvalidUser means a user ID that no session can belong to: zero
+	// or negative.
+	ErrInvalidUser = errors.New("tokens: invalid user ID")
+)

@@ -1,0 +1,437 @@
+package tokens
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+func TestIssueValidate(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		m := newManager(t, b.client(t), gen, Options{})
+		user := userID(t, gen)
+		meta := Metadata{Device: "Anna's phone", UserAgent: "Snow/1.0 (iOS 18)", IP: "203.0.113.7"}
+		before := time.Now()
+		tok, s, err := m.Issue(ctx, user, meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(tok, "snk_") || len(tok) != tokenLen("snk") {
+			t.Errorf("token %q: want snk_ and %d bytes", tok, tokenLen("snk"))
+		}
+		if s.UserID != user || s.Metadata != meta || s.ID <= 0 {
+			t.Errorf("Issue session = %+v", s)
+		}
+		if d := s.IssuedAt.Sub(before); d < -time.Millisecond || d > time.Second {
+			t.Errorf("IssuedAt %v is %v after the call began", s.IssuedAt, d)
+		}
+		if !s.LoginAt.Equal(s.IssuedAt) || !s.LastSeenAt.Equal(s.IssuedAt) {
+			t.Errorf("LoginAt %v, LastSeenAt %v, want IssuedAt %v", s.LoginAt, s.LastSeenAt, s.IssuedAt)
+		}
+		if want := s.IssuedAt.Add(DefaultIdleTimeout); !s.ExpiresAt.Equal(want) {
+			t.Errorf("ExpiresAt %v, want %v", s.ExpiresAt, want)
+		}
+		if want := s.IssuedAt.Add(DefaultAbsoluteLifetime); !s.AbsoluteExpiresAt.Equal(want) {
+			t.Errorf("AbsoluteExpiresAt %v, want %v", s.AbsoluteExpiresAt, want)
+		}
+		got, err := m.Validate(ctx, tok)
+		if err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		if got != s {
+			t.Errorf("Validate = %+v\nIssue    = %+v", got, s)
+		}
+		if strings.Contains(tok, user.String()) {
+			t.Errorf("token %q holds the user ID %d", tok, user)
+		}
+	})
+}
+
+func TestValidateRejects(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		m := newManager(t, b.client(t), gen, Options{})
+		user := userID(t, gen)
+		tok, _ := issue(t, m, user, Metadata{})
+		parsed, _ := parseToken("snk", tok)
+
+		wrongSecret := parsed
+		wrongSecret.secret[0] ^= 1
+		unknown := parsed
+		unknown.session++
+		otherTag := parsed
+		otherTag.tag = (parsed.tag + 1) % numSlotTags
+		revoked, _ := issue(t, m, user, Metadata{})
+		if err := m.Revoke(ctx, revoked); err != nil {
+			t.Fatal(err)
+		}
+		other := newManager(t, b.client(t), gen, Options{TokenPrefix: "other"})
+		otherTok, _ := issue(t, other, user, Metadata{})
+
+		for _, tc := range []struct{ name, tok string }{
+			{"empty", ""},
+			{"garbage", "hello"},
+			{"flipped character", tok[:10] + string(tok[10]^1) + tok[11:]},
+			{"cut short", tok[:len(tok)-1]},
+			{"other prefix", "abc" + tok[3:]},
+			{"other manager's prefix", otherTok},
+			{"wrong secret", wrongSecret.format("snk")},
+			{"unknown session", unknown.format("snk")},
+			{"wrong slot tag", otherTag.format("snk")},
+			{"revoked", revoked},
+		} {
+			_, err := m.Validate(ctx, tc.tok)
+			if err != ErrInvalidToken {
+				t.Errorf("%s: Validate = %v, want exactly ErrInvalidToken", tc.name, err)
+			}
+		}
+		if _, err := m.Validate(ctx, tok); err != nil {
+			t.Errorf("the original token after all that: %v", err)
+		}
+	})
+}
+
+func TestRevoke(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		m := newManager(t, b.client(t), gen, Options{})
+		user := userID(t, gen)
+		tok, _ := issue(t, m, user, Metadata{})
+		keep, _ := issue(t, m, user, Metadata{})
+		parsed, _ := parseToken("snk", tok)
+		forged := parsed
+		forged.secret[31] ^= 0x80
+		if err := m.Revoke(ctx, forged.format("snk")); err != ErrInvalidToken {
+			t.Errorf("Revoke with a wrong secret = %v, want ErrInvalidToken", err)
+		}
+		if _, err := m.Validate(ctx, tok); err != nil {
+			t.Fatalf("a wrong secret revoked the session: %v", err)
+		}
+		if err := m.Revoke(ctx, tok); err != nil {
+			t.Fatalf("Revoke: %v", err)
+		}
+		if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("Validate after Revoke = %v, want ErrInvalidToken", err)
+		}
+		if err := m.Revoke(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("second Revoke = %v, want ErrInvalidToken", err)
+		}
+		if _, err := m.Validate(ctx, keep); err != nil {
+			t.Errorf("the user's other session: %v", err)
+		}
+		list, err := m.List(ctx, user)
+		if err != nil || len(list) != 1 {
+			t.Errorf("List after Revoke = %d sessions, %v; want 1", len(list), err)
+		}
+	})
+}
+
+func TestRevokeSession(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		m := newManager(t, b.client(t), gen, Options{})
+		anna, ben := userID(t, gen), userID(t, gen)
+		annaTok, annaS := issue(t, m, anna, Metadata{Device: "phone"})
+		annaTok2, _ := issue(t, m, anna, Metadata{Device: "laptop"})
+		benTok, benS := issue(t, m, ben, Metadata{})
+
+		if ok, err := m.RevokeSession(ctx, anna, benS.ID); ok || err != nil {
+			t.Errorf("Anna revoking Ben's session = %v, %v; want false, nil", ok, err)
+		}
+		if _, err := m.Validate(ctx, benTok); err != nil {
+			t.Errorf("Ben's session after Anna tried to revoke it: %v", err)
+		}
+		if ok, err := m.RevokeSession(ctx, anna, annaS.ID); !ok || err != nil {
+			t.Errorf("RevokeSession = %v, %v; want true, nil", ok, err)
+		}
+		if _, err := m.Validate(ctx, annaTok); err != ErrInvalidToken {
+			t.Errorf("revoked session: Validate = %v", err)
+		}
+		if ok, err := m.RevokeSession(ctx, anna, annaS.ID); ok || err != nil {
+			t.Errorf("second RevokeSession = %v, %v; want false, nil", ok, err)
+		}
+		if _, err := m.Validate(ctx, annaTok2); err != nil {
+			t.Errorf("Anna's other session: %v", err)
+		}
+		if _, err := m.RevokeSession(ctx, 0, annaS.ID); !errors.Is(err, ErrInvalidUser) {
+			t.Errorf("user 0: %v, want ErrInvalidUser", err)
+		}
+	})
+}
+
+func TestRevokeAll(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		m := newManager(t, b.client(t), gen, Options{})
+		anna, ben := userID(t, gen), userID(t, gen)
+		var annaToks []string
+		for range 5 {
+			tok, _ := issue(t, m, anna, Metadata{})
+			annaToks = append(annaToks, tok)
+		}
+		current, cur := issue(t, m, anna, Metadata{})
+		benTok, _ := issue(t, m, ben, Metadata{})
+
+		n, err := m.RevokeAll(ctx, anna, cur.ID)
+		if err != nil || n != 5 {
+			t.Fatalf("RevokeAll keeping the current session = %d, %v; want 5", n, err)
+		}
+		for i, tok := range annaToks {
+			if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
+				t.Errorf("token %d after RevokeAll: %v", i, err)
+			}
+		}
+		if _, err := m.Validate(ctx, current); err != nil {
+			t.Errorf("the kept session: %v", err)
+		}
+		if _, err := m.Validate(ctx, benTok); err != nil {
+			t.Errorf("another user's session: %v", err)
+		}
+		if n, err := m.RevokeAll(ctx, anna); err != nil || n != 1 {
+			t.Errorf("RevokeAll = %d, %v; want 1", n, err)
+		}
+		if _, err := m.Validate(ctx, current); err != ErrInvalidToken {
+			t.Errorf("current after RevokeAll without keep: %v", err)
+		}
+		if list, err := m.List(ctx, anna); err != nil || len(list) != 0 {
+			t.Errorf("List after RevokeAll = %v, %v", list, err)
+		}
+	})
+}
+
+func TestList(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		m := newManager(t, b.client(t), gen, Options{})
+		user := userID(t, gen)
+		if list, err := m.List(ctx, user); err != nil || len(list) != 0 {
+			t.Fatalf("List of a user without sessions = %v, %v", list, err)
+		}
+		var toks []string
+		var want []Session
+		for i, dev := range []string{"phone", "laptop", "tablet"} {
+			tok, s := issue(t, m, user, Metadata{Device: dev, IP: "192.0.2." + string(rune('1'+i))})
+			toks = append(toks, tok)
+			want = append([]Session{s}, want...) // newest first
+		}
+		issue(t, m, userID(t, gen), Metadata{Device: "someone else's"})
+		got, err := m.List(ctx, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("List = %d sessions, want %d", len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("List[%d] = %+v\nwant      %+v", i, got[i], want[i])
+			}
+		}
+		js, _ := json.Marshal(got)
+		for _, tok := range toks {
+			p, _ := parseToken("snk", tok)
+			secret := tok[len("snk_")+sidDigits+tagDigits : len(tok)-sumDigits]
+			if strings.Contains(string(js), secret) || strings.Contains(string(js), string(p.secret[:])) {
+				t.Errorf("List's JSON holds a secret: %s", js)
+			}
+		}
+	})
+}
+
+func TestRotate(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		m := newManager(t, b.client(t), gen, Options{})
+		user := userID(t, gen)
+		meta := Metadata{Device: "phone"}
+		old, first := issue(t, m, user, meta)
+		time.Sleep(5 * time.Millisecond)
+		tok, s, err := m.Rotate(ctx, old)
+		if err != nil {
+			t.Fatalf("Rotate: %v", err)
+		}
+		if s.ID <= first.ID || s.UserID != user || s.Metadata != meta {
+			t.Errorf("rotated session %+v from %+v", s, first)
+		}
+		if !s.LoginAt.Equal(first.LoginAt) || !s.AbsoluteExpiresAt.Equal(first.AbsoluteExpiresAt) {
+			t.Errorf("rotation moved LoginAt %v→%v or AbsoluteExpiresAt %v→%v",
+				first.LoginAt, s.LoginAt, first.AbsoluteExpiresAt, s.AbsoluteExpiresAt)
+		}
+		if _, err := m.Validate(ctx, old); err != ErrInvalidToken {
+			t.Errorf("old token after Rotate: %v", err)
+		}
+		got, err := m.Validate(ctx, tok)
+		if err != nil || got != s {
+			t.Errorf("Validate(new) = %+v, %v\nwant %+v", got, err, s)
+		}
+		if _, _, err := m.Rotate(ctx, old); err != ErrInvalidToken {
+			t.Errorf("Rotate of the old token again = %v", err)
+		}
+		list, err := m.List(ctx, user)
+		if err != nil || len(list) != 1 || list[0].ID != s.ID {
+			t.Errorf("List after Rotate = %+v, %v; want only the new session", list, err)
+		}
+
+		// Of concurrent rotations of one token, exactly one wins.
+		var wg sync.WaitGroup
+		wins := make(chan string, 8)
+		for range 8 {
+			wg.Go(func() {
+				if nt, _, err := m.Rotate(ctx, tok); err == nil {
+					wins <- nt
+				} else if err != ErrInvalidToken {
+					t.Errorf("concurrent Rotate: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		close(wins)
+		if n := len(wins); n != 1 {
+			t.Errorf("%d concurrent rotations won, want 1", n)
+		}
+		if list, _ := m.List(ctx, user); len(list) != 1 {
+			t.Errorf("after concurrent rotations the user has %d sessions, want 1", len(list))
+		}
+	})
+}
+
+func TestMaxSessions(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		m := newManager(t, b.client(t), gen, Options{MaxSessions: 3})
+		user := userID(t, gen)
+		var toks []string
+		for range 5 {
+			tok, _ := issue(t, m, user, Metadata{})
+			toks = append(toks, tok)
+		}
+		for i, tok := range toks {
+			_, err := m.Validate(ctx, tok)
+			if wantValid := i >= 2; (err == nil) != wantValid {
+				t.Errorf("token %d of 5 with MaxSessions 3: Validate = %v", i, err)
+			}
+		}
+		if list, err := m.List(ctx, user); err != nil || len(list) != 3 {
+			t.Errorf("List = %d sessions, %v; want 3", len(list), err)
+		}
+	})
+}
+
+func TestBadUser(t *testing.T) {
+	m := newManager(t, miniClient(t), newGen(t), Options{})
+	ctx := t.Context()
+	for _, u := range []idtype.ID{0, -1} {
+		if _, _, err := m.Issue(ctx, u, Metadata{}); !errors.Is(err, ErrInvalidUser) {
+			t.Errorf("Issue(%d) = %v", u, err)
+		}
+		if _, err := m.List(ctx, u); !errors.Is(err, ErrInvalidUser) {
+			t.Errorf("List(%d) = %v", u, err)
+		}
+		if _, err := m.RevokeAll(ctx, u); !errors.Is(err, ErrInvalidUser) {
+			t.Errorf("RevokeAll(%d) = %v", u, err)
+		}
+	}
+}
+
+// roundTrips counts the commands and pipelines a client sends.
+type roundTrips struct {
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		h.cmds = append(h.cmds, cmd.Name())
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		h.cmds = append(h.cmds, "pipeline")
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (h *roundTrips) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.cmds
+	h.cmds = nil
+	return c
+}
+
+func TestRoundTrips(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		c := b.client(t)
+		hook := &roundTrips{}
+		c.AddHook(hook)
+		m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: 20 * time.Millisecond})
+		user := userID(t, gen)
+		if err := c.Ping(ctx).Err(); err != nil { // the connection's own handshake
+			t.Fatal(err)
+		}
+		hook.take()
+
+		// The first run of each script may load it: EVALSHA, then EVAL.
+		tok, _ := issue(t, m, user, Metadata{})
+		if got := hook.take(); len(got) > 2 {
+			t.Errorf("first Issue sent %v, want at most EVALSHA and EVAL", got)
+		}
+		for i := range 3 {
+			issue(t, m, user, Metadata{Device: "d"})
+			if got := hook.take(); len(got) != 1 {
+				t.Errorf("Issue %d sent %v, want one round trip", i+2, got)
+			}
+		}
+		if _, err := m.Validate(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		if got := hook.take(); len(got) != 1 || got[0] != "get" {
+			t.Errorf("Validate sent %v, want one GET", got)
+		}
+		time.Sleep(30 * time.Millisecond)
+		if _, err := m.Validate(ctx, tok); err != nil { // loads the refresh script
+			t.Fatal(err)
+		}
+		hook.take()
+		time.Sleep(30 * time.Millisecond)
+		if _, err := m.Validate(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		if got := hook.take(); len(got) != 2 {
+			t.Errorf("Validate due for a refresh sent %v, want GET and EVALSHA", got)
+		}
+		if _, err := m.Validate(ctx, "snk_junk"); err != ErrInvalidToken {
+			t.Fatal(err)
+		}
+		if got := hook.take(); len(got) != 0 {
+			t.Errorf("Validate of a malformed token sent %v, want nothing", got)
+		}
+	})
+}

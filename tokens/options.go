@@ -1,0 +1,189 @@
+package tokens
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultKeyPrefix        = "tok:"
+	DefaultTokenPrefix      = "snk"
+	DefaultIdleTimeout      = 7 * 24 * time.Hour
+	DefaultAbsoluteLifetime = 30 * 24 * time.Hour
+	DefaultMaxSessions      = 100
+	DefaultCacheSize        = 10000
+	DefaultRealm            = "api"
+)
+
+// MaxAbsoluteLifetime is the longest Options.AbsoluteLifetime: the stored
+// last-seen time counts 10 ms steps from the issue time in 32 bits.
+const MaxAbsoluteLifetime = 400 * 24 * time.Hour
+
+// timeUnit is the resolution of the stored last-seen time.
+const timeUnit = 10 * time.Millisecond
+
+// Options configures a Manager. The zero value of every field is a
+// documented, safe default; the zero Options is a working configuration.
+type Options struct {
+	// KeyPrefix starts every Redis key the Manager writes; default "tok:".
+	// Give each Manager that shares a Redis its own prefix. It must not
+	// hold '{' or '}', which would change the keys' Redis Cluster hash
+	// slot. Keys are the prefix plus at most 24 bytes; Redis stores a key
+	// of up to 30 bytes in its smallest allocation, so a prefix of up to 6
+	// bytes costs the least memory.
+	KeyPrefix string
+
+	// TokenPrefix starts every token, before an underscore: "snk" makes
+	// "snk_…"; default "snk". One to 16 ASCII letters and digits. A
+	// distinct prefix lets secret scanners (and people) recognize the
+	// tokens; changing it invalidates every token issued under the old one.
+	TokenPrefix string
+
+	// IdleTimeout ends a session that has not been used for this long;
+	// default 7 days. Use extends it (see RefreshInterval), up to
+	// AbsoluteLifetime.
+	IdleTimeout time.Duration
+
+	// AbsoluteLifetime ends a session this long after login however much
+	// it is used; default 30 days, at most MaxAbsoluteLifetime. Lowering
+	// it applies to existing sessions too.
+	AbsoluteLifetime time.Duration
+
+	// RefreshInterval throttles the sliding idle timeout: Validate writes
+	// the new last-seen time (and extends the expiry) only when the stored
+	// one is at least this old. Default IdleTimeout/2, so a session in
+	// use costs at most one write per half idle window, and a session dies
+	// after between IdleTimeout-RefreshInterval and IdleTimeout without
+	// use. It must be shorter than IdleTimeout and at least 10 ms.
+	RefreshInterval time.Duration
+
+	// MaxSessions bounds the live sessions of one user; default 100. When
+	// Issue would pass it, the user's oldest sessions are revoked, so a
+	// login loop cannot fill Redis.
+	MaxSessions int
+
+	// CacheTTL turns on an in-process cache of validated sessions when
+	// positive; zero (the default) means no cache. A cached session is
+	// served without asking Redis for at most CacheTTL after Redis last
+	// vouched for it, so a token revoked elsewhere keeps working on this
+	// instance for at most CacheTTL (revocations made through this
+	// Manager take effect here at once). CacheTTL + RefreshInterval must be
+	// less than IdleTimeout, so that a session in use is refreshed before
+	// it idles out.
+	CacheTTL time.Duration
+
+	// CacheSize bounds the cache's entries; default 10,000.
+	CacheSize int
+
+	// Header names one more request header that Middleware reads a token
+	// from, holding the bare token, such as "X-Session-Token"; default
+	// none. Authorization: Bearer is always read; the query string never.
+	Header string
+
+	// Realm is the realm of Middleware's WWW-Authenticate challenges;
+	// default "api". It must not hold '"', '\' or control characters.
+	Realm string
+
+	// Logger receives Middleware's log lines: rejected tokens at Debug
+	// (naming the session ID, never the token) and store failures at
+	// Error. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults fills in the zero fields and checks the result.
+func (o Options) withDefaults() (Options, error) {
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	if o.TokenPrefix == "" {
+		o.TokenPrefix = DefaultTokenPrefix
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.AbsoluteLifetime == 0 {
+		o.AbsoluteLifetime = DefaultAbsoluteLifetime
+	}
+	if o.RefreshInterval == 0 {
+		o.RefreshInterval = o.IdleTimeout / 2
+	}
+	if o.MaxSessions == 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.Realm == "" {
+		o.Realm = DefaultRealm
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	bad := func(format string, args ...any) (Options, error) {
+		return o, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case strings.ContainsAny(o.KeyPrefix, "{}"):
+		return bad("KeyPrefix %q holds a hash tag brace", o.KeyPrefix)
+	case len(o.TokenPrefix) > maxPrefixLen || !isAlnum(o.TokenPrefix):
+		return bad("TokenPrefix %q is not 1 to %d ASCII letters and digits", o.TokenPrefix, maxPrefixLen)
+	case o.IdleTimeout < 0:
+		return bad("IdleTimeout %v is negative", o.IdleTimeout)
+	case o.AbsoluteLifetime < 0 || o.AbsoluteLifetime > MaxAbsoluteLifetime:
+		return bad("AbsoluteLifetime %v is outside 0..%v", o.AbsoluteLifetime, MaxAbsoluteLifetime)
+	case o.RefreshInterval < timeUnit || o.RefreshInterval >= o.IdleTimeout:
+		return bad("RefreshInterval %v is not between %v and IdleTimeout %v", o.RefreshInterval, timeUnit, o.IdleTimeout)
+	case o.MaxSessions < 1:
+		return bad("MaxSessions %d is not positive", o.MaxSessions)
+	case o.CacheTTL < 0:
+		return bad("CacheTTL %v is negative", o.CacheTTL)
+	case o.CacheTTL > 0 && o.CacheTTL+o.RefreshInterval >= o.IdleTimeout:
+		return bad("CacheTTL %v + RefreshInterval %v is not less than IdleTimeout %v",
+			o.CacheTTL, o.RefreshInterval, o.IdleTimeout)
+	case o.CacheSize < 1:
+		return bad("CacheSize %d is not positive", o.CacheSize)
+	case o.Header != "" && !isHeaderName(o.Header):
+		return bad("Header %q is not a header name", o.Header)
+	case strings.EqualFold(o.Header, "Authorization"):
+		return bad("Header is Authorization, which is always read")
+	case !isRealm(o.Realm):
+		return bad("Realm %q holds '\"', '\\' or a control character", o.Realm)
+	}
+	o.Header = http.CanonicalHeaderKey(o.Header)
+	return o, nil
+}
+
+func isAlnum(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isHeaderName reports whether s is an RFC 9110 token, the syntax of a
+// field name.
+func isHeaderName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if isAlnum(string(c)) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return s != ""
+}
+
+func isRealm(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,181 @@
+package tokens
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+	"math/bits"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+// A token is the text a client holds: the configured prefix, an
+// underscore, and 63 base62 digits (0-9, A-Z, a-z) in fixed-width fields,
+// each a big-endian number padded with leading zeros:
+//
+//	digits  field
+//	    11  session ID, the snowflake: the public handle of the session
+//	     2  slot tag, 0..1023: names the Redis hash slot of the user's keys (see slotTag)
+//	    44  secret: 256 bits from crypto/rand, as four 64-bit words of 11 digits
+//	     6  checksum: CRC-32 (IEEE) of everything before it, prefix included
+//
+// Every field has exactly one spelling (a field whose digits overflow its
+// range is rejected), so a token has exactly one text: the parser and the
+// formatter are inverses. The checksum lets Validate turn away typos and
+// made-up tokens without asking Redis; it is no defence against forgery,
+// which the secret is.
+const (
+	sidDigits    = 11 // ceil(64 / log2(62))
+	tagDigits    = 2
+	wordDigits   = 11
+	secretWords  = 4
+	secretBytes  = secretWords * 8
+	sumDigits    = 6 // ceil(32 / log2(62))
+	bodyLen      = sidDigits + tagDigits + secretWords*wordDigits + sumDigits
+	numSlotTags  = 1024
+	maxPrefixLen = 16
+)
+
+// base62 is the digit alphabet, in ASCII order so that tokens of equal
+// length sort like their numbers.
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// token is a parsed token.
+type token struct {
+	session idtype.ID
+	tag     uint16
+	secret  [secretBytes]byte
+}
+
+// tokenLen is the length of a token with the given prefix.
+func tokenLen(prefix string) int { return len(prefix) + 1 + bodyLen }
+
+// format writes the token with the prefix, as parseToken reads it.
+func (t *token) format(prefix string) string {
+	b := make([]byte, 0, tokenLen(prefix))
+	b = append(b, prefix...)
+	b = append(b, '_')
+	b = appendBase62(b, uint64(t.session), sidDigits)
+	b = appendBase62(b, uint64(t.tag), tagDigits)
+	for i := range secretWords {
+		b = appendBase62(b, binary.BigEndian.Uint64(t.secret[i*8:]), wordDigits)
+	}
+	b = appendBase62(b, uint64(checksum(b)), sumDigits)
+	return string(b)
+}
+
+// parseToken reads a token written by format with the same prefix. It
+// reports false for anything else: a wrong prefix or length, a byte that
+// is not a base62 digit, a field out of its range, a wrong checksum, or a
+// session ID that a generator cannot issue (zero). It does not allocate
+// and does not panic on any input.
+func parseToken(prefix, s string) (token, bool) {
+	var t token
+	if len(s) != tokenLen(prefix) || s[:len(prefix)] != prefix || s[len(prefix)] != '_' {
+		return t, false
+	}
+	body := s[len(prefix)+1:]
+	sum, ok := parseBase62(body[bodyLen-sumDigits:])
+	if !ok || sum > math.MaxUint32 || uint32(sum) != checksum(s[:len(s)-sumDigits]) {
+		return t, false
+	}
+	sid, ok := parseBase62(body[:sidDigits])
+	if !ok || sid == 0 || sid > math.MaxInt64 {
+		return t, false
+	}
+	tag, ok := parseBase62(body[sidDigits : sidDigits+tagDigits])
+	if !ok || tag >= numSlotTags {
+		return t, false
+	}
+	t.session, t.tag = idtype.ID(sid), uint16(tag)
+	words := body[sidDigits+tagDigits:]
+	for i := range secretWords {
+		w, ok := parseBase62(words[i*wordDigits : (i+1)*wordDigits])
+		if !ok {
+			return token{}, false
+		}
+		binary.BigEndian.PutUint64(t.secret[i*8:], w)
+	}
+	return t, true
+}
+
+// sessionOf returns the session ID of a well-formed token, for logs: the
+// session ID is public, the rest of the token is not.
+func sessionOf(prefix, s string) (idtype.ID, bool) {
+	t, ok := parseToken(prefix, s)
+	return t.session, ok
+}
+
+// appendBase62 appends v as exactly width base62 digits; v must fit.
+func appendBase62(b []byte, v uint64, width int) []byte {
+	n := len(b)
+	b = append(b, make([]byte, width)...)
+	for i := n + width - 1; i >= n; i-- {
+		b[i] = base62[v%62]
+		v /= 62
+	}
+	return b
+}
+
+// parseBase62 reads a string of base62 digits as a uint64, reporting false
+// for an empty string, a byte that is not a digit, or a value past 2^64-1.
+func parseBase62(s string) (uint64, bool) {
+	if len(s) == 0 {
+		return 0, false
+	}
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		d, ok := digit62(s[i])
+		if !ok {
+			return 0, false
+		}
+		hi, lo := bits.Mul64(v, 62)
+		lo, carry := bits.Add64(lo, d, 0)
+		if hi != 0 || carry != 0 {
+			return 0, false
+		}
+		v = lo
+	}
+	return v, true
+}
+
+func digit62(c byte) (uint64, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return uint64(c - '0'), true
+	case 'A' <= c && c <= 'Z':
+		return uint64(c-'A') + 10, true
+	case 'a' <= c && c <= 'z':
+		return uint64(c-'a') + 36, true
+	}
+	return 0, false
+}
+
+// checksum is the CRC-32 (IEEE) of s, computed over the string in place:
+// the hash/crc32 entry points take a []byte that escapes, which would cost
+// an allocation on every Validate.
+func checksum[T string | []byte](s T) uint32 {
+	tab := crc32.IEEETable
+	crc := ^uint32(0)
+	for i := 0; i < len(s); i++ {
+		crc = tab[byte(crc)^s[i]] ^ crc>>8
+	}
+	return ^crc
+}
+
+// slotTag maps a user ID to one of 1024 slot tags. All of a user's keys
+// carry the user's tag as their Redis Cluster hash tag, so that every
+// script touching them runs in one slot, and every token of the user
+// carries it, so that Validate finds the slot from the token alone. The
+// function mixes all 64 bits (SplitMix64's finalizer), because the low bits
+// of a snowflake are a sequence that is often zero. It must never change:
+// a different tag would orphan every stored session.
+func slotTag(user idtype.ID) uint16 {
+	x := uint64(user)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return uint16(x >> 54) // the top 10 bits: 0..1023
+}
