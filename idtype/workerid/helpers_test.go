@@ -51,6 +51,7 @@ type kind struct {
 // backend is one test's place for leases, reachable directly or through
 // a proxy at addr.
 type backend struct {
+	name string // of the kind
 	addr string // host:port of the server
 	// pool returns a pool on the backend, through the server at addr.
 	pool func(t *testing.T, addr string, o Options) *Pool
@@ -60,7 +61,7 @@ var kinds = []kind{
 	{"redis", func(t *testing.T) backend {
 		addr := testenv.Redis(t)
 		prefix := testenv.KeyPrefix(t)
-		return backend{addr: addr, pool: func(t *testing.T, addr string, o Options) *Pool {
+		return backend{name: "redis", addr: addr, pool: func(t *testing.T, addr string, o Options) *Pool {
 			return redisPool(t, addr, prefix, o)
 		}}
 	}},
@@ -71,7 +72,7 @@ var kinds = []kind{
 		if err != nil {
 			t.Fatal(err)
 		}
-		return backend{addr: u.Host, pool: func(t *testing.T, addr string, o Options) *Pool {
+		return backend{name: "postgres", addr: u.Host, pool: func(t *testing.T, addr string, o Options) *Pool {
 			return postgresPool(t, withHost(dsn, addr), o)
 		}}
 	}},
@@ -157,6 +158,24 @@ func acquire(t testing.TB, p *Pool) *Lease {
 	}
 	t.Cleanup(func() { closeLease(t, l) })
 	return l
+}
+
+// acquireWhenFree is acquire, retrying while every number is held.
+func acquireWhenFree(t testing.TB, p *Pool, timeout time.Duration) *Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		l, err := p.Acquire(ctx)
+		if err == nil {
+			t.Cleanup(func() { closeLease(t, l) })
+			return l
+		}
+		if !errors.Is(err, ErrNoFreeWorker) || ctx.Err() != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func closeLease(t testing.TB, l *Lease) {

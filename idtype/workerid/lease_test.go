@@ -1,0 +1,276 @@
+package workerid
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// oneNumber is a layout whose only leasable number, with 1 reserved, is 0.
+var oneNumber = Options{
+	Layout:   idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 1, SequenceBits: 12},
+	Reserved: []int64{1},
+}
+
+// issue calls Next until it fails, and returns the IDs and the error.
+func issueUntilError(g *idtype.Generator, timeout time.Duration) ([]idtype.ID, error) {
+	var ids []idtype.ID
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		id, err := g.Next()
+		if err != nil {
+			return ids, err
+		}
+		ids = append(ids, id)
+		time.Sleep(100 * time.Microsecond)
+	}
+	return ids, nil
+}
+
+// TestTakeover: a lease cut off from its store stops its generator before
+// the lease could expire; another owner takes the number once it has
+// expired, after the first owner's high-water mark; the first owner
+// learns that it lost the number when the store is back.
+func TestTakeover(t *testing.T) {
+	forKinds(t, func(t *testing.T, b backend) {
+		px := startProxy(t, b.addr)
+		logs := &logRecorder{}
+		oa := oneNumber
+		oa.Logger = slog.New(logs)
+		pa := b.pool(t, px.Addr(), oa)
+		pb := b.pool(t, b.addr, oneNumber)
+		a := acquire(t, pa)
+		ga := generator(t, a)
+		if _, err := pb.Acquire(context.Background()); !errors.Is(err, ErrNoFreeWorker) {
+			t.Fatalf("Acquire of a held number: got %v, want ErrNoFreeWorker", err)
+		}
+
+		px.Cut()
+		ids, err := issueUntilError(ga, 5*time.Second)
+		if !errors.Is(err, idtype.ErrLeaseExpired) {
+			t.Fatalf("cut off: got %v after %d IDs, want ErrLeaseExpired", err, len(ids))
+		}
+		st := a.Status()
+		lastA := a.Layout().Decode(ids[len(ids)-1]).Time
+		if lastA.After(st.ValidUntil) || !st.ValidUntil.Before(st.LastRenewal.Add(pa.opts.TTL)) {
+			t.Fatalf("last ID at %s, valid until %s, last renewal %s: want last <= valid < renewal + TTL",
+				lastA, st.ValidUntil, st.LastRenewal)
+		}
+		t.Logf("generator stopped %v after the last confirmed renewal (TTL %v, margin %v)",
+			time.Since(st.LastRenewal).Round(time.Millisecond), pa.opts.TTL, pa.opts.Margin)
+
+		b2 := acquireWhenFree(t, pb, 10*time.Second) // once A's lease has expired in the store
+		if b2.Worker() != a.Worker() {
+			t.Fatalf("B took %d, want A's %d", b2.Worker(), a.Worker())
+		}
+		if nb := b2.Status().NotBefore; nb.Before(lastA) {
+			t.Fatalf("B starts after %s, before A's last ID at %s", nb, lastA)
+		}
+		idB, err := generator(t, b2).Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if idB <= ids[len(ids)-1] {
+			t.Fatalf("B's first ID %d is not above A's last %d", idB, ids[len(ids)-1])
+		}
+
+		px.Restore()
+		select {
+		case <-a.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("A did not learn it lost the number")
+		}
+		if err := a.Err(); !errors.Is(err, idtype.ErrLeaseLost) || !errors.Is(err, ErrTaken) {
+			t.Fatalf("A.Err() = %v, want ErrLeaseLost and ErrTaken", err)
+		}
+		if _, err := ga.Next(); !errors.Is(err, idtype.ErrLeaseLost) {
+			t.Fatalf("A's generator after the loss: got %v, want ErrLeaseLost", err)
+		}
+		if s := a.Status(); s.State != Lost {
+			t.Fatalf("A's state %v, want lost", s.State)
+		}
+		for _, m := range []string{"renewal failed", "lease expired", "lease lost"} {
+			if !logs.has(m) {
+				t.Errorf("no log line saying %q; got:\n%s", m, logs)
+			}
+		}
+	})
+}
+
+// TestOutage cuts a lease off its store for less than its TTL and for
+// more: either way the generator stops within the margin, and goes on
+// when the store is back: renewed if the lease survived, taken back
+// after the high-water mark if it lapsed and nobody took the number.
+func TestOutage(t *testing.T) {
+	for _, long := range []bool{false, true} {
+		name := map[bool]string{false: "short", true: "long"}[long]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			forKinds(t, func(t *testing.T, b backend) {
+				px := startProxy(t, b.addr)
+				logs := &logRecorder{}
+				o := oneNumber
+				o.Logger = slog.New(logs)
+				p := b.pool(t, px.Addr(), o)
+				l := acquire(t, p)
+				g := generator(t, l)
+				px.Cut()
+				cut := time.Now()
+				ids, err := issueUntilError(g, 5*time.Second)
+				if !errors.Is(err, idtype.ErrLeaseExpired) {
+					t.Fatalf("got %v, want ErrLeaseExpired", err)
+				}
+				stopped := time.Since(cut)
+				if long {
+					time.Sleep(p.opts.TTL + 200*time.Millisecond) // the lease lapses in the store
+				}
+				px.Restore()
+				var id idtype.ID
+				waitFor(t, 10*time.Second, "the generator to issue again", func() bool {
+					id, err = g.Next()
+					return err == nil
+				})
+				if id <= ids[len(ids)-1] {
+					t.Fatalf("ID %d after the outage is not above %d", id, ids[len(ids)-1])
+				}
+				s := l.Status()
+				if s.State != Held {
+					t.Fatalf("state %v after recovery, want held", s.State)
+				}
+				// A lapsed Redis key is gone and must be taken back; a lapsed
+				// row still names its owner, who renews it.
+				retaken := logs.has("taken back")
+				if want := long && b.name == "redis"; retaken != want {
+					t.Fatalf("taken back: %v, want %v; logs:\n%s", retaken, want, logs)
+				}
+				t.Logf("%s outage: stopped %v after the cut; recovered (taken back: %v)",
+					name, stopped.Round(time.Millisecond), retaken)
+			})
+		})
+	}
+}
+
+// TestRedisServerStopped stops the Redis server itself (with persistence,
+// so the lease survives a short stop) and starts it again.
+func TestRedisServerStopped(t *testing.T) {
+	srv := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+	p := redisPool(t, srv.Addr(), "stop:", oneNumber)
+	l := acquire(t, p)
+	g := generator(t, l)
+	if _, err := g.Next(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	ids, err := issueUntilError(g, 5*time.Second)
+	if !errors.Is(err, idtype.ErrLeaseExpired) {
+		t.Fatalf("server stopped: got %v, want ErrLeaseExpired", err)
+	}
+	if s := l.Status(); s.State != Expired || s.Failures == 0 || s.LastError == nil {
+		t.Fatalf("status %+v, want expired with failures", s)
+	}
+	srv.Restart()
+	waitFor(t, 10*time.Second, "the generator to issue again", func() bool {
+		_, err = g.Next()
+		return err == nil
+	})
+	_ = ids
+}
+
+func TestClose(t *testing.T) {
+	forKinds(t, func(t *testing.T, b backend) {
+		p := b.pool(t, b.addr, oneNumber)
+		ctx := context.Background()
+		l, err := p.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := generator(t, l)
+		var last idtype.ID
+		for range 1000 {
+			if last, err = g.Next(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(ctx); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		select {
+		case <-l.Done():
+		default:
+			t.Fatal("Done not closed after Close")
+		}
+		if err := l.Err(); !errors.Is(err, ErrClosed) || !errors.Is(err, idtype.ErrLeaseLost) {
+			t.Fatalf("Err() = %v, want ErrClosed and ErrLeaseLost", err)
+		}
+		if _, err := g.Next(); !errors.Is(err, idtype.ErrLeaseLost) || !errors.Is(err, ErrClosed) {
+			t.Fatalf("Next after Close: got %v", err)
+		}
+		if s := l.Status(); s.State != Closed {
+			t.Fatalf("state %v, want closed", s.State)
+		}
+		if _, err := idtype.NewGenerator(idtype.Config{Lease: l}); !errors.Is(err, idtype.ErrInvalidConfig) {
+			t.Fatalf("generator on a closed lease: got %v", err)
+		}
+		// The next owner starts right after the last ID, not a TTL ahead,
+		// and waits for nothing.
+		start := time.Now()
+		l2 := acquire(t, p)
+		waited := time.Since(start)
+		lastAt := l.Layout().Decode(last).Time
+		if nb := l2.Status().NotBefore; nb.Before(lastAt) || nb.After(lastAt.Add(time.Millisecond)) {
+			t.Fatalf("next owner's floor %s, want the last ID's %s", nb, lastAt)
+		}
+		if waited > 500*time.Millisecond {
+			t.Fatalf("Acquire after a clean Close waited %v", waited)
+		}
+		g2 := generator(t, l2)
+		if id, err := g2.Next(); err != nil || id <= last {
+			t.Fatalf("next owner's first ID %d, %v; want above %d", id, err, last)
+		}
+		if _, err := idtype.NewGenerator(idtype.Config{Lease: l2}); !errors.Is(err, idtype.ErrInvalidConfig) ||
+			!strings.Contains(err.Error(), "already serves a generator") {
+			t.Fatalf("second generator on a lease: got %v", err)
+		}
+	})
+}
+
+// TestStartWait: a number whose high-water mark is far ahead of the clock
+// (a restart with the clock set back) is given back when waiting for it
+// would pass MaxStartWait.
+func TestStartWait(t *testing.T) {
+	forKinds(t, func(t *testing.T, b backend) {
+		p := b.pool(t, b.addr, oneNumber)
+		l := acquire(t, p)
+		if _, err := generator(t, l).Next(); err != nil {
+			t.Fatal(err)
+		}
+		closeLease(t, l)
+		o := oneNumber
+		o.Clock = offsetClock{idtype.SystemClock(), -time.Hour}
+		o.MaxStartWait = 100 * time.Millisecond
+		behind := b.pool(t, b.addr, o)
+		_, err := behind.Acquire(context.Background())
+		if !errors.Is(err, idtype.ErrClockBehind) {
+			t.Fatalf("got %v, want ErrClockBehind", err)
+		}
+		// It gave the number back.
+		acquire(t, p)
+	})
+}
+
+// offsetClock is a clock set off from another by a fixed amount.
+type offsetClock struct {
+	idtype.Clock
+	offset time.Duration
+}
+
+func (c offsetClock) UnixNano() int64 { return c.Clock.UnixNano() + int64(c.offset) }
