@@ -1,0 +1,473 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/mail"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/tokens"
+)
+
+// Limits of what the API accepts.
+const (
+	maxEmail       = 254 // RFC 5321's limit on a path
+	minPassword    = 8
+	maxPassword    = 1024
+	maxTitle       = 200 // characters
+	maxPostBody    = 10000
+	maxDevice      = 100
+	defaultPerPage = 20
+	maxPerPage     = 100
+)
+
+// routes builds the handler of every endpoint. Everything under /api/
+// except signup and login needs a token, checked by the tokens
+// Middleware, whose 401, 400 and 503 answers (RFC 6750) pass through
+// unchanged.
+func (a *App) routes() http.Handler {
+	mux := http.NewServeMux()
+	auth := a.tokens.Middleware
+	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) *apiError) {
+		mux.Handle(pattern, apiHandler(h))
+	}
+	authed := func(pattern string, h func(http.ResponseWriter, *http.Request, tokens.Session) *apiError) {
+		mux.Handle(pattern, auth(apiHandler(func(w http.ResponseWriter, r *http.Request) *apiError {
+			s, ok := tokens.FromContext(r.Context())
+			if !ok { // cannot happen behind the Middleware
+				return &apiError{http.StatusUnauthorized, "not logged in"}
+			}
+			return h(w, r, s)
+		})))
+	}
+	handle("POST /api/signup", a.signup)
+	handle("POST /api/login", a.login)
+	authed("GET /api/me", a.me)
+	authed("POST /api/posts", a.createPost)
+	authed("GET /api/posts", a.listPosts)
+	authed("GET /api/posts/{id}", a.getPost)
+	authed("GET /api/sessions", a.listSessions)
+	authed("DELETE /api/sessions/{id}", a.deleteSession)
+	authed("POST /api/logout", a.logout)
+	authed("POST /api/logout-all", a.logoutAll)
+	web := webHandler()
+	mux.Handle("GET /{$}", web)
+	mux.Handle("GET /app.js", web)
+	mux.Handle("GET /style.css", web)
+	return a.logRequests(jsonNotFound(mux))
+}
+
+// apiHandler adapts a handler that returns its error answer.
+type apiHandler func(http.ResponseWriter, *http.Request) *apiError
+
+func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e := h(w, r); e != nil {
+		writeError(w, e.status, e.msg)
+	}
+}
+
+// internal logs err and returns a 500 that tells the client nothing more.
+func (a *App) internal(ctx context.Context, op string, err error) *apiError {
+	if errors.Is(err, tokens.ErrUnavailable) {
+		a.log.ErrorContext(ctx, op, "error", err)
+		return &apiError{http.StatusServiceUnavailable, "session store unavailable"}
+	}
+	if ctx.Err() != nil {
+		return &apiError{http.StatusServiceUnavailable, "request canceled"}
+	}
+	a.log.ErrorContext(ctx, op, "error", err)
+	return &apiError{http.StatusInternalServerError, "internal error"}
+}
+
+// credentials is the body of signup and login.
+type credentials struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+	// Device names the device in the session list (login only).
+	Device string `json:"device"`
+}
+
+// check validates the fields and normalizes the email to lower case.
+func (c *credentials) check() *apiError {
+	email := strings.ToLower(strings.TrimSpace(c.Email))
+	switch {
+	case email == "":
+		return badRequest("email is required")
+	case len(email) > maxEmail:
+		return badRequest("email is longer than %d bytes", maxEmail)
+	}
+	if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email || addr.Name != "" {
+		return badRequest("email %q is not an address like name@example.com", email)
+	}
+	c.Email = email
+	switch n := utf8.RuneCountInString(c.Password); {
+	case c.Password == "":
+		return badRequest("password is required")
+	case n < minPassword:
+		return badRequest("password is shorter than %d characters", minPassword)
+	case n > maxPassword:
+		return badRequest("password is longer than %d characters", maxPassword)
+	case strings.ContainsRune(c.Password, 0):
+		return badRequest("password holds a NUL character")
+	}
+	if utf8.RuneCountInString(c.Device) > maxDevice || strings.ContainsRune(c.Device, 0) {
+		return badRequest("device is longer than %d characters or holds a NUL character", maxDevice)
+	}
+	return nil
+}
+
+// signup: POST /api/signup {email, password} -> 201 {"id": "…"}.
+func (a *App) signup(w http.ResponseWriter, r *http.Request) *apiError {
+	var in credentials
+	if e := decodeJSON(w, r, &in); e != nil {
+		return e
+	}
+	if in.Device != "" {
+		return badRequest("unknown field \"device\"")
+	}
+	if e := in.check(); e != nil {
+		return e
+	}
+	hash, err := hashPassword(in.Password, a.argon)
+	if err != nil {
+		return a.internal(r.Context(), "signup: hash password", err)
+	}
+	u := User{Email: in.Email, PasswordHash: hash}
+	if err := a.create(r.Context(), &u); err != nil {
+		if errors.Is(err, gorm.ErrDuplicatedKey) {
+			return &apiError{http.StatusConflict, "email " + in.Email + " is already registered"}
+		}
+		return a.internal(r.Context(), "signup: create user", err)
+	}
+	writeJSON(w, http.StatusCreated, struct {
+		ID idtype.ID `json:"id"`
+	}{u.ID})
+	return nil
+}
+
+// login: POST /api/login {email, password[, device]} -> 200
+// {"token": "…", "session": {…}}. A wrong email and a wrong password get
+// the same 401 in about the same time.
+func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
+	var in credentials
+	if e := decodeJSON(w, r, &in); e != nil {
+		return e
+	}
+	if e := in.check(); e != nil {
+		return e
+	}
+	var u User
+	err := a.db.WithContext(r.Context()).Where("email = ?", in.Email).Take(&u).Error
+	hash := u.PasswordHash
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		hash = a.dummyHash
+	case err != nil:
+		return a.internal(r.Context(), "login: find user", err)
+	}
+	ok, err := checkPassword(in.Password, hash)
+	if err != nil {
+		return a.internal(r.Context(), "login: check password", err)
+	}
+	if !ok || u.ID == 0 {
+		return &apiError{http.StatusUnauthorized, "wrong email or password"}
+	}
+	meta := tokens.Metadata{Device: in.Device, UserAgent: r.UserAgent(), IP: clientIP(r)}
+	tok, s, err := a.tokens.Issue(r.Context(), u.ID, meta)
+	if err != nil {
+		return a.internal(r.Context(), "login: issue token", err)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Token   string         `json:"token"`
+		Session tokens.Session `json:"session"`
+	}{tok, s})
+	return nil
+}
+
+// clientIP is the peer's address. Behind a proxy it is the proxy's: the
+// example trusts no X-Forwarded-For, which any client can forge.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// me: GET /api/me -> the user and the current session.
+func (a *App) me(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+	var u User
+	err := a.db.WithContext(r.Context()).Take(&u, "id = ?", s.UserID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return &apiError{http.StatusUnauthorized, "the session's user no longer exists"}
+	}
+	if err != nil {
+		return a.internal(r.Context(), "me: find user", err)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		userJSON
+		Session tokens.Session `json:"session"`
+	}{u.toJSON(), s})
+	return nil
+}
+
+// postInput is the body of POST /api/posts.
+type postInput struct {
+	Title string `json:"title"`
+	Body  string `json:"body"`
+}
+
+// createPost: POST /api/posts {title, body} -> 201 with the post.
+func (a *App) createPost(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+	var in postInput
+	if e := decodeJSON(w, r, &in); e != nil {
+		return e
+	}
+	in.Title = strings.TrimSpace(in.Title)
+	switch {
+	case in.Title == "":
+		return badRequest("title is required")
+	case utf8.RuneCountInString(in.Title) > maxTitle:
+		return badRequest("title is longer than %d characters", maxTitle)
+	case utf8.RuneCountInString(in.Body) > maxPostBody:
+		return badRequest("body is longer than %d characters", maxPostBody)
+	case strings.ContainsRune(in.Title, 0) || strings.ContainsRune(in.Body, 0):
+		return badRequest("title or body holds a NUL character")
+	}
+	p := Post{AuthorID: s.UserID, Title: in.Title, Body: in.Body}
+	if err := a.create(r.Context(), &p); err != nil {
+		return a.internal(r.Context(), "create post", err)
+	}
+	if err := a.db.WithContext(r.Context()).Take(&p.Author, "id = ?", p.AuthorID).Error; err != nil {
+		return a.internal(r.Context(), "create post: find author", err)
+	}
+	writeJSON(w, http.StatusCreated, p.toJSON())
+	return nil
+}
+
+// listPosts: GET /api/posts[?before=<id>][&limit=<n>] -> the newest posts
+// (older than before), newest first, and "next", the before of the next
+// page, or null on the last page. Paging by key stays correct while posts
+// are added, and costs one index range scan whatever the page.
+func (a *App) listPosts(w http.ResponseWriter, r *http.Request, _ tokens.Session) *apiError {
+	q := r.URL.Query()
+	limit := defaultPerPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPerPage {
+			return badRequest("limit %q is not a whole number from 1 to %d", v, maxPerPage)
+		}
+		limit = n
+	}
+	tx := a.db.WithContext(r.Context()).Preload("Author").Order("id DESC").Limit(limit + 1)
+	if v := q.Get("before"); v != "" {
+		before, err := idtype.Parse(v)
+		if err != nil {
+			return badRequest("before: %v", err)
+		}
+		tx = tx.Where("id < ?", before)
+	}
+	var posts []Post
+	if err := tx.Find(&posts).Error; err != nil {
+		return a.internal(r.Context(), "list posts", err)
+	}
+	out := struct {
+		Posts []postJSON `json:"posts"`
+		Next  *idtype.ID `json:"next"`
+	}{Posts: make([]postJSON, 0, len(posts))}
+	if len(posts) > limit {
+		posts = posts[:limit]
+		out.Next = &posts[limit-1].ID
+	}
+	for i := range posts {
+		out.Posts = append(out.Posts, posts[i].toJSON())
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// getPost: GET /api/posts/{id} -> the post, 404 if there is none.
+func (a *App) getPost(w http.ResponseWriter, r *http.Request, _ tokens.Session) *apiError {
+	id, e := pathID(r)
+	if e != nil {
+		return e
+	}
+	var p Post
+	err := a.db.WithContext(r.Context()).Preload("Author").Take(&p, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return notFound("no post %s", id)
+	}
+	if err != nil {
+		return a.internal(r.Context(), "get post", err)
+	}
+	writeJSON(w, http.StatusOK, p.toJSON())
+	return nil
+}
+
+// pathID reads the {id} of the path.
+func pathID(r *http.Request) (idtype.ID, *apiError) {
+	id, err := idtype.Parse(r.PathValue("id"))
+	if err != nil {
+		return 0, badRequest("id in the path: %v", err)
+	}
+	if id == 0 {
+		return 0, badRequest("id in the path is 0, which no object has")
+	}
+	return id, nil
+}
+
+// sessionJSON is a session in the list, marked if it is the caller's own.
+type sessionJSON struct {
+	tokens.Session
+	Current bool `json:"current"`
+}
+
+// listSessions: GET /api/sessions -> the user's live sessions, newest
+// first.
+func (a *App) listSessions(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+	list, err := a.tokens.List(r.Context(), s.UserID)
+	if err != nil {
+		return a.internal(r.Context(), "list sessions", err)
+	}
+	out := struct {
+		Sessions []sessionJSON `json:"sessions"`
+		Current  idtype.ID     `json:"current"`
+	}{Sessions: make([]sessionJSON, 0, len(list)), Current: s.ID}
+	for _, x := range list {
+		out.Sessions = append(out.Sessions, sessionJSON{x, x.ID == s.ID})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// deleteSession: DELETE /api/sessions/{id} -> 204, logging that device
+// out; 404 if the user has no such live session.
+func (a *App) deleteSession(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+	id, e := pathID(r)
+	if e != nil {
+		return e
+	}
+	ok, err := a.tokens.RevokeSession(r.Context(), s.UserID, id)
+	if err != nil {
+		return a.internal(r.Context(), "revoke session", err)
+	}
+	if !ok {
+		return notFound("no live session %s", id)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// logout: POST /api/logout -> 204, ending the current session.
+func (a *App) logout(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+	if _, err := a.tokens.RevokeSession(r.Context(), s.UserID, s.ID); err != nil {
+		return a.internal(r.Context(), "logout", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// logoutAll: POST /api/logout-all -> {"revoked": n}, ending every session
+// of the user, this one too.
+func (a *App) logoutAll(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+	n, err := a.tokens.RevokeAll(r.Context(), s.UserID)
+	if err != nil {
+		return a.internal(r.Context(), "logout everywhere", err)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Revoked int `json:"revoked"`
+	}{n})
+	return nil
+}
+
+// create inserts a new row. Its idtype.ID key is filled from the
+// generator (see useGenerator).
+func (a *App) create(ctx context.Context, v any) error {
+	var key *idtype.ID
+	switch m := v.(type) {
+	case *User:
+		key = &m.ID
+	case *Post:
+		key = &m.ID
+	}
+	if key != nil && *key == 0 {
+		id, err := a.gen.Next()
+		if err != nil {
+			return err
+		}
+		*key = id
+	}
+	return a.db.WithContext(ctx).Create(v).Error
+}
+
+// jsonNotFound turns the mux's own plain-text 404 and 405 answers under
+// /api/ into JSON ones.
+func jsonNotFound(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" && strings.HasPrefix(r.URL.Path, "/api/") {
+			rec := &statusRecorder{ResponseWriter: discardWriter{h: w.Header()}}
+			mux.ServeHTTP(rec, r)
+			switch rec.status {
+			case http.StatusMethodNotAllowed:
+				writeError(w, rec.status, "method "+r.Method+" is not allowed on "+r.URL.Path)
+			default:
+				writeError(w, http.StatusNotFound, "no endpoint "+r.URL.Path)
+			}
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// discardWriter keeps headers (such as Allow) and drops the body.
+type discardWriter struct{ h http.Header }
+
+func (d discardWriter) Header() http.Header         { return d.h }
+func (d discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d discardWriter) WriteHeader(int)             {}
+
+// statusRecorder remembers the status a handler sent.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// logRequests logs one line per request at Info: method, path, status
+// and duration. It never logs headers or bodies, which hold tokens and
+// passwords.
+func (a *App) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		a.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
+	})
+}

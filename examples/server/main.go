@@ -1,0 +1,137 @@
+// Command server is snowkey's example backend: users, posts and login
+// sessions whose keys are snowflake IDs, served as a JSON API and a web
+// page.
+//
+//	go -C examples run ./server     # or: make run
+//
+// With no environment it runs on embedded defaults, SQLite in memory and
+// an in-process Redis, and says so in its first log line. Set
+// DATABASE_URL (postgres://…, or sqlite:PATH for an SQLite file) and
+// REDIS_URL (redis://…) for real servers. PORT, or -addr, picks where it
+// listens; the default is localhost:8080.
+//
+// API (JSON; IDs are strings):
+//
+//	POST   /api/signup        {email,password}  -> 201 {"id"}
+//	POST   /api/login         {email,password}  -> {"token","session"}
+//	GET    /api/me
+//	POST   /api/posts         {title,body}      -> 201 the post
+//	GET    /api/posts         ?before=<id>&limit=<n>, newest first
+//	GET    /api/posts/{id}
+//	GET    /api/sessions
+//	DELETE /api/sessions/{id}
+//	POST   /api/logout
+//	POST   /api/logout-all
+//
+// Everything but signup and login takes "Authorization: Bearer <token>".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func main() {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr, logger); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		logger.Error("server stopped", "error", err)
+		os.Exit(1)
+	}
+}
+
+// run is main without the process: it serves until ctx ends.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defaultAddr := "localhost:8080"
+	if p := getenv("PORT"); p != "" {
+		defaultAddr = ":" + p
+	}
+	addr := fs.String("addr", defaultAddr, "address to listen on, host:port (default from PORT when set)")
+	worker := fs.Int64("worker", 0, "fixed worker number, 1 to 1022 (default: lease one when DATABASE_URL or REDIS_URL is set, else 1; also WORKER_ID)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if v := getenv("WORKER_ID"); v != "" && *worker == 0 {
+		w, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: WORKER_ID %q is not a number", ErrConfig, v)
+		}
+		*worker = w
+	}
+
+	app, err := Open(ctx, Config{
+		DatabaseURL: getenv("DATABASE_URL"),
+		RedisURL:    getenv("REDIS_URL"),
+		Worker:      *worker,
+		Logger:      logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := app.Close(cctx); err != nil {
+			logger.Error("close", "error", err)
+		}
+	}()
+
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           app.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	logger.Info("listening", "url", pageURL(ln.Addr()))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// pageURL is the address of the web page on the listener: localhost when
+// it listens on every interface.
+func pageURL(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	host := tcp.IP.String()
+	if tcp.IP.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port)) + "/"
+}

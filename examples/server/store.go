@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// dbKind is the database a DATABASE_URL names.
+type dbKind struct {
+	postgres bool
+	path     string // SQLite file; "" for memory
+	redacted string // the URL without its password, for logs
+}
+
+// databaseKind reads a DATABASE_URL: postgres:// or postgresql:// for
+// PostgreSQL, sqlite:PATH for an SQLite file, empty for SQLite in memory.
+func databaseKind(s string) (dbKind, error) {
+	switch {
+	case s == "":
+		return dbKind{}, nil
+	case strings.HasPrefix(s, "sqlite:"):
+		p := strings.TrimPrefix(s, "sqlite:")
+		if p == "" || strings.ContainsAny(p, "?#") {
+			return dbKind{}, fmt.Errorf("%w: DATABASE_URL %q: want sqlite:PATH, a file path without '?' or '#'", ErrConfig, s)
+		}
+		return dbKind{path: p}, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return dbKind{}, fmt.Errorf("%w: DATABASE_URL: want a postgres:// URL or sqlite:PATH", ErrConfig)
+	}
+	return dbKind{postgres: true, redacted: u.Redacted()}, nil
+}
+
+func (k dbKind) describe() string {
+	switch {
+	case k.postgres:
+		return "PostgreSQL " + k.redacted
+	case k.path != "":
+		return "embedded SQLite file " + k.path
+	default:
+		return "embedded SQLite in memory (data ends with the process; set DATABASE_URL for PostgreSQL)"
+	}
+}
+
+// openDatabase opens the database, applies the migrations and checks the
+// connection.
+func (a *App) openDatabase(ctx context.Context, dsn string, kind dbKind) (*gorm.DB, error) {
+	gcfg := &gorm.Config{
+		// Unique violations become gorm.ErrDuplicatedKey on both databases.
+		TranslateError: true,
+		Logger: logger.NewSlogLogger(a.log, logger.Config{
+			SlowThreshold:             200 * time.Millisecond,
+			LogLevel:                  logger.Warn,
+			IgnoreRecordNotFoundError: true,
+			ParameterizedQueries:      true, // never log a password hash
+		}),
+	}
+	var dialector gorm.Dialector
+	switch {
+	case kind.postgres:
+		dialector = postgres.Open(dsn)
+	case kind.path != "":
+		dialector = sqlite.Open("file:" + kind.path +
+			"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	default:
+		// Each connection to ":memory:" would be a database of its own,
+		// so there is one connection (set below).
+		dialector = sqlite.Open("file::memory:?_pragma=foreign_keys(1)")
+	}
+	db, err := gorm.Open(dialector, gcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", kind.describe(), err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	a.onClose(closeFunc(sqlDB))
+	if !kind.postgres {
+		sqlDB.SetMaxOpenConns(1)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", kind.describe(), err)
+	}
+	if err := migrate(ctx, db, kind); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// migrate brings the schema up to date.
+func migrate(ctx context.Context, db *gorm.DB, kind dbKind) error {
+	if err := db.WithContext(ctx).AutoMigrate(&User{}, &Post{}); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
