@@ -160,6 +160,27 @@ func acquire(t testing.TB, p *Pool) *Lease {
 	return l
 }
 
+// acquireN acquires n leases at once.
+func acquireN(t testing.TB, p *Pool, n int) []*Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leases := make([]*Lease, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { leases[i], errs[i] = p.Acquire(ctx) })
+	}
+	wg.Wait()
+	for i, l := range leases {
+		if errs[i] != nil {
+			t.Fatalf("Acquire %d of %d: %v", i+1, n, errs[i])
+		}
+		t.Cleanup(func() { closeLease(t, l) })
+	}
+	return leases
+}
+
 // acquireWhenFree is acquire, retrying while every number is held.
 func acquireWhenFree(t testing.TB, p *Pool, timeout time.Duration) *Lease {
 	t.Helper()
