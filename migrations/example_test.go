@@ -1,0 +1,63 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"log"
+	"strings"
+
+	"github.com/snowkeyhq/snowkey/migrations"
+)
+
+func ExampleFS() {
+	// Migrations run in the order of their numbers; the first one makes
+	// snowflake_id().
+	names, _ := fs.Glob(migrations.FS, "*.sql")
+	fmt.Println(names[0])
+	b, _ := fs.ReadFile(migrations.FS, names[0])
+	fmt.Println(strings.Contains(string(b), "CREATE FUNCTION %1$I.snowflake_id()"))
+	// Output:
+	// 00001_snowflake_id.sql
+	// true
+}
+
+// At start-up, every instance of the app migrates; one does the work and
+// the others wait for it. Then plain SQL can make IDs that never collide
+// with the app's.
+func ExampleUp() {
+	ctx := context.Background()
+	db, err := sql.Open("pgx", "postgres://app@localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := migrations.Up(ctx, db); err != nil {
+		log.Fatal(err)
+	}
+	_, err = db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS audit (
+		id   bigint PRIMARY KEY DEFAULT snowflake_id(),
+		what text NOT NULL)`)
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// A fleet whose worker leases need 1023 can move snowflake_id() to another
+// number, once, before the first ID; the lease code asks the database which
+// number to skip.
+func ExampleWithReservedWorker() {
+	ctx := context.Background()
+	db, err := sql.Open("pgx", "postgres://app@localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := migrations.Up(ctx, db, migrations.WithReservedWorker(0)); err != nil {
+		log.Fatal(err)
+	}
+	skip, err := migrations.ReservedWorkerOf(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leases skip worker", skip)
+}

@@ -1,0 +1,47 @@
+package migrations
+
+import "embed"
+
+// FS holds the migrations, NNNNN_name.sql files at its root in goose
+// format, in the order of their numbers. Up applies them; other tools that
+// read goose files (the goose command, a test fixture) can too.
+//
+//go:embed *.sql
+var FS embed.FS
+
+// ReservedWorker is the worker number snowflake_id() puts in its IDs
+// unless WithReservedWorker changes it. It is the largest worker number of
+// idtype.DefaultLayout, so that an app leasing numbers from 0 up meets it
+// last. Worker leases must skip it, or the number a database was set to
+// (see ReservedWorkerOf).
+const ReservedWorker int64 = 1023
+
+// VersionTable is the table in which Up records the migrations it has
+// applied. It is not goose's default table, so an app that also runs its
+// own goose migrations keeps the two histories apart.
+const VersionTable = "snowkey_db_version"
+
+// Advisory lock keys. Apps that take advisory locks of their own should
+// stay clear of these two keys.
+const (
+	// MigrationLockKey is the session-level advisory lock that Up holds
+	// while it migrates ("snowkey0" in ASCII).
+	MigrationLockKey int64 = 8317708120493488432
+	// SnowflakeLockKey is the transaction-level advisory lock that
+	// snowflake_id() holds for a few microseconds while it moves its state
+	// ("snowkey1" in ASCII).
+	SnowflakeLockKey int64 = 8317708120493488433
+)
+
+// SQLSTATE codes of the errors snowflake_id() raises. With pgx, match them
+// on (*pgconn.PgError).Code.
+const (
+	// SQLStateClockBehind means the database's clock is more than 1 s
+	// behind the last ID issued (the clock was set back), so the call
+	// would have had to wait longer than that. Nothing was issued;
+	// retrying later is safe.
+	SQLStateClockBehind = "SK001"
+	// SQLStateTimeExhausted means the clock is past the last millisecond
+	// the layout holds, 2080-07-10T17:30:30.208Z.
+	SQLStateTimeExhausted = "SK002"
+)

@@ -1,0 +1,535 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/migrations"
+)
+
+// openDB returns a pool on a fresh database, closed when the test ends.
+func openDB(t testing.TB, url string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// migrated returns a pool on a fresh, migrated database and its URL.
+func migrated(t testing.TB, opts ...migrations.Option) (*sql.DB, string) {
+	t.Helper()
+	url := testenv.Postgres(t)
+	db := openDB(t, url)
+	if err := migrations.Up(context.Background(), db, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return db, url
+}
+
+// TestFS checks the folder's conventions: NNNNN_name.sql, numbered from 1
+// without gaps, each with an Up and a Down section.
+func TestFS(t *testing.T) {
+	names, err := fs.Glob(migrations.FS, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatal("FS holds no migrations")
+	}
+	sort.Strings(names)
+	re := regexp.MustCompile(`^(\d{5})_[a-z0-9_]+\.sql$`)
+	for i, name := range names {
+		m := re.FindStringSubmatch(name)
+		if m == nil {
+			t.Errorf("%s: want NNNNN_lower_case_name.sql", name)
+			continue
+		}
+		if n, _ := strconv.Atoi(m[1]); n != i+1 {
+			t.Errorf("%s: number %d, want %d (no gaps)", name, n, i+1)
+		}
+		b, err := fs.ReadFile(migrations.FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mark := range []string{"-- +goose Up", "-- +goose Down"} {
+			if !strings.Contains(string(b), mark) {
+				t.Errorf("%s: no %q section", name, mark)
+			}
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "postgres://nowhere.invalid/x") // never reached: options fail first
+	for _, opt := range []migrations.Option{
+		migrations.WithReservedWorker(-1),
+		migrations.WithReservedWorker(1024),
+		migrations.WithLockTimeout(time.Millisecond),
+		migrations.WithLogger(nil),
+	} {
+		if err := migrations.Up(ctx, db, opt); !errors.Is(err, migrations.ErrInvalidOption) {
+			t.Errorf("Up with a bad option: %v, want ErrInvalidOption", err)
+		}
+	}
+	if err := migrations.Up(ctx, nil); !errors.Is(err, migrations.ErrInvalidOption) {
+		t.Errorf("Up(nil): %v, want ErrInvalidOption", err)
+	}
+}
+
+func TestUp(t *testing.T) {
+	ctx := t.Context()
+	url := testenv.Postgres(t)
+	db := openDB(t, url)
+
+	if v, err := migrations.Version(ctx, db); err != nil || v != 0 {
+		t.Fatalf("Version before Up = %d, %v; want 0", v, err)
+	}
+	if _, err := migrations.ReservedWorkerOf(ctx, db); !errors.Is(err, migrations.ErrNotMigrated) {
+		t.Fatalf("ReservedWorkerOf before Up: %v, want ErrNotMigrated", err)
+	}
+	for range 2 { // the second run finds nothing to do
+		if err := migrations.Up(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names, _ := fs.Glob(migrations.FS, "*.sql")
+	if v, err := migrations.Version(ctx, db); err != nil || v != int64(len(names)) {
+		t.Fatalf("Version after Up = %d, %v; want %d", v, err, len(names))
+	}
+	var applied int
+	if err := db.QueryRow("SELECT count(*) FROM " + migrations.VersionTable + " WHERE version_id > 0").Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(names) {
+		t.Errorf("%s records %d migrations, want %d", migrations.VersionTable, applied, len(names))
+	}
+	if w, err := migrations.ReservedWorkerOf(ctx, db); err != nil || w != migrations.ReservedWorker {
+		t.Errorf("ReservedWorkerOf = %d, %v; want %d", w, err, migrations.ReservedWorker)
+	}
+
+	before := time.Now()
+	var id idtype.ID
+	if err := db.QueryRow("SELECT snowflake_id()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	p := idtype.DefaultLayout.Decode(id)
+	if p.Worker != migrations.ReservedWorker {
+		t.Errorf("snowflake_id() %d has worker %d, want %d", id, p.Worker, migrations.ReservedWorker)
+	}
+	// The database runs on this machine's clock; allow for rounding down
+	// to the millisecond.
+	if p.Time.Before(before.Truncate(time.Millisecond)) || p.Time.After(after) {
+		t.Errorf("snowflake_id() %d is from %v, not between %v and %v", id, p.Time, before, after)
+	}
+}
+
+// TestUpConcurrent starts app instances together: each has its own pool
+// and calls Up at the same moment; all succeed and the migrations run
+// once.
+func TestUpConcurrent(t *testing.T) {
+	url := testenv.Postgres(t)
+	const instances = 4
+	dbs := make([]*sql.DB, instances)
+	for i := range dbs {
+		dbs[i] = openDB(t, url)
+	}
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make([]error, instances)
+	)
+	for i, db := range dbs {
+		wg.Go(func() {
+			<-start
+			errs[i] = migrations.Up(context.Background(), db, migrations.WithLockTimeout(30*time.Second))
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("instance %d: %v", i, err)
+		}
+	}
+	var runs, distinct int
+	if err := dbs[0].QueryRow("SELECT count(*), count(DISTINCT version_id) FROM "+migrations.VersionTable).Scan(&runs, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if runs != distinct {
+		t.Errorf("%d version rows for %d versions: a migration ran twice", runs, distinct)
+	}
+}
+
+func TestReservedWorker(t *testing.T) {
+	ctx := t.Context()
+	db, _ := migrated(t)
+
+	// A session that has used snowflake_id() already, and so has the
+	// reserved worker folded into its cached plan.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	worker := func() int64 {
+		t.Helper()
+		var id idtype.ID
+		if err := conn.QueryRowContext(ctx, "SELECT snowflake_id()").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return idtype.DefaultLayout.Decode(id).Worker
+	}
+	if w := worker(); w != 1023 {
+		t.Fatalf("worker %d before the change, want 1023", w)
+	}
+
+	if err := migrations.Up(ctx, db, migrations.WithReservedWorker(1000)); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := migrations.ReservedWorkerOf(ctx, db); err != nil || w != 1000 {
+		t.Errorf("ReservedWorkerOf = %d, %v; want 1000", w, err)
+	}
+	if w := worker(); w != 1000 {
+		t.Errorf("the session that used snowflake_id() before still gets worker %d, want 1000", w)
+	}
+
+	// Up without the option keeps the number; with the same number it
+	// changes nothing; concurrent instances with the option do not trip
+	// over each other.
+	if err := migrations.Up(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := migrations.ReservedWorkerOf(ctx, db); w != 1000 {
+		t.Errorf("Up without WithReservedWorker reset the number to %d", w)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = migrations.Up(ctx, db, migrations.WithReservedWorker(int64(7+i%2))) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent WithReservedWorker: %v", err)
+		}
+	}
+	if w, _ := migrations.ReservedWorkerOf(ctx, db); w != 7 && w != 8 {
+		t.Errorf("after concurrent changes the number is %d, want 7 or 8", w)
+	}
+}
+
+// ids calls snowflake_id() n times on one connection.
+func ids(ctx context.Context, conn *sql.Conn, n int) ([]idtype.ID, error) {
+	rows, err := conn.QueryContext(ctx, "SELECT snowflake_id() FROM generate_series(1, $1)", n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]idtype.ID, 0, n)
+	for rows.Next() {
+		var id idtype.ID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// TestSnowflakeIDConcurrent runs snowflake_id() in 8 sessions at once,
+// one call per statement as inserts would: every ID is unique, each
+// session's IDs increase, and an ID issued after all of them is greater
+// than all of them.
+func TestSnowflakeIDConcurrent(t *testing.T) {
+	db, _ := migrated(t)
+	ctx := t.Context()
+	const sessions, calls = 8, 1500
+	got := make([][]idtype.ID, sessions)
+	errs := make([]error, sessions)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for s := range sessions {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		wg.Go(func() {
+			for range calls / 100 {
+				batch, err := ids(ctx, conn, 100)
+				if err != nil {
+					errs[s] = err
+					return
+				}
+				got[s] = append(got[s], batch...)
+			}
+		})
+	}
+	wg.Wait()
+	end := time.Now()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := make(map[idtype.ID]int, sessions*calls)
+	var largest idtype.ID
+	for s, list := range got {
+		if len(list) != calls {
+			t.Fatalf("session %d got %d IDs", s, len(list))
+		}
+		for i, id := range list {
+			if other, dup := seen[id]; dup {
+				t.Fatalf("ID %d issued to session %d and session %d", id, other, s)
+			}
+			seen[id] = s
+			if i > 0 && id <= list[i-1] {
+				t.Fatalf("session %d: ID %d after %d", s, id, list[i-1])
+			}
+			p := idtype.DefaultLayout.Decode(id)
+			if p.Worker != migrations.ReservedWorker {
+				t.Fatalf("ID %d has worker %d", id, p.Worker)
+			}
+			if p.Time.Before(start.Truncate(time.Millisecond)) || p.Time.After(end) {
+				t.Fatalf("ID %d is from %v, outside the run %v..%v", id, p.Time, start, end)
+			}
+			largest = max(largest, id)
+		}
+	}
+	var last idtype.ID
+	if err := db.QueryRow("SELECT snowflake_id()").Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if last <= largest {
+		t.Errorf("an ID issued after all others, %d, is not greater than the largest before, %d", last, largest)
+	}
+}
+
+// setState moves snowflake_id()'s state to (ms since the epoch, seq).
+func setState(t *testing.T, db *sql.DB, ms, seq int64) {
+	t.Helper()
+	if _, err := db.Exec("SELECT setval('snowflake_id_state', $1)", ms<<12|seq); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func epochMs(t time.Time) int64 {
+	return t.UnixMilli() - idtype.DefaultLayout.Epoch.UnixMilli()
+}
+
+// TestSnowflakeIDWaitsForNextMillisecond spends a millisecond's sequence
+// (state at sequence 4095 in a millisecond ahead of the clock): the next
+// call does not wrap to sequence 0 of the same millisecond, it takes
+// sequence 0 of the next one and waits until the clock gets there.
+func TestSnowflakeIDWaitsForNextMillisecond(t *testing.T) {
+	db, _ := migrated(t)
+	const ahead = 80 * time.Millisecond
+	full := epochMs(time.Now().Add(ahead))
+	setState(t, db, full, 4095)
+
+	start := time.Now()
+	var id idtype.ID
+	if err := db.QueryRow("SELECT snowflake_id()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	p := idtype.DefaultLayout.Decode(id)
+	if got := epochMs(p.Time); got != full+1 || p.Sequence != 0 {
+		t.Errorf("after a spent millisecond %d the ID is at %d sequence %d, want %d sequence 0", full, got, p.Sequence, full+1)
+	}
+	if took < ahead/2 {
+		t.Errorf("the call took %v; it should have waited about %v for its millisecond", took, ahead)
+	}
+	if p.Time.After(time.Now()) {
+		t.Errorf("ID time %v is still in the future after the call", p.Time)
+	}
+}
+
+// TestSnowflakeIDClockBehind moves the state 5 s ahead of the clock, as a
+// database clock set back would: the call fails at once with
+// SQLStateClockBehind instead of waiting, and issues nothing.
+func TestSnowflakeIDClockBehind(t *testing.T) {
+	db, _ := migrated(t)
+	ahead := epochMs(time.Now().Add(5 * time.Second))
+	setState(t, db, ahead, 0)
+	start := time.Now()
+	_, err := db.Exec("SELECT snowflake_id()")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != migrations.SQLStateClockBehind {
+		t.Fatalf("with the clock 5 s behind: %v, want SQLSTATE %s", err, migrations.SQLStateClockBehind)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("the refusal took %v; it should not wait", took)
+	}
+	if !strings.Contains(pgErr.Message, "ms behind the last ID") {
+		t.Errorf("message %q does not say what is wrong", pgErr.Message)
+	}
+}
+
+// TestSnowflakeIDNoLockHeld: the lock is held for the call, not for the
+// transaction. A transaction that called snowflake_id() and stays open
+// does not block another session; one that rolls back does not hand its
+// IDs out again.
+func TestSnowflakeIDNoLockHeld(t *testing.T) {
+	db, _ := migrated(t)
+	ctx := t.Context()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inTx idtype.ID
+	if err := tx.QueryRowContext(ctx, "SELECT snowflake_id()").Scan(&inTx); err != nil {
+		t.Fatal(err)
+	}
+	var locks int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()").
+		Scan(&locks); err != nil {
+		t.Fatal(err)
+	}
+	if locks != 0 {
+		t.Errorf("the transaction still holds %d advisory locks after snowflake_id() returned", locks)
+	}
+
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var other idtype.ID
+	if err := db.QueryRowContext(short, "SELECT snowflake_id()").Scan(&other); err != nil {
+		t.Fatalf("another session while a transaction that used snowflake_id() is open: %v", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	var after idtype.ID
+	if err := db.QueryRow("SELECT snowflake_id()").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if !(inTx < other && other < after) {
+		t.Errorf("IDs %d (rolled back), %d, %d are not increasing", inTx, other, after)
+	}
+}
+
+// TestSnowflakeIDCancel cancels calls while they wait for the clock and
+// checks that nothing is left locked behind them.
+func TestSnowflakeIDCancel(t *testing.T) {
+	db, _ := migrated(t)
+	ctx := t.Context()
+	for range 3 {
+		setState(t, db, epochMs(time.Now().Add(900*time.Millisecond)), 0)
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, "SET statement_timeout = 30"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.ExecContext(ctx, "SELECT snowflake_id()")
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "57014" { // query_canceled
+			t.Fatalf("a call stopped by statement_timeout: %v", err)
+		}
+		conn.Close()
+	}
+	setState(t, db, epochMs(time.Now()), 0)
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(short, "SELECT snowflake_id()"); err != nil {
+		t.Fatalf("snowflake_id() after cancelled calls: %v", err)
+	}
+}
+
+// TestSnowflakeIDWithApp inserts rows into one table from the app, with
+// keys from idtype generators, and from plain SQL with DEFAULT
+// snowflake_id(), all at once: no key collides, and each row's key
+// decodes to the worker that made it.
+func TestSnowflakeIDWithApp(t *testing.T) {
+	db, _ := migrated(t)
+	ctx := t.Context()
+	if _, err := db.Exec("CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_id(), source text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	const writers, rows = 4, 500
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*writers)
+	for w := range writers {
+		gen, err := idtype.NewGenerator(idtype.Config{Worker: int64(w + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { // the app, one insert per row
+			for range rows {
+				id, err := gen.Next()
+				if err == nil {
+					_, err = db.ExecContext(ctx, "INSERT INTO events (id, source) VALUES ($1, $2)", id, fmt.Sprintf("app%d", w+1))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+		wg.Go(func() { // plain SQL, one insert per row
+			for range rows {
+				if _, err := db.ExecContext(ctx, "INSERT INTO events (source) VALUES ('sql')"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	r, err := db.Query("SELECT id, source FROM events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	count := map[string]int{}
+	for r.Next() {
+		var (
+			id     idtype.ID
+			source string
+		)
+		if err := r.Scan(&id, &source); err != nil {
+			t.Fatal(err)
+		}
+		count[source]++
+		want := "sql"
+		if w := idtype.DefaultLayout.Decode(id).Worker; w != migrations.ReservedWorker {
+			want = fmt.Sprintf("app%d", w)
+		}
+		if source != want {
+			t.Fatalf("row %d from %s decodes to %s", id, source, want)
+		}
+	}
+	if count["sql"] != writers*rows {
+		t.Errorf("%d rows from SQL, want %d", count["sql"], writers*rows)
+	}
+	for w := 1; w <= writers; w++ {
+		if c := count[fmt.Sprintf("app%d", w)]; c != rows {
+			t.Errorf("%d rows from app%d, want %d", c, w, rows)
+		}
+	}
+}
