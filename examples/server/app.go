@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/tokens"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	// Zero means: lease a number (see ids.go) when PostgreSQL or a real
 	// Redis is configured, else use worker 1.
 	Worker int64
+	// Leases configures the worker-number leases (see newGenerator). A
+	// zero Logger means the App's.
+	Leases workerid.Options
 	// Tokens configures the login tokens. A zero Logger means the App's.
 	Tokens tokens.Options
 	// Argon2 sets the cost of password hashes; zero means DefaultArgon2.
@@ -50,7 +54,8 @@ type App struct {
 	gen       *idtype.Generator
 	tokens    *tokens.Manager
 	argon     Argon2Params
-	dummyHash string // checked against when an email is unknown, so timing does not tell
+	dummyHash string          // checked against when an email is unknown, so timing does not tell
+	leaseDone <-chan struct{} // of the worker lease; nil with a fixed worker
 	closers   []func(context.Context) error
 	handler   http.Handler
 }
@@ -111,6 +116,12 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 // Handler returns the HTTP handler of the API and the web page.
 func (a *App) Handler() http.Handler { return a.handler }
+
+// Done returns a channel that is closed when the App's worker lease is
+// lost: the generator has stopped for good and nothing can be created, so
+// the server should exit and be restarted. With a fixed worker it is nil,
+// which never closes.
+func (a *App) Done() <-chan struct{} { return a.leaseDone }
 
 // Close releases what Open acquired, in reverse order: the worker lease,
 // the Redis client or in-process Redis, the database.

@@ -81,6 +81,10 @@ func (a *App) internal(ctx context.Context, op string, err error) *apiError {
 		a.log.ErrorContext(ctx, op, "error", err)
 		return &apiError{http.StatusServiceUnavailable, "session store unavailable"}
 	}
+	if errors.Is(err, idtype.ErrLeaseExpired) || errors.Is(err, idtype.ErrLeaseLost) {
+		a.log.ErrorContext(ctx, op, "error", err)
+		return &apiError{http.StatusServiceUnavailable, "cannot issue IDs now: the worker lease is not confirmed"}
+	}
 	if ctx.Err() != nil {
 		return &apiError{http.StatusServiceUnavailable, "request canceled"}
 	}

@@ -5,14 +5,61 @@ import (
 	"fmt"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/idtype/workerid"
 )
 
 // defaultWorker is the fixed worker number of a server that has nowhere
 // to lease one from.
 const defaultWorker = 1
 
-// newGenerator builds the ID generator of users, posts and sessions.
+// newGenerator builds the generator of every ID the server issues: users,
+// posts and sessions. Its worker number is
+//
+//   - Config.Worker, when set;
+//   - else leased from PostgreSQL, when DATABASE_URL names it: durable,
+//     so the lease starts at once;
+//   - else leased from Redis, when a real one is configured (a number
+//     Redis has no record of waits out one lease TTL before its first ID,
+//     since Redis may have lost the record);
+//   - else defaultWorker: the embedded defaults serve one process.
+//
+// A leased number is released on Close; if the lease is lost, the
+// generator stops and Done is closed.
 func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtype.Generator, error) {
+	var pool *workerid.Pool
+	opts := cfg.Leases
+	if opts.Logger == nil {
+		opts.Logger = a.log
+	}
+	if cfg.Worker == 0 && kind.postgres {
+		sqlDB, err := a.db.DB()
+		if err != nil {
+			return nil, err
+		}
+		if pool, err = workerid.Postgres(sqlDB, opts); err != nil {
+			return nil, err
+		}
+	} else if cfg.Worker == 0 && (cfg.Redis != nil || cfg.RedisURL != "") {
+		var err error
+		if pool, err = workerid.Redis(a.rdb, opts); err != nil {
+			return nil, err
+		}
+	}
+	if pool != nil {
+		lease, err := pool.Acquire(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("lease a worker number: %w", err)
+		}
+		a.onClose(lease.Close)
+		a.leaseDone = lease.Done()
+		gen, err := idtype.NewGenerator(idtype.Config{Lease: lease})
+		if err != nil {
+			return nil, err
+		}
+		a.log.Info("ids: leased worker number", "worker", lease.Worker())
+		return gen, nil
+	}
+
 	worker := cfg.Worker
 	if worker == 0 {
 		worker = defaultWorker
@@ -28,7 +75,7 @@ func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtyp
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	a.log.Info("ids: fixed worker number", "worker", worker, "not_before", newest.Time())
+	a.log.Info("ids: fixed worker number", "worker", worker, "after", newest.Time())
 	return gen, nil
 }
 

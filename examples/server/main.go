@@ -115,6 +115,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	case err := <-served:
 		return err
 	case <-ctx.Done():
+	case <-app.Done():
+		err := errors.New("the worker lease is lost, so no ID can be issued; exiting to be restarted")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return errors.Join(err, srv.Shutdown(sctx))
 	}
 	logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

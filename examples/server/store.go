@@ -2,15 +2,22 @@ package main
 
 import (
 	"context"
+	"embed"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // dbKind is the database a DATABASE_URL names.
@@ -91,16 +98,67 @@ func (a *App) openDatabase(ctx context.Context, dsn string, kind dbKind) (*gorm.
 	if err := sqlDB.PingContext(ctx); err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", kind.describe(), err)
 	}
-	if err := migrate(ctx, db, kind); err != nil {
+	if err := migrate(ctx, db, kind, a.log); err != nil {
 		return nil, err
 	}
 	return db, nil
 }
 
-// migrate brings the schema up to date.
-func migrate(ctx context.Context, db *gorm.DB, kind dbKind) error {
-	if err := db.WithContext(ctx).AutoMigrate(&User{}, &Post{}); err != nil {
+// appMigrations are the example's own migrations for PostgreSQL, in
+// goose's SQL format.
+//
+//go:embed migrations/*.sql
+var appMigrations embed.FS
+
+// appVersionTable and appLockKey keep the example's migrations apart from
+// snowkey's (migrations.VersionTable, migrations.MigrationLockKey): an
+// app has migrations of its own, applied after the library's, with their
+// own version table and advisory lock.
+const (
+	appVersionTable = "example_db_version"
+	appLockKey      = 7239410365541862351
+)
+
+// migrate brings the schema up to date. On PostgreSQL it applies
+// snowkey's migrations (snowflake_id() and the worker-lease table), then
+// the example's own SQL files, each set under its own advisory lock, so
+// that instances starting together are safe. On SQLite, which the SQL
+// files (PL/pgSQL) do not fit, GORM's AutoMigrate makes the same tables
+// from the models.
+func migrate(ctx context.Context, db *gorm.DB, kind dbKind, log *slog.Logger) error {
+	if !kind.postgres {
+		if err := db.WithContext(ctx).AutoMigrate(&User{}, &Post{}); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		return nil
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	if err := migrations.Up(ctx, sqlDB); err != nil {
+		return err
+	}
+	files, err := fs.Sub(appMigrations, "migrations")
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(appLockKey))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, files,
+		goose.WithTableName(appVersionTable), goose.WithSessionLocker(locker),
+		goose.WithDisableGlobalRegistry(true), goose.WithLogger(goose.NopLogger()))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, r := range results {
+		log.Info("migration applied", "source", r.Source.Path, "duration", r.Duration)
 	}
 	return nil
 }

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype/workerid"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/tokens"
+)
+
+// backend is a database and Redis a test app runs on.
+type backend struct {
+	name   string
+	config func(t *testing.T) Config
+}
+
+// embedded runs on the defaults: SQLite in memory and miniredis.
+func embedded() backend {
+	return backend{"embedded", func(*testing.T) Config { return Config{} }}
+}
+
+// realServers runs on the harness's PostgreSQL (a fresh database) and
+// Redis (keys under the test's prefix); the worker number is leased from
+// PostgreSQL. Without the harness the test is skipped (fails in CI).
+func realServers() backend {
+	return backend{"postgres+redis", func(t *testing.T) Config {
+		prefix := testenv.KeyPrefix(t)
+		return Config{
+			DatabaseURL: testenv.Postgres(t),
+			Redis:       testenv.RedisClient(t),
+			Tokens:      tokens.Options{KeyPrefix: prefix + "tok:"},
+			Leases:      workerid.Options{KeyPrefix: prefix + "wid:"},
+		}
+	}}
+}
+
+func backends() []backend { return []backend{embedded(), realServers()} }
+
+// testLogger writes the app's log lines to the test's log, shown when it
+// fails or with -v.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// startApp opens an App on the backend and serves it with httptest; both
+// are closed when the test ends.
+func startApp(t *testing.T, b backend) (*App, *httptest.Server) {
+	t.Helper()
+	cfg := b.config(t)
+	cfg.Logger = testLogger(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	app, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Open on %s: %v", b.name, err)
+	}
+	srv := httptest.NewServer(app.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := app.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return app, srv
+}
+
+// response is an answer of the server.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// json decodes the body into v, failing the test if it is not JSON.
+func (r response) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("status %d, body %q: not JSON: %v", r.status, r.body, err)
+	}
+}
+
+// errorMsg is the "error" of a JSON error answer.
+func (r response) errorMsg(t *testing.T) string {
+	t.Helper()
+	var e struct {
+		Error string `json:"error"`
+	}
+	r.json(t, &e)
+	return e.Error
+}
+
+// call sends a request with an optional bearer token and a raw body.
+func call(t *testing.T, srv *httptest.Server, method, path, token, body string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return response{res.StatusCode, res.Header, b}
+}
+
+// mustJSON encodes v.
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// signupLogin creates a user and logs in, returning the user's ID and a
+// token.
+func signupLogin(t *testing.T, srv *httptest.Server, email, password string) (id, token string) {
+	t.Helper()
+	creds := mustJSON(t, map[string]string{"email": email, "password": password})
+	r := call(t, srv, "POST", "/api/signup", "", creds)
+	if r.status != http.StatusCreated {
+		t.Fatalf("signup %s: status %d, body %s", email, r.status, r.body)
+	}
+	var u struct{ ID string }
+	r.json(t, &u)
+	r = call(t, srv, "POST", "/api/login", "", creds)
+	if r.status != http.StatusOK {
+		t.Fatalf("login %s: status %d, body %s", email, r.status, r.body)
+	}
+	var l struct{ Token string }
+	r.json(t, &l)
+	return u.ID, l.Token
+}
