@@ -1,0 +1,66 @@
+// Package gormplugin makes GORM fill snowflake primary keys before rows
+// reach the database:
+//
+//	gen, err := idtype.NewGenerator(idtype.Config{Worker: 7})
+//	...
+//	err = db.Use(gormplugin.New(gen))
+//
+//	type Post struct {
+//		ID       idtype.ID // primary key: filled on create
+//		AuthorID idtype.ID
+//		Title    string
+//	}
+//	db.Create(&post) // post.ID is set, and is the row's key
+//
+// # Which fields
+//
+// The plugin reads GORM's own schema of the model, never column names:
+//
+//   - the primary key, when it is the model's only primary key and its
+//     type is idtype.ID (or *idtype.ID);
+//   - every field tagged `gorm:"snowflake"`, of type int64, idtype.ID or
+//     another 64-bit integer type (or a pointer to one), whether or not it
+//     is a key.
+//
+// It never fills a field whose value is already set, a field the database
+// fills (a `default:` tag such as `default:snowflake_id()`, an explicit
+// `autoIncrement`, a `generated:` column), a field GORM does not insert
+// (`<-:false`, or left out with Omit or Select), or the halves of a
+// composite primary key that are not tagged (a many2many join table's key
+// is left alone). `snowflake:false` opts a key out; OnlyTagged makes the
+// plugin fill tagged fields only. A field tagged snowflake that is not a
+// 64-bit integer fails every create of its model with ErrFieldType.
+//
+// Because idtype.ID's GormDataType is "bigint", AutoMigrate makes its keys
+// plain bigint columns, not bigserial. An int64 key tagged snowflake needs
+// `autoIncrement:false` as well, or GORM makes it a bigserial.
+//
+// # Where
+//
+// Everything GORM creates goes through the plugin's callback, which runs
+// before GORM's "gorm:before_create", so the model's BeforeSave and
+// BeforeCreate hooks already see their keys: Create of a struct, a
+// pointer, a slice, a slice of pointers (nil elements are left to GORM,
+// which refuses them), an array; CreateInBatches; Create from a map or a
+// slice of maps through db.Model (keys by field or column name);
+// associations saved with their owner (belongs-to, has-one, has-many,
+// many2many); Save of a value with a zero key; FirstOrCreate; sessions
+// with SkipHooks, since the callback is not a hook. A statement takes all
+// its IDs, keys and tagged fields of every row, with one Source.NextN
+// call, in row order, so a batch's keys increase along the slice.
+//
+// A Source error fails the create before anything is written, with an
+// error wrapping ErrGenerate and the Source's own error.
+//
+// # Upserts
+//
+// With ON CONFLICT ... DO UPDATE, a row that already existed keeps its key;
+// the struct is given a new one before the insert. When the conflict
+// target does not include the key, the plugin adds the key to the
+// statement's RETURNING clause, and GORM scans the row's real key back into
+// the struct. With ON CONFLICT DO NOTHING there is no row to read a
+// conflicting key from: a struct whose row was not inserted keeps the key
+// the plugin gave it, which no row has, and the statement's RowsAffected
+// says how many rows were inserted. Query by the conflict columns to learn
+// the real keys. Upserts from maps are not read back either.
+package gormplugin

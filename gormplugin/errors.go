@@ -1,0 +1,20 @@
+package gormplugin
+
+import "errors"
+
+// Errors a create fails with when the plugin cannot give it its keys. Each
+// is wrapped with detail that names the model and field; match with
+// errors.Is. The create writes nothing.
+var (
+	// ErrGenerate means the Source failed to issue the IDs the create
+	// needed. The error also wraps the Source's own error, such as
+	// idtype.ErrClockBehind.
+	ErrGenerate = errors.New("gormplugin: generate IDs")
+	// ErrFieldType means a field tagged `gorm:"snowflake"` is not an
+	// integer of 64 bits (int64, idtype.ID, or a pointer to one).
+	ErrFieldType = errors.New("gormplugin: snowflake field is not a 64-bit integer")
+	// ErrNotAddressable means a key needs filling in a value the plugin
+	// cannot write to: a struct or array passed to Create by value. Pass a
+	// pointer, as GORM's own documentation does.
+	ErrNotAddressable = errors.New("gormplugin: cannot set the key of a value passed by value")
+)

@@ -1,0 +1,76 @@
+package gormplugin
+
+import (
+	"sync"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+// Source issues IDs. *idtype.Generator is one; so is anything that wraps
+// it, such as a generator on a leased worker number.
+//
+// NextN fills dst with new IDs, each greater than every ID it returned
+// before, or returns an error and then nothing it filled is used.
+type Source interface {
+	NextN(dst []idtype.ID) error
+}
+
+// Plugin fills snowflake keys before GORM creates rows. Make one with New
+// and register it with db.Use; it is safe for concurrent use by every
+// session of that *gorm.DB.
+type Plugin struct {
+	src        Source
+	onlyTagged bool
+	plans      sync.Map // *schema.Schema -> *plan
+}
+
+// An Option changes which fields a Plugin fills.
+type Option func(*Plugin)
+
+// OnlyTagged makes the plugin fill only fields tagged `gorm:"snowflake"`,
+// and leave untagged idtype.ID primary keys alone. It suits a code base
+// that adopts the plugin model by model.
+func OnlyTagged() Option {
+	return func(p *Plugin) { p.onlyTagged = true }
+}
+
+// New returns a plugin that takes its IDs from src:
+//
+//	gen, err := idtype.NewGenerator(idtype.Config{Worker: 7})
+//	...
+//	err = db.Use(gormplugin.New(gen))
+func New(src Source, opts ...Option) *Plugin {
+	p := &Plugin{src: src}
+	for _, opt := range opts {
+		opt(p)
+	}
+	return p
+}
+
+// CallbackName is the name of the plugin's create callback. It runs before
+// GORM's "gorm:before_create", so that the model's own BeforeCreate and
+// BeforeSave hooks already see their keys.
+const CallbackName = "snowkey:assign_ids"
+
+// Name returns the plugin's name for GORM, "snowkey:gormplugin". GORM
+// refuses to register two plugins of one name on one *gorm.DB.
+func (*Plugin) Name() string { return "snowkey:gormplugin" }
+
+// Initialize registers the plugin's create callback on db; db.Use calls
+// it.
+func (p *Plugin) Initialize(db *gorm.DB) error {
+	return db.Callback().Create().Before("gorm:before_create").Register(CallbackName, p.assign)
+}
+
+// planOf returns which fields of s the plugin fills, worked out once per
+// schema.
+func (p *Plugin) planOf(s *schema.Schema) *plan {
+	if v, ok := p.plans.Load(s); ok {
+		return v.(*plan)
+	}
+	v, _ := p.plans.LoadOrStore(s, newPlan(s, p.onlyTagged))
+	return v.(*plan)
+}
