@@ -1,0 +1,177 @@
+package gormplugin_test
+
+import (
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/snowkeyhq/snowkey/gormplugin"
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// The three models of the benchmarks: the same row, with a key filled by
+// the plugin, a key set by hand, and a bigserial key.
+type (
+	PluginRow struct {
+		ID        idtype.ID `gorm:"primaryKey"`
+		Name      string
+		Count     int64
+		CreatedAt time.Time
+	}
+	ManualRow struct {
+		ID        idtype.ID `gorm:"primaryKey"`
+		Name      string
+		Count     int64
+		CreatedAt time.Time
+	}
+	SerialRow struct {
+		ID        int64 `gorm:"primaryKey"`
+		Name      string
+		Count     int64
+		CreatedAt time.Time
+	}
+)
+
+// benchDBs opens one fresh database twice: with the plugin and without.
+func benchDBs(b *testing.B) (withPlugin, plain *gorm.DB, gen *idtype.Generator) {
+	b.Helper()
+	url := testenv.Postgres(b)
+	sqlDB, err := sql.Open("pgx", url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sqlDB.Close() })
+	open := func() *gorm.DB {
+		db, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), &gorm.Config{Logger: logger.Discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return db
+	}
+	gen, err = idtype.NewGenerator(idtype.Config{Worker: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	withPlugin, plain = open(), open()
+	if err := withPlugin.Use(gormplugin.New(gen)); err != nil {
+		b.Fatal(err)
+	}
+	if err := plain.AutoMigrate(&PluginRow{}, &ManualRow{}, &SerialRow{}); err != nil {
+		b.Fatal(err)
+	}
+	return withPlugin, plain, gen
+}
+
+// BenchmarkCreate inserts rows through GORM on real PostgreSQL, in batches
+// of 1,000 (one INSERT per op) and one by one (one INSERT, in GORM's
+// default transaction, per op):
+//
+//   - plugin: keys filled by the plugin;
+//   - manual: the same model without the plugin, keys set by hand with
+//     one NextN per op, as an app would without it;
+//   - bigserial: GORM's usual int64 key from a sequence, read back with
+//     RETURNING.
+//
+// Each table starts empty at each run; rows/s is reported.
+func BenchmarkCreate(b *testing.B) {
+	withPlugin, plain, gen := benchDBs(b)
+	for _, size := range []int{1000, 1} {
+		name := fmt.Sprintf("batch=%d", size)
+		b.Run(name+"/plugin", func(b *testing.B) {
+			rows := make([]PluginRow, size)
+			truncate(b, plain, "plugin_rows")
+			runCreate(b, size, func() error {
+				for i := range rows {
+					rows[i] = PluginRow{Name: "row", Count: int64(i)}
+				}
+				return withPlugin.Create(&rows).Error
+			})
+		})
+		b.Run(name+"/manual", func(b *testing.B) {
+			rows := make([]ManualRow, size)
+			ids := make([]idtype.ID, size)
+			truncate(b, plain, "manual_rows")
+			runCreate(b, size, func() error {
+				if err := gen.NextN(ids); err != nil {
+					return err
+				}
+				for i := range rows {
+					rows[i] = ManualRow{ID: ids[i], Name: "row", Count: int64(i)}
+				}
+				return plain.Create(&rows).Error
+			})
+		})
+		b.Run(name+"/bigserial", func(b *testing.B) {
+			rows := make([]SerialRow, size)
+			truncate(b, plain, "serial_rows")
+			runCreate(b, size, func() error {
+				for i := range rows {
+					rows[i] = SerialRow{Name: "row", Count: int64(i)}
+				}
+				return plain.Create(&rows).Error
+			})
+		})
+	}
+}
+
+func truncate(b *testing.B, db *gorm.DB, table string) {
+	b.Helper()
+	if err := db.Exec("TRUNCATE " + table).Error; err != nil {
+		b.Fatal(err)
+	}
+}
+
+func runCreate(b *testing.B, size int, create func() error) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := create(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkAssign measures the plugin's own work on a batch of 1,000,
+// without a database: GORM's dry run builds the INSERT and sends nothing.
+func BenchmarkAssign(b *testing.B) {
+	for _, plugin := range []bool{true, false} {
+		name := "plugin"
+		if !plugin {
+			name = "manual"
+		}
+		b.Run(name, func(b *testing.B) {
+			db := dryRun()
+			gen, _ := idtype.NewGenerator(idtype.Config{Worker: 1})
+			if plugin {
+				if err := db.Use(gormplugin.New(gen)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rows := make([]PluginRow, 1000)
+			ids := make([]idtype.ID, len(rows))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !plugin {
+					if err := gen.NextN(ids); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for i := range rows {
+					rows[i] = PluginRow{Name: "row", Count: int64(i)}
+					if !plugin {
+						rows[i].ID = ids[i]
+					}
+				}
+				if err := db.Create(&rows).Error; err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
