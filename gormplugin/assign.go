@@ -33,7 +33,13 @@ func (p *Plugin) assign(db *gorm.DB) {
 	}
 
 	var slots []reflect.Value
+	modelType := stmt.Schema.ModelType
 	add := func(rv reflect.Value) error {
+		if rv.Type() != modelType {
+			// Dest is not the model GORM parsed (db.Model(&A{}).Create(&b)):
+			// its fields are not the schema's, so there is nothing to fill.
+			return nil
+		}
 		for _, f := range fields {
 			if !rv.CanAddr() {
 				// A struct or array passed by value: GORM can insert it,
