@@ -31,13 +31,19 @@ func Postgres(db *sql.DB, opts Options) (*Pool, error) {
 // It returns one row: how many candidates were free, and the number taken
 // with the high-water mark it had (NULL when it had no row), or NULLs when
 // a concurrent taker won.
+//
+// Each candidate is looked up on its own, by a correlated subquery that
+// the planner cannot turn into a join: a driver that caches the statement
+// soon gets a generic plan, which, not knowing how long the array is, may
+// otherwise join every candidate with every row. The scan stops at the
+// first free number; unnest yields the array in order.
 const pgTake = `
 WITH cand AS (
 	SELECT c.n
-	FROM unnest($2::text::int[]) WITH ORDINALITY AS c(n, ord)
-	LEFT JOIN snowkey_worker_leases l ON l.namespace = $1 AND l.worker = c.n
-	WHERE l.worker IS NULL OR l.owner IS NULL OR l.expires_at <= statement_timestamp()
-	ORDER BY c.ord
+	FROM unnest($2::text::int[]) AS c(n)
+	WHERE COALESCE((
+		SELECT l.expires_at > statement_timestamp() FROM snowkey_worker_leases l
+		WHERE l.namespace = $1 AND l.worker = c.n), false) = false
 	LIMIT 1
 ), ins AS (
 	INSERT INTO snowkey_worker_leases AS l
