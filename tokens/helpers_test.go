@@ -202,3 +202,18 @@ func userID(t testing.TB, gen *idtype.Generator) idtype.ID {
 	}
 	return id
 }
+
+// startPersistentRedis starts a private server that keeps every write
+// across a kill (appendfsync always).
+func startPersistentRedis(t testing.TB) *testenv.RedisServer {
+	t.Helper()
+	return testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+}
+
+// clientFor returns a client of one server that gives up quickly when the
+// server is gone.
+func clientFor(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}

@@ -1,0 +1,433 @@
+package tokens
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+// The tests here run in real time against real servers, with timeouts
+// short enough to keep the suite fast and margins of at least 2x around
+// every deadline, because the machine is shared and noisy.
+
+func TestIdleTimeout(t *testing.T) {
+	forEach(t, realBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		m := newManager(t, b.client(t), gen, Options{IdleTimeout: 600 * time.Millisecond, AbsoluteLifetime: time.Minute})
+		user := userID(t, gen)
+		idle, _ := issue(t, m, user, Metadata{})
+		time.Sleep(1500 * time.Millisecond)
+		if _, err := m.Validate(ctx, idle); err != ErrInvalidToken {
+			t.Errorf("after 2.5x the idle timeout: Validate = %v, want ErrInvalidToken", err)
+		}
+		if list, err := m.List(ctx, user); err != nil || len(list) != 0 {
+			t.Errorf("List of idled-out sessions = %d, %v", len(list), err)
+		}
+	})
+}
+
+func TestSlidingRefresh(t *testing.T) {
+	forEach(t, realBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		opts := Options{IdleTimeout: time.Second, RefreshInterval: 250 * time.Millisecond, AbsoluteLifetime: time.Minute}
+		m := newManager(t, b.client(t), gen, opts)
+		tok, first := issue(t, m, userID(t, gen), Metadata{})
+		// Used every 400 ms for 2.4 s: more than twice the idle timeout,
+		// and each use is 600 ms before the current expiry.
+		var last Session
+		for i := range 6 {
+			time.Sleep(400 * time.Millisecond)
+			s, err := m.Validate(ctx, tok)
+			if err != nil {
+				t.Fatalf("use %d after %v: %v", i+1, time.Since(first.IssuedAt), err)
+			}
+			if !s.LastSeenAt.After(last.LastSeenAt) {
+				t.Errorf("use %d: LastSeenAt %v did not move (previous %v)", i+1, s.LastSeenAt, last.LastSeenAt)
+			}
+			if want := s.LastSeenAt.Add(opts.IdleTimeout); !s.ExpiresAt.Equal(want) {
+				t.Errorf("use %d: ExpiresAt %v, want LastSeenAt + IdleTimeout = %v", i+1, s.ExpiresAt, want)
+			}
+			last = s
+		}
+		time.Sleep(2500 * time.Millisecond)
+		if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("unused for 2.5x the idle timeout: Validate = %v", err)
+		}
+	})
+}
+
+func TestRefreshIsThrottled(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		c := b.client(t)
+		hook := &roundTrips{}
+		c.AddHook(hook)
+		m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: 300 * time.Millisecond})
+		tok, first := issue(t, m, userID(t, gen), Metadata{})
+		hook.take()
+		for range 20 {
+			s, err := m.Validate(ctx, tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.LastSeenAt.Equal(first.LastSeenAt) {
+				t.Fatalf("LastSeenAt moved from %v to %v within RefreshInterval", first.LastSeenAt, s.LastSeenAt)
+			}
+		}
+		if got := hook.take(); len(got) != 20 {
+			t.Errorf("20 validations within RefreshInterval sent %d commands (%v), want 20 GETs", len(got), got)
+		}
+		time.Sleep(400 * time.Millisecond)
+		s, err := m.Validate(ctx, tok)
+		if err != nil || !s.LastSeenAt.After(first.LastSeenAt) {
+			t.Errorf("after RefreshInterval: %+v, %v; want LastSeenAt moved", s, err)
+		}
+		// Concurrent validations due for a refresh write once: the others
+		// find the new last-seen time in the script.
+		time.Sleep(400 * time.Millisecond)
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				if _, err := m.Validate(ctx, tok); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		s2, _ := m.Validate(ctx, tok)
+		if d := s2.LastSeenAt.Sub(s.LastSeenAt); d < 400*time.Millisecond {
+			t.Errorf("LastSeenAt moved by %v, want at least the 400 ms slept", d)
+		}
+	})
+}
+
+func TestAbsoluteLifetime(t *testing.T) {
+	forEach(t, realBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		opts := Options{IdleTimeout: 10 * time.Second, RefreshInterval: 100 * time.Millisecond, AbsoluteLifetime: 1200 * time.Millisecond}
+		m := newManager(t, b.client(t), gen, opts)
+		tok, first := issue(t, m, userID(t, gen), Metadata{})
+		if want := first.IssuedAt.Add(opts.AbsoluteLifetime); !first.ExpiresAt.Equal(want) {
+			t.Errorf("ExpiresAt %v, want the absolute end %v", first.ExpiresAt, want)
+		}
+		// Rotation keeps the absolute end.
+		time.Sleep(200 * time.Millisecond)
+		tok, s, err := m.Rotate(ctx, tok)
+		if err != nil || !s.AbsoluteExpiresAt.Equal(first.AbsoluteExpiresAt) {
+			t.Fatalf("Rotate = %+v, %v", s, err)
+		}
+		// In constant use, it still ends at the absolute lifetime.
+		deadline := first.IssuedAt.Add(opts.AbsoluteLifetime)
+		for time.Until(deadline) > 300*time.Millisecond {
+			if _, err := m.Validate(ctx, tok); err != nil {
+				t.Fatalf("%v before the absolute end: %v", time.Until(deadline), err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(time.Until(deadline) + 1200*time.Millisecond)
+		if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("past the absolute lifetime: Validate = %v", err)
+		}
+	})
+}
+
+// TestNoResurrection races Revoke against 100 goroutines validating the
+// same token, each due for a refresh: once Revoke has returned, no
+// validation may succeed and the key must stay gone.
+func TestNoResurrection(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		c := b.client(t)
+		m := newManager(t, c, gen, Options{IdleTimeout: time.Minute, RefreshInterval: 10 * time.Millisecond})
+		for round := range 5 {
+			tok, s := issue(t, m, userID(t, gen), Metadata{})
+			time.Sleep(20 * time.Millisecond) // due for a refresh
+			var revoked atomic.Bool
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 100 {
+				wg.Go(func() {
+					<-start
+					for range 5 {
+						after := revoked.Load()
+						_, err := m.Validate(ctx, tok)
+						if after && err == nil {
+							t.Errorf("round %d: Validate succeeded after Revoke returned", round)
+						}
+						if err != nil && err != ErrInvalidToken {
+							t.Errorf("round %d: %v", round, err)
+						}
+					}
+				})
+			}
+			close(start)
+			time.Sleep(time.Millisecond)
+			if err := m.Revoke(ctx, tok); err != nil {
+				t.Fatalf("round %d: Revoke: %v", round, err)
+			}
+			revoked.Store(true)
+			wg.Wait()
+			key := m.keys.session(slotTag(s.UserID), s.ID)
+			if n, err := c.Exists(ctx, key).Result(); err != nil || n != 0 {
+				t.Errorf("round %d: session key exists = %d, %v after the race", round, n, err)
+			}
+		}
+	})
+}
+
+// TestRevokeAllVsIssue issues sessions for one user from several
+// goroutines while RevokeAll runs: every session whose Issue returned
+// before RevokeAll began must be dead when it returns.
+func TestRevokeAllVsIssue(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		m := newManager(t, b.client(t), gen, Options{MaxSessions: 10000})
+		user := userID(t, gen)
+		type issued struct {
+			tok string
+			at  time.Time // when Issue returned
+		}
+		var (
+			mu   sync.Mutex
+			all  []issued
+			stop atomic.Bool
+			wg   sync.WaitGroup
+		)
+		for range 8 {
+			wg.Go(func() {
+				for i := 0; i < 60 && !stop.Load(); i++ {
+					tok, _, err := m.Issue(ctx, user, Metadata{})
+					at := time.Now()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					all = append(all, issued{tok, at})
+					mu.Unlock()
+				}
+			})
+		}
+		var begins []time.Time
+		for range 3 {
+			time.Sleep(20 * time.Millisecond)
+			begins = append(begins, time.Now())
+			if _, err := m.RevokeAll(ctx, user); err != nil {
+				t.Fatal(err)
+			}
+			// Check right away, while issuing goes on.
+			mu.Lock()
+			snapshot := append([]issued(nil), all...)
+			mu.Unlock()
+			began := begins[len(begins)-1]
+			checked := 0
+			for _, is := range snapshot {
+				if is.at.Before(began) {
+					checked++
+					if _, err := m.Validate(ctx, is.tok); err != ErrInvalidToken {
+						t.Errorf("session issued %v before RevokeAll began: Validate = %v", began.Sub(is.at), err)
+					}
+				}
+			}
+			if checked == 0 {
+				t.Error("no session was issued before RevokeAll")
+			}
+		}
+		stop.Store(true)
+		wg.Wait()
+		// The index still lists every live session: List and Validate agree.
+		listed := map[idtype.ID]bool{}
+		list, err := m.List(ctx, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range list {
+			listed[s.ID] = true
+		}
+		for _, is := range all {
+			s, err := m.Validate(ctx, is.tok)
+			if err == nil && !listed[s.ID] {
+				t.Errorf("session %d is live but not listed", s.ID)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidToken) {
+				t.Error(err)
+			}
+		}
+		if n, err := m.RevokeAll(ctx, user); err != nil || n != len(list) {
+			t.Errorf("final RevokeAll = %d, %v; want the %d listed", n, err, len(list))
+		}
+	})
+}
+
+// TestCacheStaleness revokes a token through one Manager while another,
+// with a cache, keeps validating it: the other must stop accepting it
+// within CacheTTL, and accept it meanwhile without asking Redis.
+func TestCacheStaleness(t *testing.T) {
+	forEach(t, realBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		c := b.client(t)
+		const ttl = 300 * time.Millisecond
+		a := newManager(t, c, gen, Options{})
+		cached := newManager(t, c, gen, Options{KeyPrefix: a.opts.KeyPrefix, CacheTTL: ttl})
+		tok, _ := issue(t, a, userID(t, gen), Metadata{})
+		if _, err := cached.Validate(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		hits := 0
+		if err := a.Revoke(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		revoked := time.Now()
+		for {
+			_, err := cached.Validate(ctx, tok)
+			since := time.Since(revoked)
+			if err == nil {
+				hits++
+				if since > ttl {
+					t.Fatalf("accepted %v after the revocation, past CacheTTL %v", since, ttl)
+				}
+			} else if err != ErrInvalidToken {
+				t.Fatal(err)
+			} else {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if hits == 0 {
+			t.Log("the cache served no hit after the revocation (a slow machine); the bound held")
+		}
+		// Revocations through the caching Manager itself are immediate.
+		tok2, s2 := issue(t, cached, userID(t, gen), Metadata{})
+		if _, err := cached.Validate(ctx, tok2); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cached.RevokeAll(ctx, s2.UserID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cached.Validate(ctx, tok2); err != ErrInvalidToken {
+			t.Errorf("after RevokeAll through the same Manager: %v", err)
+		}
+	})
+}
+
+// TestCacheHit checks that a cached Validate sends nothing to Redis and
+// still checks the secret.
+func TestCacheHit(t *testing.T) {
+	c := miniClient(t)
+	hook := &roundTrips{}
+	c.AddHook(hook)
+	gen := newGen(t)
+	m := newManager(t, c, gen, Options{CacheTTL: time.Minute})
+	ctx := t.Context()
+	tok, s := issue(t, m, userID(t, gen), Metadata{})
+	if _, err := m.Validate(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	hook.take()
+	for range 10 {
+		got, err := m.Validate(ctx, tok)
+		if err != nil || got != s {
+			t.Fatalf("cached Validate = %+v, %v", got, err)
+		}
+	}
+	if got := hook.take(); len(got) != 0 {
+		t.Errorf("cached validations sent %v", got)
+	}
+	p, _ := parseToken("snk", tok)
+	p.secret[5] ^= 4
+	if _, err := m.Validate(ctx, p.format("snk")); err != ErrInvalidToken {
+		t.Errorf("wrong secret for a cached session: %v", err)
+	}
+	if err := m.Revoke(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
+		t.Errorf("after Revoke through the caching Manager: %v", err)
+	}
+}
+
+func TestCacheBound(t *testing.T) {
+	c := newCache(time.Minute, 128)
+	now := time.Now()
+	var d [32]byte
+	for i := range 10000 {
+		c.put(idtype.ID(i+1), &d, Session{ExpiresAt: now.Add(time.Hour)}, now)
+	}
+	n := 0
+	for i := range c.shards {
+		n += len(c.shards[i].m)
+	}
+	if n > 128+cacheShards {
+		t.Errorf("cache of size 128 holds %d entries", n)
+	}
+	if _, ok := c.get(10000, &d, now); !ok {
+		t.Error("the newest entry was evicted")
+	}
+	if _, ok := c.get(10000, &d, now.Add(time.Minute)); ok {
+		t.Error("an entry older than the TTL was served")
+	}
+	var nilCache *cache
+	nilCache.put(1, &d, Session{}, now)
+	nilCache.delete(1)
+	if _, ok := nilCache.get(1, &d, now); ok {
+		t.Error("a nil cache served an entry")
+	}
+}
+
+// TestServerKilled kills the Redis server under a Manager: calls fail with
+// ErrUnavailable, the Middleware answers 503, and all works again when the
+// server is back.
+func TestServerKilled(t *testing.T) {
+	srv := startPersistentRedis(t)
+	c := clientFor(t, srv.Addr())
+	gen := newGen(t)
+	m := newManager(t, c, gen, Options{})
+	ctx := t.Context()
+	user := userID(t, gen)
+	tok, _ := issue(t, m, user, Metadata{})
+
+	srv.Kill()
+	for _, tc := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"Validate", func(ctx context.Context) error { _, err := m.Validate(ctx, tok); return err }},
+		{"Issue", func(ctx context.Context) error { _, _, err := m.Issue(ctx, user, Metadata{}); return err }},
+		{"Revoke", func(ctx context.Context) error { return m.Revoke(ctx, tok) }},
+		{"RevokeAll", func(ctx context.Context) error { _, err := m.RevokeAll(ctx, user); return err }},
+		{"List", func(ctx context.Context) error { _, err := m.List(ctx, user); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := tc.call(ctx)
+		cancel()
+		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrInvalidToken) {
+			t.Errorf("%s with the server dead = %v, want ErrUnavailable", tc.name, err)
+		}
+	}
+	if code := serve(m, tok); code != 503 {
+		t.Errorf("Middleware with the server dead: %d, want 503", code)
+	}
+
+	srv.Restart()
+	if _, err := m.Validate(ctx, tok); err != nil {
+		t.Errorf("Validate after the restart: %v", err)
+	}
+	if code := serve(m, tok); code != 200 {
+		t.Errorf("Middleware after the restart: %d, want 200", code)
+	}
+	if _, _, err := m.Issue(ctx, user, Metadata{}); err != nil {
+		t.Errorf("Issue after the restart: %v", err)
+	}
+}
