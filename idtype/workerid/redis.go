@@ -40,11 +40,11 @@ func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
 //
 // KEYS[1]: the hash of high-water marks. ARGV[1]: the prefix of lease
 // keys; ARGV[2]: the token; ARGV[3]: the TTL (ms); ARGV[4]: the taker's
-// reservation (Unix ms); ARGV[5..]: the numbers to try, in order.
-// Returns {number, previous high-water mark or ""}, or {"-1", ""}.
+// reservation (Unix ms); ARGV[5]: the numbers to try, in order, separated
+// by commas. Returns {number, previous high-water mark or ""}, or
+// {"-1", ""}.
 const takeScript = `
-for i = 5, #ARGV do
-  local w = ARGV[i]
+for w in string.gmatch(ARGV[5], '%d+') do
   if redis.call('SET', ARGV[1] .. w, ARGV[2], 'NX', 'PX', ARGV[3]) then
     local prev = redis.call('HGET', KEYS[1], w)
     if not prev or tonumber(prev) < tonumber(ARGV[4]) then
@@ -140,12 +140,14 @@ func mark(s string) (int64, bool, error) {
 }
 
 func (s *redisStore) take(ctx context.Context, r takeRequest) (taken, error) {
-	args := make([]any, 0, 4+len(r.cands))
-	args = append(args, s.base, r.token, r.ttl, r.reserve)
-	for _, w := range r.cands {
-		args = append(args, w)
+	cands := make([]byte, 0, 5*len(r.cands))
+	for i, w := range r.cands {
+		if i > 0 {
+			cands = append(cands, ',')
+		}
+		cands = strconv.AppendInt(cands, w, 10)
 	}
-	v, err := s.run(ctx, s.takeSc, []string{s.hw}, args...)
+	v, err := s.run(ctx, s.takeSc, []string{s.hw}, s.base, r.token, r.ttl, r.reserve, cands)
 	if err != nil {
 		return taken{}, err
 	}
