@@ -1,0 +1,82 @@
+package tokens
+
+import (
+	"strings"
+	"testing"
+)
+
+func FuzzParseToken(f *testing.F) {
+	good := (&token{session: 1863486340915077120, tag: 517, secret: [32]byte{1, 2, 3}}).format("snk")
+	for _, s := range []string{good, "", "snk_", good[:40], good + "x", "snk_" + strings.Repeat("z", bodyLen),
+		"snk_" + strings.Repeat("0", bodyLen), strings.Replace(good, "_", "-", 1)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tok, ok := parseToken("snk", s)
+		if !ok {
+			if tok != (token{}) {
+				t.Fatalf("parseToken(%q) failed but returned %+v", s, tok)
+			}
+			return
+		}
+		// A token has exactly one spelling.
+		if again := tok.format("snk"); again != s {
+			t.Fatalf("parseToken(%q) = %+v, which formats as %q", s, tok, again)
+		}
+		if tok.session <= 0 || tok.tag >= numSlotTags {
+			t.Fatalf("parseToken(%q) accepted %+v", s, tok)
+		}
+	})
+}
+
+func FuzzParseCredentials(f *testing.F) {
+	for _, s := range [][2]string{{"Bearer abc", ""}, {"bearer  a/b+c==", ""}, {"Basic x", "tok"}, {"", " tok "},
+		{"Bearer", ""}, {"Bearer a b", ""}, {"Bearer \xff", ""}} {
+		f.Add(s[0], s[1], true, true)
+	}
+	f.Fuzz(func(t *testing.T, auth, custom string, hasAuth, hasCustom bool) {
+		var a, c []string
+		if hasAuth {
+			a = []string{auth}
+		}
+		if hasCustom {
+			c = []string{custom}
+		}
+		tok, res := parseCredentials(a, c)
+		switch res {
+		case credToken:
+			if !isB64Token(tok) {
+				t.Fatalf("parseCredentials(%q, %q) = %q, not a b64token", a, c, tok)
+			}
+			if !strings.Contains(auth, tok) && !strings.Contains(custom, tok) {
+				t.Fatalf("parseCredentials(%q, %q) = %q, found in neither", a, c, tok)
+			}
+		case credNone, credMalformed:
+			if tok != "" {
+				t.Fatalf("parseCredentials(%q, %q) = %q with result %d", a, c, tok, res)
+			}
+		default:
+			t.Fatalf("result %d", res)
+		}
+	})
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add((&record{user: 5}).encode())
+	f.Add((&record{user: 5, login: 99, meta: Metadata{Device: "d", UserAgent: "u", IP: "i"}}).encode())
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeRecord(b, false)
+		if err != nil {
+			return
+		}
+		if r.user <= 0 {
+			t.Fatalf("decoded a record of user %d", r.user)
+		}
+		// What decodes re-encodes to a value that decodes the same.
+		again, err := decodeRecord(r.encode(), false)
+		if err != nil || again != r {
+			t.Fatalf("re-decoded %+v, %v; want %+v", again, err, r)
+		}
+	})
+}

@@ -1,0 +1,73 @@
+package tokens
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestOptionsDefaults(t *testing.T) {
+	m, err := New(redis.NewClient(&redis.Options{}), newGen(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := m.Options()
+	if o.KeyPrefix != DefaultKeyPrefix || o.TokenPrefix != DefaultTokenPrefix ||
+		o.IdleTimeout != DefaultIdleTimeout || o.AbsoluteLifetime != DefaultAbsoluteLifetime ||
+		o.RefreshInterval != DefaultIdleTimeout/2 || o.MaxSessions != DefaultMaxSessions ||
+		o.CacheTTL != 0 || o.CacheSize != DefaultCacheSize || o.Realm != DefaultRealm ||
+		o.Header != "" || o.Logger == nil {
+		t.Errorf("defaults: %+v", o)
+	}
+	if m.cache != nil {
+		t.Error("a cache without CacheTTL")
+	}
+	m, err = New(redis.NewClient(&redis.Options{}), newGen(t), Options{Header: "x-session-token", CacheTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Options().Header != "X-Session-Token" || m.cache == nil {
+		t.Errorf("Header %q, cache %v", m.Options().Header, m.cache != nil)
+	}
+}
+
+func TestOptionsInvalid(t *testing.T) {
+	tests := []struct {
+		name  string
+		opts  Options
+		field string
+	}{
+		{"brace in KeyPrefix", Options{KeyPrefix: "app{1}:"}, "KeyPrefix"},
+		{"underscore in TokenPrefix", Options{TokenPrefix: "my_app"}, "TokenPrefix"},
+		{"long TokenPrefix", Options{TokenPrefix: strings.Repeat("a", 17)}, "TokenPrefix"},
+		{"non-ASCII TokenPrefix", Options{TokenPrefix: "é"}, "TokenPrefix"},
+		{"negative IdleTimeout", Options{IdleTimeout: -1}, "IdleTimeout"},
+		{"negative AbsoluteLifetime", Options{AbsoluteLifetime: -time.Hour}, "AbsoluteLifetime"},
+		{"AbsoluteLifetime past the maximum", Options{AbsoluteLifetime: MaxAbsoluteLifetime + time.Hour}, "AbsoluteLifetime"},
+		{"RefreshInterval = IdleTimeout", Options{IdleTimeout: time.Hour, RefreshInterval: time.Hour}, "RefreshInterval"},
+		{"RefreshInterval below 10 ms", Options{RefreshInterval: time.Millisecond}, "RefreshInterval"},
+		{"negative MaxSessions", Options{MaxSessions: -1}, "MaxSessions"},
+		{"negative CacheTTL", Options{CacheTTL: -1}, "CacheTTL"},
+		{"CacheTTL outlasting the idle window", Options{IdleTimeout: time.Minute, CacheTTL: 31 * time.Second}, "CacheTTL"},
+		{"negative CacheSize", Options{CacheSize: -5}, "CacheSize"},
+		{"Header with a space", Options{Header: "X Token"}, "Header"},
+		{"Header Authorization", Options{Header: "authorization"}, "Header"},
+		{"quote in Realm", Options{Realm: `a"b`}, "Realm"},
+		{"newline in Realm", Options{Realm: "a\nb"}, "Realm"},
+	}
+	for _, tt := range tests {
+		_, err := New(redis.NewClient(&redis.Options{}), newGen(t), tt.opts)
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("%s: New = %v, want ErrInvalidOptions naming %s", tt.name, err, tt.field)
+		}
+	}
+	if _, err := New(nil, newGen(t), Options{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("nil client: %v", err)
+	}
+	if _, err := New(redis.NewClient(&redis.Options{}), nil, Options{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("nil generator: %v", err)
+	}
+}
