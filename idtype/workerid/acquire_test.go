@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // sixBits is a layout with 64 worker numbers.
@@ -161,5 +162,25 @@ func TestOptions(t *testing.T) {
 	}
 	if _, err := Postgres(nil, Options{}); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("Postgres(nil): got %v", err)
+	}
+}
+
+// TestRedisPrefersUsedNumbers: a Redis pool takes a number with a record
+// before a fresh one, which it would have to wait out for one TTL.
+func TestRedisPrefersUsedNumbers(t *testing.T) {
+	twoBits := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
+	p := redisPool(t, testenv.Redis(t), testenv.KeyPrefix(t), Options{Layout: twoBits})
+	first := acquire(t, p) // fresh: waits out one TTL
+	closeLease(t, first)
+	for i := range 8 { // from random starts
+		start := time.Now()
+		l := acquire(t, p)
+		if l.Worker() != first.Worker() {
+			t.Fatalf("round %d: took fresh number %d, not the used %d", i, l.Worker(), first.Worker())
+		}
+		if waited := time.Since(start); waited > p.opts.TTL/2 {
+			t.Fatalf("round %d: Acquire of a used number waited %v", i, waited)
+		}
+		closeLease(t, l)
 	}
 }

@@ -19,8 +19,8 @@ import (
 //	<KeyPrefix>{<Namespace>}:hw         hash: number -> high-water mark (Unix ms)
 //
 // Acquire is one round trip (two the first time a server meets the
-// script): a script scans the numbers from a random start and takes the
-// first free one.
+// script): a script scans the numbers from a random start and takes a
+// free one, preferring numbers that have been used before.
 //
 // Redis can lose data; see the package doc for what a pool does about it.
 func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
@@ -36,7 +36,12 @@ func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
 	})
 }
 
-// takeScript takes the first free number of a list, atomically.
+// takeScript takes a free number of a list, atomically: the first, in
+// order, that has a high-water mark no later than the taker's
+// reservation, or, when there is none, the first free one. Numbers with a
+// record are preferred because a number without one must be waited out
+// (see the package doc), and one whose mark is ahead makes the taker wait
+// for its clock to pass the mark.
 //
 // KEYS[1]: the hash of high-water marks. ARGV[1]: the prefix of lease
 // keys; ARGV[2]: the token; ARGV[3]: the TTL (ms); ARGV[4]: the taker's
@@ -44,16 +49,28 @@ func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
 // by commas. Returns {number, previous high-water mark or ""}, or
 // {"-1", ""}.
 const takeScript = `
+local reserve = tonumber(ARGV[4])
+local pick, mark
 for w in string.gmatch(ARGV[5], '%d+') do
-  if redis.call('SET', ARGV[1] .. w, ARGV[2], 'NX', 'PX', ARGV[3]) then
+  if redis.call('EXISTS', ARGV[1] .. w) == 0 then
     local prev = redis.call('HGET', KEYS[1], w)
-    if not prev or tonumber(prev) < tonumber(ARGV[4]) then
-      redis.call('HSET', KEYS[1], w, ARGV[4])
+    if prev and tonumber(prev) <= reserve then
+      pick, mark = w, prev
+      break
     end
-    return {w, prev or ''}
+    if not pick then
+      pick, mark = w, prev
+    end
   end
 end
-return {'-1', ''}
+if not pick then
+  return {'-1', ''}
+end
+redis.call('SET', ARGV[1] .. pick, ARGV[2], 'PX', ARGV[3])
+if not mark or tonumber(mark) < reserve then
+  redis.call('HSET', KEYS[1], pick, ARGV[4])
+end
+return {pick, mark or ''}
 `
 
 // renewScript extends a lease that is still the token's.
