@@ -12,6 +12,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // sixBits is a layout with 64 worker numbers.
@@ -182,5 +183,34 @@ func TestRedisPrefersUsedNumbers(t *testing.T) {
 			t.Fatalf("round %d: Acquire of a used number waited %v", i, waited)
 		}
 		closeLease(t, l)
+	}
+}
+
+func TestReservedWorkerMatchesMigrations(t *testing.T) {
+	if sqlWorker != migrations.ReservedWorker {
+		t.Fatalf("workerid skips %d, but snowflake_id() uses migrations.ReservedWorker = %d", sqlWorker, migrations.ReservedWorker)
+	}
+}
+
+// TestPostgresSkipsDatabaseReserved: a Postgres pool skips the number the
+// database's snowflake_id() uses, also when it was moved.
+func TestPostgresSkipsDatabaseReserved(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	db := openDB(t, dsn)
+	if err := migrations.Up(t.Context(), db, migrations.WithReservedWorker(2)); err != nil {
+		t.Fatal(err)
+	}
+	twoBits := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
+	p := postgresPool(t, dsn, Options{Layout: twoBits})
+	var got []int64
+	for _, l := range acquireN(t, p, 3) {
+		got = append(got, l.Worker())
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{0, 1, 3}) {
+		t.Fatalf("leased %v, want [0 1 3]: snowflake_id() uses 2", got)
+	}
+	if _, err := p.Acquire(t.Context()); !errors.Is(err, ErrNoFreeWorker) {
+		t.Fatalf("fourth Acquire: got %v, want ErrNoFreeWorker", err)
 	}
 }

@@ -8,9 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // testOptions are short timings for tests: a lease lasts 1s, its
@@ -121,18 +119,13 @@ func withHost(dsn, host string) string {
 	return u.String()
 }
 
-// migrate creates the lease table in the database at dsn from the
-// migration file's Up section.
+// migrate runs the migrations on the database at dsn.
 func migrate(t testing.TB, dsn string) {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "migrations", "00002_worker_leases.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, _, _ := strings.Cut(string(b), "-- +goose Down")
 	db := openDB(t, dsn)
-	if _, err := db.ExecContext(context.Background(), up); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := migrations.Up(ctx, db); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	_ = db.Close()

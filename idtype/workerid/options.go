@@ -21,9 +21,10 @@ const (
 	DefaultKeyPrefix = "snowkey:workerid:"
 )
 
-// sqlWorker is the worker number that snowflake_id() in package migrations
-// stamps on rows inserted by SQL alone; it is never leased in a layout
-// that has it.
+// sqlWorker is migrations.ReservedWorker, the worker number that
+// snowflake_id() stamps on rows inserted by SQL alone; it is never leased
+// in a layout that has it. It is repeated here, and checked by a test,
+// so that a Redis pool does not import the migration runner.
 const sqlWorker = 1023
 
 // Options configure a Pool. The zero value of every field is a safe
@@ -37,9 +38,12 @@ type Options struct {
 	// (another layout, another database of IDs). Leases of one namespace
 	// never share a number. Empty means DefaultNamespace.
 	Namespace string
-	// Reserved lists worker numbers never to lease, besides 1023, the
-	// number snowflake_id() of package migrations uses (when the layout
-	// has it): numbers of one-box fixed workers, say.
+	// Reserved lists worker numbers never to lease, besides 1023
+	// (migrations.ReservedWorker), the number snowflake_id() uses, when
+	// the layout has it: numbers of one-box fixed workers, say. A Postgres
+	// pool also skips the number the database says snowflake_id() uses;
+	// if migrations.WithReservedWorker moved it, list it here for a Redis
+	// pool.
 	Reserved []int64
 	// TTL is how long a lease lasts without renewal. A crashed owner's
 	// number is free again after it; a fresh number in Redis, or one whose

@@ -10,9 +10,12 @@ import (
 
 // Postgres returns a Pool that keeps its leases in PostgreSQL, in the
 // table snowkey_worker_leases that migrations/00002_worker_leases.sql
-// creates (run package migrations first): one row per number ever leased
-// in a namespace, which keeps the number's high-water mark across leases.
-// Expiry is judged by the database's clock.
+// creates (run migrations.Up first): one row per number ever leased in a
+// namespace, which keeps the number's high-water mark across leases.
+// Expiry is judged by the database's clock. Besides Options.Reserved, the
+// pool never leases the number snowflake_id() stamps in this database,
+// snowflake_reserved_worker(), even when migrations.WithReservedWorker
+// changed it.
 //
 // db may use any driver (pgx's stdlib, lib/pq); the queries bind only
 // text and integers. Acquire is one statement that finds a free number from a
@@ -41,7 +44,7 @@ const pgTake = `
 WITH cand AS (
 	SELECT c.n
 	FROM unnest($2::text::int[]) AS c(n)
-	WHERE COALESCE((
+	WHERE c.n <> snowflake_reserved_worker() AND COALESCE((
 		SELECT l.expires_at > statement_timestamp() FROM snowkey_worker_leases l
 		WHERE l.namespace = $1 AND l.worker = c.n), false) = false
 	LIMIT 1
