@@ -1,0 +1,123 @@
+// Package workerid leases worker numbers for idtype generators from Redis
+// or PostgreSQL, so that a fleet of app instances never has two live
+// owners of one number and never repeats an ID, across crashes, restarts
+// and clock trouble.
+//
+//	pool, err := workerid.Redis(rdb, workerid.Options{Namespace: "api"})
+//	// or: workerid.Postgres(db, opts), after migrations.Up(ctx, db)
+//	lease, err := pool.Acquire(ctx)
+//	defer lease.Close(ctx)
+//	gen, err := idtype.NewGenerator(idtype.Config{Lease: lease})
+//
+// A box that runs a single generator needs none of this: give it a fixed
+// number, idtype.Config{Worker: n}, and keep n out of every pool's range
+// with Options.Reserved.
+//
+// # How IDs stay unique
+//
+// A lease lasts Options.TTL (10 s) from each renewal, which it sends every
+// RenewEvery (TTL/3) from one background goroutine. Three rules keep the
+// IDs of successive owners of a number apart:
+//
+//  1. A generator on a lease issues nothing later than TTL - Margin after
+//     the last confirmed renewal was sent, by the lease's own clock. When
+//     renewals fail it stops with idtype.ErrLeaseExpired, Margin (TTL/5)
+//     before the store could hand the number to anyone else, and goes on
+//     by itself once a renewal gets through. The check is one atomic load
+//     and compare in Next; the store is never touched on that path.
+//  2. Every renewal also raises the number's high-water mark in the store
+//     to TTL after it was sent: no ID of the owner can be later. The mark
+//     outlives the lease (a hash in Redis, a row in PostgreSQL), and the
+//     next owner issues nothing at or before it. So a process killed with
+//     SIGKILL and restarted with its clock set back starts after its old
+//     IDs all the same: Acquire returns once the clock has passed the
+//     mark, or fails with idtype.ErrClockBehind after MaxStartWait.
+//  3. When a renewal finds the lease gone from the store (it lapsed while
+//     the store was out of reach), the lease takes the number back if it
+//     is free, after the mark; if another owner holds it, the lease is
+//     lost: Done is closed, Err wraps idtype.ErrLeaseLost and ErrTaken,
+//     and the generator never issues again.
+//
+// Close stops the generator first, then gives the number back, lowering
+// its mark to the generator's last ID, so the next owner starts at once.
+//
+// Acquire takes a free number from a random start in one round trip
+// (Redis: one script; PostgreSQL: one statement, retried when concurrent
+// Acquires pick the same number). When every number is held it fails with
+// ErrNoFreeWorker, which says how many there are.
+//
+// # Clocks
+//
+// A lease and its generator read one clock, Options.Clock, by default
+// idtype.SystemClock(), which runs at the monotonic rate and never goes
+// back. The lease's expiry is judged by the store's clock (Redis's key
+// expiry, PostgreSQL's statement_timestamp()). Margin has to cover how far
+// the two may drift apart in one TTL, and, for the Redis case below, how
+// far the clocks of the hosts that share a namespace disagree: keep hosts
+// on NTP, and Margin well above their offsets.
+//
+// # When Redis loses data
+//
+// Redis may lose writes it has acknowledged: a restart without
+// persistence (or after FLUSHALL) loses every key; a restart that replays
+// an append-only file loses the last second with appendfsync everysec; a
+// failover promotes a replica that may lag its master. Leases then vanish
+// while their owners still issue IDs, and high-water marks go back. What
+// this package does about it:
+//
+//   - A number without any record in Redis is waited out: its new owner's
+//     first ID is at least one TTL after Acquire got the number, by its
+//     own clock. Any owner that Redis forgot had its last confirmed
+//     renewal before the loss, so it stopped, by rule 1, within TTL -
+//     Margin after that: before the new owner starts, as long as the two
+//     hosts' clocks agree within Margin. This covers a restart without
+//     persistence, and, on a lagging replica, every number leased after
+//     the replica's last sync. (Acquire prefers free numbers that have a
+//     record, so this wait is paid on a fresh Redis and after a loss, not
+//     at every start.)
+//   - A number whose record is there but stale (its last renewals lost)
+//     still has its owner's lease key, which expires early. If the owner
+//     renews before that — it tries every RenewEvery — nothing changes. If
+//     the key expires first and another instance takes the number, the
+//     new owner starts after the stale mark, while the old owner may issue
+//     up to as much later as the writes lost: this is safe when they
+//     cover less than Margin. Make it so on a replicated Redis with
+//     min-replicas-to-write 1 and min-replicas-max-lag below Margin (in
+//     seconds): the master then refuses writes when its replicas lag
+//     more, renewals fail, and generators stop instead of racing ahead.
+//   - A renewal that finds the mark lower than the lease last wrote logs
+//     "the store had lost the lease's high-water mark" and writes it back.
+//
+// PostgreSQL keeps what it committed, so a number without a row was never
+// leased and is not waited out. A database restored from a backup, or a
+// failover to an asynchronous standby, has the same problem as Redis; after
+// one, raise every mark past what the lost writes could hold:
+//
+//	UPDATE snowkey_worker_leases
+//	SET high_water = GREATEST(high_water, (extract(epoch FROM now()) * 1000)::bigint + 60000);
+//
+// (60 s: the TTL plus the time between the lost writes and now, at
+// least.)
+//
+// # What is in the store
+//
+// Redis, with the namespace as hash tag so that a Cluster keeps a
+// namespace in one slot:
+//
+//	snowkey:workerid:{api}:17   "host:pid/<token>", PX = TTL   the lease on 17
+//	snowkey:workerid:{api}:hw   hash 17 -> Unix ms             high-water marks
+//
+// PostgreSQL: table snowkey_worker_leases (namespace, worker, owner,
+// holder, expires_at, high_water, start_after, acquired_at, renewed_at),
+// from migrations/00002_worker_leases.sql.
+//
+// # Watching a lease
+//
+// Lease.Status reports its state (held, expired, lost, closed), when it
+// was last renewed and how long the generator may go on without another
+// renewal. The lease logs through Options.Logger: at info when a number
+// is acquired, renewed again after failures, or released; at warn when a
+// renewal fails (the first of a row), when a lapsed lease is taken back,
+// or when the store had lost its mark; at error when the lease expires
+// (its generator stops) and when it is lost.
+package workerid
