@@ -2,6 +2,7 @@ package sqltype_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -47,66 +48,104 @@ func keysConn(b *testing.B) *pgx.Conn {
 // native binary protocol, into []idtype.ID (through ID.ScanInt64) and into
 // []int64, the baseline. Time and allocations are per op, that is per
 // 100,000 rows.
+//
+// "paired" runs both in each op, in alternating order, and reports the
+// ratio of their times over the same seconds ("ID/int64"): the machine's
+// load drifts too much for two separate runs to compare within 5%.
 func BenchmarkPgxScanRows(b *testing.B) {
 	conn := keysConn(b)
+	ids := make([]idtype.ID, 0, benchKeys)
+	ints := make([]int64, 0, benchKeys)
 	b.Run("ID", func(b *testing.B) {
-		dst := make([]idtype.ID, 0, benchKeys)
-		scanRows(b, conn, &dst)
+		b.ReportAllocs()
+		for b.Loop() {
+			scanRows(b, conn, &ids)
+		}
 	})
 	b.Run("int64", func(b *testing.B) {
-		dst := make([]int64, 0, benchKeys)
-		scanRows(b, conn, &dst)
+		b.ReportAllocs()
+		for b.Loop() {
+			scanRows(b, conn, &ints)
+		}
+	})
+	b.Run("paired", func(b *testing.B) {
+		paired(b, func() { scanRows(b, conn, &ids) }, func() { scanRows(b, conn, &ints) }, "ID/int64")
 	})
 }
 
-func scanRows[T idtype.ID | int64](b *testing.B, conn *pgx.Conn, dst *[]T) {
-	ctx := b.Context()
-	b.ReportAllocs()
+// paired runs x and y once each per op, alternating which goes first, and
+// reports the ratio of the time spent in x to the time spent in y.
+func paired(b *testing.B, x, y func(), unit string) {
+	var tx, ty time.Duration
+	op := 0
 	for b.Loop() {
-		*dst = (*dst)[:0]
-		rows, err := conn.Query(ctx, "SELECT id FROM keys")
-		if err != nil {
-			b.Fatal(err)
-		}
-		var v T
-		for rows.Next() {
-			if err := rows.Scan(&v); err != nil {
-				b.Fatal(err)
+		for k := range 2 {
+			start := time.Now()
+			if (op+k)%2 == 0 {
+				x()
+				tx += time.Since(start)
+			} else {
+				y()
+				ty += time.Since(start)
 			}
-			*dst = append(*dst, v)
 		}
-		if err := rows.Err(); err != nil {
+		op++
+	}
+	b.ReportMetric(tx.Seconds()/ty.Seconds(), unit)
+}
+
+// scanRows reads every key into dst, one row at a time.
+func scanRows[T idtype.ID | int64](b *testing.B, conn *pgx.Conn, dst *[]T) {
+	*dst = (*dst)[:0]
+	rows, err := conn.Query(b.Context(), "SELECT id FROM keys")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var v T
+	for rows.Next() {
+		if err := rows.Scan(&v); err != nil {
 			b.Fatal(err)
 		}
-		if len(*dst) != benchKeys {
-			b.Fatalf("read %d keys", len(*dst))
-		}
+		*dst = append(*dst, v)
 	}
-	b.ReportMetric(float64(benchKeys)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	if len(*dst) != benchKeys {
+		b.Fatalf("read %d keys", len(*dst))
+	}
 }
 
 // BenchmarkPgxScanArray reads the same keys as one bigint[] (array_agg)
 // into sqltype.IDs and into []int64, both through pgx's binary array
 // codec.
+//
+// "paired" compares their times as BenchmarkPgxScanRows does.
 func BenchmarkPgxScanArray(b *testing.B) {
 	conn := keysConn(b)
+	var (
+		ids  sqltype.IDs
+		ints []int64
+	)
 	b.Run("IDs", func(b *testing.B) {
-		var dst sqltype.IDs
-		scanArray(b, conn, &dst)
+		b.ReportAllocs()
+		for b.Loop() {
+			scanArray(b, conn, &ids)
+		}
 	})
 	b.Run("int64", func(b *testing.B) {
-		var dst []int64
-		scanArray(b, conn, &dst)
+		b.ReportAllocs()
+		for b.Loop() {
+			scanArray(b, conn, &ints)
+		}
+	})
+	b.Run("paired", func(b *testing.B) {
+		paired(b, func() { scanArray(b, conn, &ids) }, func() { scanArray(b, conn, &ints) }, "IDs/int64")
 	})
 }
 
 func scanArray[T any](b *testing.B, conn *pgx.Conn, dst *T) {
-	ctx := b.Context()
-	const q = "SELECT array_agg(id) FROM keys"
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := conn.QueryRow(ctx, q).Scan(dst); err != nil {
-			b.Fatal(err)
-		}
+	if err := conn.QueryRow(b.Context(), "SELECT array_agg(id) FROM keys").Scan(dst); err != nil {
+		b.Fatal(err)
 	}
 }
