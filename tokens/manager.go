@@ -165,14 +165,14 @@ func (m *Manager) Validate(ctx context.Context, token string) (Session, error) {
 
 // load reads and checks the session of a parsed token.
 func (m *Manager) load(ctx context.Context, t *token, digest *[sha256.Size]byte, now time.Time) (Session, record, error) {
-	b, err := m.rdb.Get(ctx, m.keys.session(t.tag, t.session)).Bytes()
+	v, err := m.rdb.Get(ctx, m.keys.session(t.tag, t.session)).Result()
 	if errors.Is(err, redis.Nil) {
 		return Session{}, record{}, ErrInvalidToken
 	}
 	if err != nil {
 		return Session{}, record{}, unavailable("validate", err)
 	}
-	r, err := decodeRecord(b, false)
+	r, err := decodeRecord(v, true)
 	if err != nil || subtle.ConstantTimeCompare(r.digest[:], digest[:digestLen]) != 1 {
 		return Session{}, record{}, ErrInvalidToken
 	}
@@ -198,7 +198,8 @@ func (m *Manager) refresh(ctx context.Context, t *token, digest *[sha256.Size]by
 	binary.BigEndian.PutUint32(buf[:], seen)
 	n, err := m.s.refresh.Run(ctx, m.rdb,
 		[]string{m.keys.session(t.tag, t.session), m.keys.index(t.tag, s.UserID)},
-		digest[:digestLen], buf[:], steps(s.IssuedAt, now.Add(-m.opts.RefreshInterval)), ttl,
+		// A copy of the digest, so that the caller's stays on its stack.
+		append([]byte(nil), digest[:digestLen]...), buf[:], steps(s.IssuedAt, now.Add(-m.opts.RefreshInterval)), ttl,
 	).Int()
 	if err != nil {
 		return Session{}, unavailable("refresh", err)
@@ -344,7 +345,7 @@ func (m *Manager) List(ctx context.Context, userID idtype.ID) ([]Session, error)
 		if err != nil {
 			continue
 		}
-		r, err := decodeRecord([]byte(pairs[i+1]), true)
+		r, err := decodeRecord(pairs[i+1], false)
 		if err != nil || r.user != userID {
 			continue
 		}

@@ -38,27 +38,29 @@ import (
 // keys names a Manager's Redis keys.
 type keys struct{ prefix string }
 
-// tagged returns "<prefix>{<tag>}<kind>", the start of a key.
-func (k keys) tagged(tag uint16, kind byte) []byte {
-	b := make([]byte, 0, len(k.prefix)+24)
+// appendTagged appends "<prefix>{<tag>}<kind>", the start of a key.
+func (k keys) appendTagged(b []byte, tag uint16, kind byte) []byte {
 	b = append(b, k.prefix...)
 	b = append(b, '{')
 	b = appendBase62(b, uint64(tag), tagDigits)
 	return append(b, '}', kind)
 }
 
-// session is the key of a session record.
-func (k keys) session(tag uint16, sid idtype.ID) string {
-	return string(strconv.AppendInt(k.tagged(tag, 's'), int64(sid), 10))
+// key returns "<prefix>{<tag>}<kind><id>". It builds the key on the stack,
+// so that Validate pays for one allocation, the string.
+func (k keys) key(tag uint16, kind byte, id idtype.ID) string {
+	var buf [64]byte
+	return string(strconv.AppendInt(k.appendTagged(buf[:0], tag, kind), int64(id), 10))
 }
+
+// session is the key of a session record.
+func (k keys) session(tag uint16, sid idtype.ID) string { return k.key(tag, 's', sid) }
 
 // index is the key of a user's set of session IDs.
-func (k keys) index(tag uint16, user idtype.ID) string {
-	return string(strconv.AppendInt(k.tagged(tag, 'u'), int64(user), 10))
-}
+func (k keys) index(tag uint16, user idtype.ID) string { return k.key(tag, 'u', user) }
 
 // sessionPrefix is a session key without the ID, for the scripts.
-func (k keys) sessionPrefix(tag uint16) string { return string(k.tagged(tag, 's')) }
+func (k keys) sessionPrefix(tag uint16) string { return string(k.appendTagged(nil, tag, 's')) }
 
 // A record is the stored value of a session: a fixed 28-byte head that
 // the scripts read, then optional fields that only Go reads.
@@ -122,43 +124,53 @@ func (r *record) encode() []byte {
 	return b
 }
 
-// decodeRecord reads a record. It accepts a value without the digest
-// (List's scripts strip it) when noDigest is set.
-func decodeRecord(b []byte, noDigest bool) (record, error) {
+// decodeRecord reads a record, or one without its digest (List's script
+// strips it) when hasDigest is false. Metadata strings share v's memory.
+func decodeRecord(v string, hasDigest bool) (record, error) {
 	var r record
-	if noDigest {
-		b = append(make([]byte, digestLen, digestLen+len(b)), b...)
+	if hasDigest {
+		if len(v) < digestLen {
+			return r, errCorrupt
+		}
+		copy(r.digest[:], v)
+		v = v[digestLen:]
 	}
-	if len(b) < headLen {
+	if len(v) < headLen-digestLen {
 		return r, errCorrupt
 	}
-	copy(r.digest[:], b)
-	r.user = idtype.ID(binary.BigEndian.Uint64(b[16:]))
-	r.lastSeen = binary.BigEndian.Uint32(b[24:])
+	r.user = idtype.ID(beUint64(v))
+	r.lastSeen = uint32(v[8])<<24 | uint32(v[9])<<16 | uint32(v[10])<<8 | uint32(v[11])
 	if r.user <= 0 {
 		return r, errCorrupt
 	}
-	for rest := b[headLen:]; len(rest) > 0; {
+	for rest := v[headLen-digestLen:]; len(rest) > 0; {
 		if len(rest) < 2 || len(rest) < 2+int(rest[1]) {
 			return r, errCorrupt
 		}
-		kind, v := rest[0], rest[2:2+int(rest[1])]
-		rest = rest[2+len(v):]
+		kind, f := rest[0], rest[2:2+int(rest[1])]
+		rest = rest[2+len(f):]
 		switch kind {
 		case fieldLogin:
-			if len(v) != 8 {
+			if len(f) != 8 {
 				return r, errCorrupt
 			}
-			r.login = int64(binary.BigEndian.Uint64(v))
+			r.login = int64(beUint64(f))
 		case fieldDevice:
-			r.meta.Device = string(v)
+			r.meta.Device = f
 		case fieldUserAgent:
-			r.meta.UserAgent = string(v)
+			r.meta.UserAgent = f
 		case fieldIP:
-			r.meta.IP = string(v)
+			r.meta.IP = f
 		}
 	}
 	return r, nil
+}
+
+// beUint64 reads the first 8 bytes of s as a big-endian number.
+func beUint64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
+		uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8 | uint64(s[7])
 }
 
 // The scripts. Each touches only keys in the slot of its first key: KEYS,

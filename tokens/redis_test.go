@@ -34,7 +34,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		if len(b) != tt.size {
 			t.Errorf("%s: %d bytes, want %d", tt.name, len(b), tt.size)
 		}
-		got, err := decodeRecord(b, false)
+		got, err := decodeRecord(string(b), true)
 		if err != nil {
 			t.Errorf("%s: decode: %v", tt.name, err)
 			continue
@@ -44,7 +44,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: decode = %+v\nwant %+v", tt.name, got, want)
 		}
-		noDigest, err := decodeRecord(b[digestLen:], true)
+		noDigest, err := decodeRecord(string(b[digestLen:]), false)
 		want.digest = [digestLen]byte{}
 		if err != nil || noDigest != want {
 			t.Errorf("%s: decode without digest = %+v, %v", tt.name, noDigest, err)
@@ -66,12 +66,12 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 		{"login of 7 bytes", append(good[:headLen:headLen], fieldLogin, 7, 1, 2, 3, 4, 5, 6, 7)},
 	}
 	for _, tt := range tests {
-		if r, err := decodeRecord(tt.b, false); err == nil {
+		if r, err := decodeRecord(string(tt.b), true); err == nil {
 			t.Errorf("%s: decode = %+v, want an error", tt.name, r)
 		}
 	}
 	withUnknown := append(good[:len(good):len(good)], 99, 2, 'h', 'i')
-	if r, err := decodeRecord(withUnknown, false); err != nil || r.meta.Device != "d" {
+	if r, err := decodeRecord(string(withUnknown), true); err != nil || r.meta.Device != "d" {
 		t.Errorf("unknown field: %+v, %v; want it skipped", r, err)
 	}
 }

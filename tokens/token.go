@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/bits"
+	"unsafe"
 
 	"github.com/snowkeyhq/snowkey/idtype"
 )
@@ -60,7 +61,7 @@ func (t *token) format(prefix string) string {
 	for i := range secretWords {
 		b = appendBase62(b, binary.BigEndian.Uint64(t.secret[i*8:]), wordDigits)
 	}
-	b = appendBase62(b, uint64(checksum(b)), sumDigits)
+	b = appendBase62(b, uint64(checksum(string(b))), sumDigits)
 	return string(b)
 }
 
@@ -124,13 +125,22 @@ func parseBase62(s string) (uint64, bool) {
 		return 0, false
 	}
 	var v uint64
-	for i := 0; i < len(s); i++ {
-		d, ok := digit62(s[i])
-		if !ok {
+	i := 0
+	// 62^10 < 2^64: the first ten digits cannot overflow.
+	for ; i < len(s) && i < 10; i++ {
+		d := digits62[s[i]]
+		if d == 0xff {
+			return 0, false
+		}
+		v = v*62 + uint64(d)
+	}
+	for ; i < len(s); i++ {
+		d := digits62[s[i]]
+		if d == 0xff {
 			return 0, false
 		}
 		hi, lo := bits.Mul64(v, 62)
-		lo, carry := bits.Add64(lo, d, 0)
+		lo, carry := bits.Add64(lo, uint64(d), 0)
 		if hi != 0 || carry != 0 {
 			return 0, false
 		}
@@ -139,28 +149,31 @@ func parseBase62(s string) (uint64, bool) {
 	return v, true
 }
 
-func digit62(c byte) (uint64, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return uint64(c - '0'), true
-	case 'A' <= c && c <= 'Z':
-		return uint64(c-'A') + 10, true
-	case 'a' <= c && c <= 'z':
-		return uint64(c-'a') + 36, true
-	}
-	return 0, false
-}
+// digits62 maps a byte to its base62 value, or 0xff for a byte that is not
+// a base62 digit.
+const digits62 = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
+	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
+	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
+	"\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\xff\xff\xff\xff\xff\xff" +
+	"\xff\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18" +
+	"\x19\x1a\x1b\x1c\x1d\x1e\x1f\x20\x21\x22\x23\xff\xff\xff\xff\xff" +
+	"\xff\x24\x25\x26\x27\x28\x29\x2a\x2b\x2c\x2d\x2e\x2f\x30\x31\x32" +
+	"\x33\x34\x35\x36\x37\x38\x39\x3a\x3b\x3c\x3d\xff\xff\xff\xff\xff" +
+	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
+	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
+	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
+	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
+	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
+	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
+	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
+	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"
 
-// checksum is the CRC-32 (IEEE) of s, computed over the string in place:
-// the hash/crc32 entry points take a []byte that escapes, which would cost
-// an allocation on every Validate.
-func checksum[T string | []byte](s T) uint32 {
-	tab := crc32.IEEETable
-	crc := ^uint32(0)
-	for i := 0; i < len(s); i++ {
-		crc = tab[byte(crc)^s[i]] ^ crc>>8
-	}
-	return ^crc
+// checksum is the CRC-32 (IEEE) of s. It hands hash/crc32 the string's own
+// bytes, which crc32 only reads: copying them to a []byte would cost an
+// allocation on every Validate, since crc32's entry points let their
+// argument escape.
+func checksum(s string) uint32 {
+	return crc32.ChecksumIEEE(unsafe.Slice(unsafe.StringData(s), len(s)))
 }
 
 // slotTag maps a user ID to one of 1024 slot tags. All of a user's keys

@@ -1,0 +1,270 @@
+package tokens
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// benchTokens is how many sessions the throughput benchmarks cycle through.
+const benchTokens = 1000
+
+// parallel runs body b.N times over all goroutines: in the benchmark's
+// goroutine for 1, else with RunParallel and SetParallelism chosen so that
+// exactly that many goroutines run (GOMAXPROCS × parallelism).
+func parallel(b *testing.B, goroutines int, body func(i int) error) {
+	if goroutines == 1 {
+		for i := 0; b.Loop(); i++ {
+			if err := body(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	procs := runtime.GOMAXPROCS(0)
+	b.SetParallelism((goroutines + procs - 1) / procs)
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1)) * 7919
+		for pb.Next() {
+			if err := body(i); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}
+
+// BenchmarkValidate compares, on the same client of the same real
+// redis-server, with 1 and 32 goroutines:
+//
+//   - get: a raw go-redis GET of the session keys themselves, values of
+//     exactly the size Validate reads;
+//   - redis: Validate without cache (no refresh is due);
+//   - cached: Validate with CacheTTL, served from memory.
+//
+// tokens.ratios turns them into the issue's ratios.
+func BenchmarkValidate(b *testing.B) {
+	c := testenv.RedisClient(b)
+	ctx := context.Background()
+	gen := newGen(b)
+	prefix := testenv.KeyPrefix(b)
+	m := newManager(b, c, gen, Options{KeyPrefix: prefix})
+	cached := newManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: 10 * time.Second})
+	toks := make([]string, benchTokens)
+	keys := make([]string, benchTokens)
+	for i := range toks {
+		var s Session
+		toks[i], s = issue(b, m, userID(b, gen), Metadata{})
+		keys[i] = m.keys.session(slotTag(s.UserID), s.ID)
+	}
+	if n := len(c.Get(ctx, keys[0]).Val()); n != headLen {
+		b.Fatalf("a session record is %d bytes, want %d", n, headLen)
+	}
+	for _, g := range []int{1, 32} {
+		name := "goroutines=" + strconv.Itoa(g)
+		b.Run("get/"+name, func(b *testing.B) {
+			parallel(b, g, func(i int) error {
+				return c.Get(ctx, keys[i%benchTokens]).Err()
+			})
+		})
+		b.Run("redis/"+name, func(b *testing.B) {
+			parallel(b, g, func(i int) error {
+				_, err := m.Validate(ctx, toks[i%benchTokens])
+				return err
+			})
+		})
+		b.Run("cached/"+name, func(b *testing.B) {
+			for _, tok := range toks {
+				if _, err := cached.Validate(ctx, tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+			parallel(b, g, func(i int) error {
+				_, err := cached.Validate(ctx, toks[i%benchTokens])
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkValidatePaired runs a raw GET and a Validate of the same
+// session in every op, in alternating order, on the same client, and
+// reports their throughput ratio (GET time / Validate time) as
+// "validate/get". Both sides see the same moments of a noisy machine, so
+// the ratio is steadier than one taken between separate benchmarks.
+func BenchmarkValidatePaired(b *testing.B) {
+	c := testenv.RedisClient(b)
+	ctx := context.Background()
+	gen := newGen(b)
+	m := newManager(b, c, gen, Options{})
+	toks := make([]string, benchTokens)
+	keys := make([]string, benchTokens)
+	for i := range toks {
+		var s Session
+		toks[i], s = issue(b, m, userID(b, gen), Metadata{})
+		keys[i] = m.keys.session(slotTag(s.UserID), s.ID)
+	}
+	for _, g := range []int{1, 32} {
+		b.Run("goroutines="+strconv.Itoa(g), func(b *testing.B) {
+			var getNs, validateNs atomic.Int64
+			parallel(b, g, func(i int) error {
+				k := i % benchTokens
+				get := func() error {
+					t0 := time.Now()
+					err := c.Get(ctx, keys[k]).Err()
+					getNs.Add(int64(time.Since(t0)))
+					return err
+				}
+				validate := func() error {
+					t0 := time.Now()
+					_, err := m.Validate(ctx, toks[k])
+					validateNs.Add(int64(time.Since(t0)))
+					return err
+				}
+				first, second := get, validate
+				if i%2 == 1 {
+					first, second = validate, get
+				}
+				if err := first(); err != nil {
+					return err
+				}
+				return second()
+			})
+			b.ReportMetric(float64(getNs.Load())/float64(validateNs.Load()), "validate/get")
+		})
+	}
+}
+
+// BenchmarkIssue measures Issue, one round trip, against the real server.
+func BenchmarkIssue(b *testing.B) {
+	c := testenv.RedisClient(b)
+	gen := newGen(b)
+	m := newManager(b, c, gen, Options{})
+	users := make([]idtype.ID, benchTokens)
+	for i := range users {
+		users[i] = userID(b, gen)
+	}
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		if _, _, err := m.Issue(ctx, users[i%benchTokens], Metadata{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseToken measures the checks Validate makes before any round
+// trip.
+func BenchmarkParseToken(b *testing.B) {
+	s := (&token{session: 1863486340915077120, tag: 517}).format("snk")
+	for b.Loop() {
+		if _, ok := parseToken("snk", s); !ok {
+			b.Fatal("rejected")
+		}
+	}
+}
+
+// BenchmarkSessionMemory reports Redis memory per live session, the
+// user's index included: the INFO memory delta (used_memory) of a private
+// redis-server over 100,000 sessions of 10,000 users, issued through
+// Manager.Issue with the default key prefix. "bare" sessions have no
+// metadata; "metadata" ones a device name, a 70-byte user agent and an
+// IPv4 address. It ignores b.N: one fill is the measurement.
+func BenchmarkSessionMemory(b *testing.B) {
+	const users, perUser = 10_000, 10
+	for _, tc := range []struct {
+		name string
+		meta Metadata
+	}{
+		{"bare", Metadata{}},
+		{"metadata", Metadata{
+			Device:    "Anna's iPhone",
+			UserAgent: "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) Snow/4.2.1 (1234)",
+			IP:        "203.0.113.77",
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			srv := testenv.StartRedis(b)
+			probe := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 1})
+			defer probe.Close()
+			fill := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 32})
+			gen := newGen(b)
+			m, err := New(fill, gen, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			// Load the script and open the probe's connection first.
+			issue(b, m, userID(b, gen), Metadata{})
+			before := usedMemory(b, probe)
+
+			ids := make([]idtype.ID, users)
+			for i := range ids {
+				ids[i] = userID(b, gen)
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range 32 {
+				wg.Go(func() {
+					for {
+						i := next.Add(1) - 1
+						if i >= users*perUser {
+							return
+						}
+						if _, _, err := m.Issue(ctx, ids[i%users], tc.meta); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			// Close the fill's 32 connections, so that their buffers are
+			// not counted, and wait until the server has let them go.
+			fill.Close()
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				info := probe.Info(ctx, "clients").Val()
+				if strings.Contains(info, "connected_clients:1\r") || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			after := usedMemory(b, probe)
+			if n := probe.DBSize(ctx).Val(); n != users*perUser+users+2 {
+				b.Fatalf("%d keys, want %d sessions + %d indexes + 2 from the warm-up", n, users*perUser, users)
+			}
+			b.ReportMetric(float64(after-before)/(users*perUser), "B/session")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+func usedMemory(b *testing.B, c *redis.Client) int64 {
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("no used_memory in INFO memory")
+	return 0
+}
