@@ -40,10 +40,30 @@ ensure_cc() {
 	apt_install gcc libc6-dev
 }
 
+ensure_chromium() {
+	# examples/server's browser test drives Debian's chromium, headless.
+	if [[ -n "${SNOWKEY_TEST_CHROMIUM:-}" ]] || command -v chromium >/dev/null; then
+		return
+	fi
+	echo "chromium not found (needed by the example server's browser test); installing" >&2
+	apt_install chromium
+}
+
+ensure_node() {
+	# examples/server's JS client test runs node (18 or later: built-in fetch).
+	if command -v node >/dev/null; then
+		return
+	fi
+	echo "node not found (needed by the example server's JS client test); installing" >&2
+	apt_install nodejs
+}
+
 ensure_all() {
 	ensure_redis
 	ensure_postgres
 	ensure_cc
+	ensure_chromium
+	ensure_node
 }
 
 # --- the tests, run inside the server session.

@@ -79,6 +79,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		*worker = w
 	}
 
+	// Listen first: a port in use fails before any database work.
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *addr, err)
+	}
+	defer ln.Close() // in case Open fails; Serve closes it otherwise
+
 	app, err := Open(ctx, Config{
 		DatabaseURL: getenv("DATABASE_URL"),
 		RedisURL:    getenv("REDIS_URL"),
@@ -96,10 +103,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}()
 
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{
 		Handler:           app.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

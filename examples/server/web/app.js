@@ -100,8 +100,8 @@ async function loadSessions() {
     tr.dataset.id = s.id;
     if (s.current) tr.className = "current";
     cell(tr, s.id, "id");
-    cell(tr, decodeID(s.id).time.toISOString());
-    cell(tr, new Date(s.last_seen_at).toISOString());
+    cell(tr, decodeID(s.id).time.toISOString(), "time");
+    cell(tr, new Date(s.last_seen_at).toISOString(), "time");
     cell(tr, [s.device, s.user_agent, s.ip].filter(Boolean).join(" · "));
     const td = cell(tr, s.current ? "this device" : "");
     if (!s.current) {

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+)
+
+func TestPassword(t *testing.T) {
+	p := Argon2Params{Memory: 1024, Time: 1, Threads: 1} // cheap: the format is under test here
+	hash, err := hashPassword("correct horse", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(hash, "$argon2id$v=19$m=1024,t=1,p=1$") {
+		t.Fatalf("hash %q is not a PHC argon2id string", hash)
+	}
+	other, _ := hashPassword("correct horse", p)
+	if other == hash {
+		t.Fatal("two hashes of one password are equal: no salt")
+	}
+	for _, tc := range []struct {
+		name, password, hash string
+		ok                   bool
+		err                  error
+	}{
+		{"right", "correct horse", hash, true, nil},
+		{"wrong", "correct horse!", hash, false, nil},
+		{"empty", "", hash, false, nil},
+		{"default cost", "x", mustHash(t, "x", DefaultArgon2()), true, nil},
+		{"not a hash", "x", "plain", false, errBadHash},
+		{"bcrypt", "x", "$2a$10$abcdefghijklmnopqrstuv", false, errBadHash},
+		{"argon2i", "x", strings.Replace(hash, "argon2id", "argon2i", 1), false, errBadHash},
+		{"other version", "x", strings.Replace(hash, "v=19", "v=16", 1), false, errBadHash},
+		{"zero memory", "x", strings.Replace(hash, "m=1024", "m=0", 1), false, errBadHash},
+		{"junk params", "x", strings.Replace(hash, "m=1024,t=1,p=1", "m=a", 1), false, errBadHash},
+		{"bad salt", "x", replaceField(hash, 4, "!!"), false, errBadHash},
+		{"empty key", "x", replaceField(hash, 5, ""), false, errBadHash},
+		{"extra field", "x", hash + "$x", false, errBadHash},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, err := checkPassword(tc.password, tc.hash)
+			if ok != tc.ok || !errors.Is(err, tc.err) {
+				t.Errorf("checkPassword = %v, %v; want %v, %v", ok, err, tc.ok, tc.err)
+			}
+		})
+	}
+}
+
+func mustHash(t *testing.T, password string, p Argon2Params) string {
+	t.Helper()
+	h, err := hashPassword(password, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// replaceField replaces the i-th $-separated field of a PHC string.
+func replaceField(hash string, i int, v string) string {
+	f := strings.Split(hash, "$")
+	f[i] = v
+	return strings.Join(f, "$")
+}
+
+func TestDatabaseKind(t *testing.T) {
+	for _, tc := range []struct {
+		url      string
+		postgres bool
+		path     string
+		bad      bool
+	}{
+		{url: ""},
+		{url: "sqlite:app.db", path: "app.db"},
+		{url: "sqlite:/tmp/x/app.db", path: "/tmp/x/app.db"},
+		{url: "postgres://u:secret@localhost/db", postgres: true},
+		{url: "postgresql://localhost/db?sslmode=disable", postgres: true},
+		{url: "sqlite:", bad: true},
+		{url: "sqlite:app.db?mode=ro", bad: true},
+		{url: "mysql://localhost/db", bad: true},
+		{url: "localhost:5432", bad: true},
+		{url: "postgres://[::1", bad: true},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			k, err := databaseKind(tc.url)
+			if tc.bad {
+				if !errors.Is(err, ErrConfig) {
+					t.Fatalf("err = %v, want ErrConfig", err)
+				}
+				return
+			}
+			if err != nil || k.postgres != tc.postgres || k.path != tc.path {
+				t.Fatalf("databaseKind = %+v, %v", k, err)
+			}
+			if strings.Contains(k.describe(), "secret") {
+				t.Errorf("describe() shows the password: %s", k.describe())
+			}
+		})
+	}
+}
+
+func TestOpenBadConfig(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"negative worker", Config{Worker: -1}},
+		{"worker too large", Config{Worker: 1024}},
+		{"bad database URL", Config{DatabaseURL: "mysql://x"}},
+		{"bad redis URL", Config{RedisURL: "http://x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Logger = quiet
+			app, err := Open(t.Context(), tc.cfg)
+			if err == nil {
+				app.Close(t.Context())
+				t.Fatal("Open succeeded")
+			}
+			if !errors.Is(err, ErrConfig) {
+				t.Errorf("err = %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  func(string) string
+		want string // in the error
+	}{
+		{"unknown flag", []string{"-nope"}, env(), "flag provided but not defined"},
+		{"argument", []string{"extra"}, env(), `unexpected argument "extra"`},
+		{"bad WORKER_ID", nil, env("WORKER_ID", "x"), "WORKER_ID"},
+		{"bad worker", []string{"-worker", "-3"}, env(), "Worker -3"},
+		{"bad addr", []string{"-addr", "256.0.0.1:x"}, env(), "listen on 256.0.0.1:x"},
+		{"bad PORT", nil, env("PORT", "notaport"), "listen on :notaport"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := run(t.Context(), tc.args, tc.env, io.Discard, quiet)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPageURL(t *testing.T) {
+	for _, tc := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 8080}, "http://localhost:8080/"},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 80}, "http://localhost:80/"},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}, "http://127.0.0.1:9/"},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 9}, "http://[::1]:9/"},
+	} {
+		if got := pageURL(tc.addr); got != tc.want {
+			t.Errorf("pageURL(%v) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+}

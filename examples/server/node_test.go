@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// findNode returns the node binary, 18 or later (built-in fetch), or
+// skips the test (fails it when CI is set).
+func findNode(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("node")
+	if err == nil {
+		out, verr := exec.Command(p, "--version").Output()
+		major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(out)), "v"), ".")
+		if n, _ := strconv.Atoi(major); verr == nil && n >= 18 {
+			return p
+		}
+		err = &exec.Error{Name: p, Err: exec.ErrNotFound}
+		t.Logf("node %s is older than 18, which brought fetch", strings.TrimSpace(string(out)))
+	}
+	msg := "no node 18+ in PATH (" + err.Error() + "); install Node.js to run the JS client test"
+	if testenv.InCI() {
+		t.Fatal(msg + " (CI is set, so this fails instead of skipping)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// TestNode runs the API flow of testdata/e2e.mjs in Node, with fetch and
+// BigInt, against the server on real PostgreSQL and Redis, and checks that
+// every ID Node saw equals the database's exactly.
+func TestNode(t *testing.T) {
+	node := findNode(t)
+	app, srv := startApp(t, realServers())
+	// A post with an ID that a JS number rounds, by another user.
+	otherID, _ := signupLogin(t, srv, "other@example.com", "other-password")
+	seeded := seedPost(t, app, otherID, "written elsewhere")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "testdata/e2e.mjs", srv.URL, "node@example.com", "node-password")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node testdata/e2e.mjs: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	var out struct {
+		UserID          string `json:"user_id"`
+		SessionID       string `json:"session_id"`
+		PostID          string `json:"post_id"`
+		AfterLogout     int    `json:"after_logout"`
+		WWWAuthenticate string `json:"www_authenticate"`
+		Posts           []struct {
+			ID       string `json:"id"`
+			Time     string `json:"time"`
+			AsNumber string `json:"as_number"`
+		} `json:"posts"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("node's output %q: %v", stdout.String(), err)
+	}
+
+	var user User
+	if err := app.db.Take(&user, "email = ?", "node@example.com").Error; err != nil {
+		t.Fatalf("node's user is not in the database: %v", err)
+	}
+	var post Post
+	if err := app.db.Take(&post, "title = ?", "hello from node").Error; err != nil {
+		t.Fatalf("node's post is not in the database: %v", err)
+	}
+	if out.UserID != user.ID.String() || out.PostID != post.ID.String() {
+		t.Errorf("node saw user %s and post %s; the database has %s and %s", out.UserID, out.PostID, user.ID, post.ID)
+	}
+	checkID(t, "session id", out.SessionID)
+	if out.AfterLogout != 401 || out.WWWAuthenticate != `Bearer realm="api", error="invalid_token"` {
+		t.Errorf("after logout: %d %q, want 401 with error=invalid_token", out.AfterLogout, out.WWWAuthenticate)
+	}
+	found := map[idtype.ID]bool{}
+	for _, p := range out.Posts {
+		id := checkID(t, "post id", p.ID)
+		found[id] = true
+		if want := id.Time().UTC().Format("2006-01-02T15:04:05.000Z"); p.Time != want {
+			t.Errorf("node decoded %s to %s, want %s", p.ID, p.Time, want)
+		}
+		if id == seeded && p.AsNumber == p.ID {
+			t.Errorf("seeded ID %s survived a JS number; the test proves nothing", p.ID)
+		}
+	}
+	if !found[post.ID] || !found[seeded] {
+		t.Errorf("node listed %v; want %s and %s among them", out.Posts, post.ID, seeded)
+	}
+}

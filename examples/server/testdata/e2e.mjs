@@ -1,0 +1,75 @@
+// The example's API flow from Node, with the built-in fetch and BigInt:
+// sign up, log in, post, read the post back, list posts and sessions, log
+// out, and see the API refuse the token. Run by TestNode:
+//
+//   node testdata/e2e.mjs <base URL> <email> <password>
+//
+// It prints one JSON object on stdout, IDs as strings, and exits non-zero
+// with the reason on stderr when a step fails.
+import assert from "node:assert/strict";
+
+const [base, email, password] = process.argv.slice(2);
+const EPOCH_MS = 1288834974657n;
+
+async function api(method, path, { token, body } = {}) {
+  const headers = {};
+  if (token) headers.Authorization = "Bearer " + token;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  const json = res.headers.get("content-type")?.startsWith("application/json") ? JSON.parse(text) : null;
+  return { status: res.status, headers: res.headers, json, text };
+}
+
+// idTime decodes the time of a snowflake: exact only through BigInt.
+function idTime(id) {
+  assert.equal(typeof id, "string", `IDs must be JSON strings, got ${typeof id} ${id}`);
+  return new Date(Number((BigInt(id) >> 22n) + EPOCH_MS)).toISOString();
+}
+
+function expect(r, status, what) {
+  assert.equal(r.status, status, `${what}: status ${r.status}, body ${r.text}`);
+  return r.json;
+}
+
+const user = expect(await api("POST", "/api/signup", { body: { email, password } }), 201, "signup");
+idTime(user.id);
+assert.ok(BigInt(user.id) > 2n ** 53n, `user ID ${user.id} is not above 2^53`);
+
+const login = expect(await api("POST", "/api/login", { body: { email, password, device: "node" } }), 200, "login");
+const token = login.token;
+assert.equal(login.session.user_id, user.id);
+
+const me = expect(await api("GET", "/api/me", { token }), 200, "me");
+assert.equal(me.id, user.id);
+assert.equal(me.created_at.replace(/\.\d+Z$/, ""), idTime(user.id).replace(/\.\d+Z$/, ""));
+
+const post = expect(await api("POST", "/api/posts", { token, body: { title: "hello from node", body: "BigInt" } }), 201, "post");
+assert.equal(post.author_id, user.id);
+const again = expect(await api("GET", "/api/posts/" + post.id, { token }), 200, "get post");
+assert.equal(again.id, post.id);
+
+const page = expect(await api("GET", "/api/posts?limit=100", { token }), 200, "list posts");
+assert.ok(page.posts.some((p) => p.id === post.id), "the new post is not listed");
+for (let i = 1; i < page.posts.length; i++) {
+  assert.ok(BigInt(page.posts[i - 1].id) > BigInt(page.posts[i].id), "posts are not newest first");
+}
+
+const sessions = expect(await api("GET", "/api/sessions", { token }), 200, "sessions");
+assert.equal(sessions.current, login.session.id);
+assert.equal(sessions.sessions.length, 1);
+
+expect(await api("POST", "/api/logout", { token }), 204, "logout");
+const after = await api("GET", "/api/me", { token });
+expect(after, 401, "me after logout");
+
+process.stdout.write(JSON.stringify({
+  user_id: user.id,
+  session_id: login.session.id,
+  post_id: post.id,
+  // Each listed post with the time decoded here, and what a JS number
+  // would have made of its ID.
+  posts: page.posts.map((p) => ({ id: p.id, time: idTime(p.id), as_number: String(Number(p.id)) })),
+  after_logout: after.status,
+  www_authenticate: after.headers.get("www-authenticate"),
+}) + "\n");
