@@ -15,8 +15,10 @@ bench:
 fuzz:
 	bash scripts/fuzz.sh
 
+# The example backend (examples/, a module of its own) on embedded
+# defaults, or on PostgreSQL and Redis with DATABASE_URL and REDIS_URL set.
 run:
-	go run ./cmd/snowkey gen -n 5
+	go -C examples run ./server
 
 fmt:
 	bash scripts/lib.sh fmt_all

@@ -263,6 +263,9 @@ func testAPI(t *testing.T, b backend) {
 		})
 	}
 
+	if app.db.Name() == "postgres" {
+		t.Run("row inserted by SQL", func(t *testing.T) { testSQLInsert(t, app, srv, aliceID, bob) })
+	}
 	t.Run("sessions", func(t *testing.T) { testSessions(t, srv) })
 	t.Run("pagination", func(t *testing.T) { testPagination(t, srv) })
 }
@@ -298,6 +301,30 @@ func seedPost(t *testing.T, app *App, authorID, title string) idtype.ID {
 func jsRounded(id idtype.ID) string {
 	f, _ := new(big.Float).SetFloat64(float64(id)).Int(nil)
 	return f.String()
+}
+
+// testSQLInsert inserts a post with plain SQL, as a script or another
+// service would: the column's DEFAULT snowflake_id() gives it a key on
+// the reserved worker, which the API serves like any other.
+func testSQLInsert(t *testing.T, app *App, srv *httptest.Server, authorID, token string) {
+	var id idtype.ID
+	err := app.db.Raw("INSERT INTO posts (author_id, title, body) VALUES (?, 'by SQL', '') RETURNING id", authorID).Scan(&id).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkID(t, "snowflake_id()", id.String())
+	if w := idtype.DefaultLayout.Decode(id).Worker; w != 1023 {
+		t.Errorf("snowflake_id() gave worker %d, want the reserved 1023", w)
+	}
+	if w := app.gen.Worker(); w == 1023 {
+		t.Errorf("the app leased the reserved worker 1023")
+	}
+	r := call(t, srv, "GET", "/api/posts/"+id.String(), token, "")
+	var p postJSON
+	r.json(t, &p)
+	if r.status != 200 || p.ID != id || p.Title != "by SQL" {
+		t.Errorf("GET the SQL-inserted post: %d %s", r.status, r.body)
+	}
 }
 
 // testSessions logs one user in three times and logs the sessions out one

@@ -393,23 +393,9 @@ func (a *App) logoutAll(w http.ResponseWriter, r *http.Request, s tokens.Session
 	return nil
 }
 
-// create inserts a new row. Its idtype.ID key is filled from the
-// generator (see useGenerator).
+// create inserts a new row. gormplugin fills its zero idtype.ID key from
+// the generator, before GORM's own hooks run.
 func (a *App) create(ctx context.Context, v any) error {
-	var key *idtype.ID
-	switch m := v.(type) {
-	case *User:
-		key = &m.ID
-	case *Post:
-		key = &m.ID
-	}
-	if key != nil && *key == 0 {
-		id, err := a.gen.Next()
-		if err != nil {
-			return err
-		}
-		*key = id
-	}
 	return a.db.WithContext(ctx).Create(v).Error
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/idtype/workerid"
 )
@@ -75,7 +76,11 @@ func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtyp
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	a.log.Info("ids: fixed worker number", "worker", worker, "after", newest.Time())
+	if newest == 0 {
+		a.log.Info("ids: fixed worker number", "worker", worker)
+	} else {
+		a.log.Info("ids: fixed worker number, starting after the newest ID in the database", "worker", worker, "newest", newest)
+	}
 	return gen, nil
 }
 
@@ -92,5 +97,11 @@ func (a *App) newestID(ctx context.Context) (idtype.ID, error) {
 	return newest, nil
 }
 
-// useGenerator makes GORM fill zero idtype.ID primary keys on create.
-func (a *App) useGenerator() error { return nil }
+// useGenerator makes GORM fill every zero idtype.ID primary key on
+// create, from the App's generator.
+func (a *App) useGenerator() error {
+	if err := a.db.Use(gormplugin.New(a.gen)); err != nil {
+		return fmt.Errorf("register gormplugin: %w", err)
+	}
+	return nil
+}
