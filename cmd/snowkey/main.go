@@ -114,6 +114,28 @@ func parseTime(s string) (time.Time, error) {
 	return time.UnixMilli(int64(id)).UTC(), nil
 }
 
+// parseArgs parses flags wherever they stand among the arguments, as in
+// "snowkey decode 123 --json", and returns the other arguments in order.
+// The standard flag package stops at the first non-flag, which would make
+// "--json" an ID. Everything after "--" is an argument.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		left := fs.Args()
+		if consumed := len(args) - len(left); consumed > 0 && args[consumed-1] == "--" {
+			return append(rest, left...), nil
+		}
+		if len(left) == 0 {
+			return rest, nil
+		}
+		rest = append(rest, left[0])
+		args = left[1:]
+	}
+}
+
 func newFlagSet(name string, stderr io.Writer, help string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -136,19 +158,20 @@ func decode(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("decode", stderr, "Usage: snowkey decode [flags] <id>...\n\nPrints the time, worker and sequence of each ID.\n\n")
 	asJSON := fs.Bool("json", false, "print one JSON object a line")
 	layout := layoutFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	ids, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
 	l, err := layout()
 	if err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if len(ids) == 0 {
 		return fmt.Errorf("%w: no ID given", errUsage)
 	}
 	enc := json.NewEncoder(stdout)
 	var bad error
-	for _, arg := range fs.Args() {
+	for _, arg := range ids {
 		id, err := idtype.Parse(arg)
 		if err != nil {
 			fmt.Fprintf(stderr, "snowkey decode: %v\n", err)
@@ -173,11 +196,12 @@ func gen(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 1, "how many IDs")
 	worker := fs.Int64("worker", 0, "worker number, 0 to 2^worker-bits - 1")
 	layout := layoutFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	extra, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	if len(extra) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, extra[0])
 	}
 	if *n < 0 {
 		return fmt.Errorf("%w: -n %d is negative", errUsage, *n)
@@ -211,19 +235,20 @@ func gen(args []string, stdout, stderr io.Writer) error {
 func at(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("at", stderr, "Usage: snowkey at [flags] <RFC 3339 time>\n\nPrints the smallest ID any worker can issue at that time:\n  SELECT ... WHERE id >= <it>\n\n")
 	layout := layoutFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	times, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
 	l, err := layout()
 	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one time, got %d arguments", errUsage, fs.NArg())
+	if len(times) != 1 {
+		return fmt.Errorf("%w: want one time, got %d arguments", errUsage, len(times))
 	}
-	t, err := time.Parse(time.RFC3339Nano, fs.Arg(0))
+	t, err := time.Parse(time.RFC3339Nano, times[0])
 	if err != nil {
-		return fmt.Errorf("%w: %q is not an RFC 3339 time (2006-01-02T15:04:05Z)", errUsage, fs.Arg(0))
+		return fmt.Errorf("%w: %q is not an RFC 3339 time (2006-01-02T15:04:05Z)", errUsage, times[0])
 	}
 	fmt.Fprintln(stdout, l.FirstID(t))
 	return nil

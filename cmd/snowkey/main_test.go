@@ -80,6 +80,28 @@ func TestGen(t *testing.T) {
 	}
 }
 
+// Flags may follow the arguments, as users type them; "--" ends the flags.
+func TestFlagsAfterArguments(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string // a part of stdout
+	}{
+		{[]string{"decode", "1541815603606036480", "--json"}, 0, `"worker":378`},
+		{[]string{"decode", "1541815603606036480", "--worker-bits", "10", "5", "--json"}, 0, `"id":"5"`},
+		{[]string{"decode", "--", "1541815603606036480"}, 0, "worker=378"},
+		{[]string{"decode", "--", "--json"}, 1, ""},
+		{[]string{"at", "2026-11-01T00:00:00Z", "--worker-bits", "10"}, 0, "2116681624581046272\n"},
+		{[]string{"gen", "--worker", "3", "-n", "2"}, 0, "\n"},
+		{[]string{"gen", "--worker", "3", "extra", "-n", "2"}, 2, ""},
+	} {
+		code, out, errOut := runCLI(tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.out) {
+			t.Errorf("%q = exit %d, %q, %q; want exit %d and %q", tc.args, code, out, errOut, tc.code, tc.out)
+		}
+	}
+}
+
 func TestAt(t *testing.T) {
 	code, out, _ := runCLI("at", "2026-11-01T00:00:00Z")
 	if code != 0 || out != "2116681624581046272\n" {
