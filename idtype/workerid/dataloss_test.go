@@ -2,7 +2,9 @@ package workerid
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,11 +14,20 @@ import (
 )
 
 // trusting is a store that claims to keep all its data, for the control
-// run of TestRedisDataLoss: it makes a pool skip the wait for a number
-// without a record.
+// run of TestRedisDataLoss: it makes a pool skip its defences against
+// lost writes.
 type trusting struct{ store }
 
-func (trusting) trustsAbsence() bool { return true }
+func (trusting) durable() bool { return true }
+
+// markKey returns the Redis key of a pool's high-water marks.
+func markKey(p *Pool) string {
+	s := p.store
+	if t, ok := s.(trusting); ok {
+		s = t.store
+	}
+	return s.(*redisStore).hw
+}
 
 // collector runs generators on leases and keeps every ID they issue.
 type collector struct {
@@ -70,17 +81,26 @@ func (c *collector) finish() map[string][]idtype.ID {
 
 // duplicates counts the IDs that occur more than once across all lists.
 func duplicates(lists map[string][]idtype.ID) (dups, total int) {
+	for _, l := range lists {
+		total += len(l)
+	}
+	return len(duplicateIDs(lists)), total
+}
+
+// duplicateIDs returns each repeat of an ID across all lists.
+func duplicateIDs(lists map[string][]idtype.ID) []idtype.ID {
 	var all []idtype.ID
 	for _, l := range lists {
 		all = append(all, l...)
 	}
 	slices.Sort(all)
+	var dups []idtype.ID
 	for i := 1; i < len(all); i++ {
 		if all[i] == all[i-1] {
-			dups++
+			dups = append(dups, all[i])
 		}
 	}
-	return dups, len(all)
+	return dups
 }
 
 // TestRedisDataLoss restarts Redis without persistence while four leases
@@ -145,6 +165,90 @@ func TestRedisDataLoss(t *testing.T) {
 				t.Fatalf("new owners issued %v after the restart, before one TTL (%v)", waited, news.opts.TTL)
 			case !fence && dups == 0:
 				t.Fatalf("control run without the wait found no duplicate among %d IDs: the test cannot see them", total)
+			}
+		})
+	}
+}
+
+// TestRedisFailoverToLaggingReplica fails over to a replica that stopped
+// following its master 600ms earlier (more than two renewals, less than a
+// TTL), while the old owners cannot reach it: two numbers were leased
+// before the replica stopped, so it has their records, stale; two after,
+// so it has none. New owners take all four from the replica. The old
+// owners go on issuing until their leases run out by their own clocks,
+// yet no ID repeats: the stale marks run a TTL ahead, and the numbers
+// without a record are waited out. The control run, without those
+// defences, must find duplicates.
+func TestRedisFailoverToLaggingReplica(t *testing.T) {
+	twoBits := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
+	for _, defended := range []bool{true, false} {
+		name := map[bool]string{true: "defended", false: "control: undefended"}[defended]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			master := testenv.StartRedis(t)
+			host, port, _ := strings.Cut(master.Addr(), ":")
+			replica := testenv.StartRedis(t, "--replicaof", host, port)
+			rc := redisClient(t, replica.Addr())
+			waitFor(t, 10*time.Second, "the replica to sync", func() bool {
+				info, _ := rc.Info(t.Context(), "replication").Result()
+				return strings.Contains(info, "master_link_status:up")
+			})
+			px := startProxy(t, master.Addr())
+			o := Options{Layout: twoBits}
+			olds := redisPool(t, px.Addr(), "fo:", o)
+			news := redisPool(t, replica.Addr(), "fo:", o)
+			if !defended {
+				olds.store, news.store = trusting{olds.store}, trusting{news.store}
+			}
+			c := newCollector()
+			before := map[int64]bool{} // the workers leased before the replica stopped
+			for i, l := range acquireN(t, olds, 2) {
+				before[l.Worker()] = true
+				c.run(fmt.Sprintf("old %d (worker %d, before)", i, l.Worker()), generator(t, l))
+			}
+			hw := markKey(olds)
+			waitFor(t, 5*time.Second, "the replica to have two records", func() bool {
+				return rc.HLen(t.Context(), hw).Val() == 2
+			})
+
+			// The replica stops following: from here on it lags.
+			if err := rc.ReplicaOf(t.Context(), "NO", "ONE").Err(); err != nil {
+				t.Fatal(err)
+			}
+			frozen := time.Now()
+			for i, l := range acquireN(t, olds, 2) {
+				c.run(fmt.Sprintf("old %d (worker %d, after)", i+2, l.Worker()), generator(t, l))
+			}
+			time.Sleep(600*time.Millisecond - time.Since(frozen))
+
+			// Failover: the old owners cannot reach the new master yet.
+			px.Cut()
+			for i, l := range acquireNWhenFree(t, news, 4, 10*time.Second) {
+				c.run(fmt.Sprintf("new %d (worker %d)", i, l.Worker()), generator(t, l))
+			}
+			time.Sleep(300 * time.Millisecond)
+			px.Retarget(replica.Addr())
+			px.Restore()
+			time.Sleep(300 * time.Millisecond)
+			lists := c.finish()
+			for who, ids := range lists {
+				if len(ids) == 0 {
+					t.Fatalf("%s issued no ID: the test proves nothing", who)
+				}
+			}
+			dups, total := duplicates(lists)
+			// Which kind of number repeated: stale record, or none.
+			kinds := map[bool]int{}
+			for _, id := range duplicateIDs(lists) {
+				kinds[before[twoBits.Decode(id).Worker]]++
+			}
+			t.Logf("%d IDs, %d duplicates (%d on numbers with a stale record, %d on numbers without one)",
+				total, dups, kinds[true], kinds[false])
+			switch {
+			case defended && dups > 0:
+				t.Fatalf("%d duplicate IDs among %d", dups, total)
+			case !defended && (kinds[true] == 0 || kinds[false] == 0):
+				t.Fatal("the control run must find duplicates on both kinds of number, or the test cannot see them")
 			}
 		})
 	}

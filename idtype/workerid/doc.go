@@ -26,12 +26,13 @@
 //     by itself once a renewal gets through. The check is one atomic load
 //     and compare in Next; the store is never touched on that path.
 //  2. Every renewal also raises the number's high-water mark in the store
-//     to TTL after it was sent: no ID of the owner can be later. The mark
-//     outlives the lease (a hash in Redis, a row in PostgreSQL), and the
-//     next owner issues nothing at or before it. So a process killed with
-//     SIGKILL and restarted with its clock set back starts after its old
-//     IDs all the same: Acquire returns once the clock has passed the
-//     mark, or fails with idtype.ErrClockBehind after MaxStartWait.
+//     to TTL after it was sent (two TTLs in Redis; see below): no ID of
+//     the owner can be later. The mark outlives the lease (a hash in
+//     Redis, a row in PostgreSQL), and the next owner issues nothing at
+//     or before it. So a process killed with SIGKILL and restarted with
+//     its clock set back starts after its old IDs all the same: Acquire
+//     returns once the clock has passed the mark, or fails with
+//     idtype.ErrClockBehind after MaxStartWait.
 //  3. When a renewal finds the lease gone from the store (it lapsed while
 //     the store was out of reach), the lease takes the number back if it
 //     is free, after the mark; if another owner holds it, the lease is
@@ -62,31 +63,35 @@
 // persistence (or after FLUSHALL) loses every key; a restart that replays
 // an append-only file loses the last second with appendfsync everysec; a
 // failover promotes a replica that may lag its master. Leases then vanish
-// while their owners still issue IDs, and high-water marks go back. What
-// this package does about it:
+// while their owners still issue IDs, and high-water marks go back. A
+// Redis pool has two defences, each proven by a test that also runs
+// without it and finds duplicate IDs:
 //
-//   - A number without any record in Redis is waited out: its new owner's
-//     first ID is at least one TTL after Acquire got the number, by its
-//     own clock. Any owner that Redis forgot had its last confirmed
-//     renewal before the loss, so it stopped, by rule 1, within TTL -
-//     Margin after that: before the new owner starts, as long as the two
-//     hosts' clocks agree within Margin. This covers a restart without
-//     persistence, and, on a lagging replica, every number leased after
-//     the replica's last sync. (Acquire prefers free numbers that have a
-//     record, so this wait is paid on a fresh Redis and after a loss, not
-//     at every start.)
-//   - A number whose record is there but stale (its last renewals lost)
-//     still has its owner's lease key, which expires early. If the owner
-//     renews before that — it tries every RenewEvery — nothing changes. If
-//     the key expires first and another instance takes the number, the
-//     new owner starts after the stale mark, while the old owner may issue
-//     up to as much later as the writes lost: this is safe when they
-//     cover less than Margin. Make it so on a replicated Redis with
-//     min-replicas-to-write 1 and min-replicas-max-lag below Margin (in
-//     seconds): the master then refuses writes when its replicas lag
-//     more, renewals fail, and generators stop instead of racing ahead.
-//   - A renewal that finds the mark lower than the lease last wrote logs
-//     "the store had lost the lease's high-water mark" and writes it back.
+//   - A number without any record is waited out: its new owner's first ID
+//     is at least one TTL after Acquire got the number, by its own clock.
+//     Any owner that Redis forgot had its last confirmed renewal before
+//     the loss, so by rule 1 it stopped within TTL - Margin of that:
+//     before the new owner starts, as long as the two hosts' clocks agree
+//     within Margin. This covers a restart without persistence, and, after
+//     a failover, every number leased since the replica last synced.
+//     Acquire prefers free numbers with a record, the one it can start on
+//     soonest, so the wait is paid on a fresh Redis and after a loss, not
+//     at every start.
+//   - The marks run one TTL further ahead than the leases they cover. A
+//     number whose record survived but lost its latest renewals has an
+//     old lease key, which may expire while its owner, cut off, still
+//     issues IDs up to TTL - Margin after its last (lost) renewal; the
+//     next owner starts after the old mark, which lies one TTL beyond the
+//     old lease: no overlap while the writes lost span less than a TTL.
+//     On a replicated Redis bound that with min-replicas-to-write 1 and
+//     min-replicas-max-lag (seconds) under the TTL: the master then
+//     refuses writes while its replicas lag more, renewals fail and
+//     generators stop. The price: after a crash, the next owner of that
+//     very number waits up to one TTL more (a clean Close lowers the mark
+//     to the last ID, so a restart after one waits for nothing).
+//
+// A renewal that finds the mark lower than the lease last wrote logs "the
+// store had lost the lease's high-water mark" and writes it back.
 //
 // PostgreSQL keeps what it committed, so a number without a row was never
 // leased and is not waited out. A database restored from a backup, or a

@@ -174,6 +174,36 @@ func acquireN(t testing.TB, p *Pool, n int) []*Lease {
 	return leases
 }
 
+// acquireNWhenFree acquires n leases at once, each retrying while every
+// number is held.
+func acquireNWhenFree(t testing.TB, p *Pool, n int, timeout time.Duration) []*Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	leases := make([]*Lease, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			for {
+				leases[i], errs[i] = p.Acquire(ctx)
+				if !errors.Is(errs[i], ErrNoFreeWorker) || ctx.Err() != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	for i, l := range leases {
+		if errs[i] != nil {
+			t.Fatalf("Acquire %d of %d: %v", i+1, n, errs[i])
+		}
+		t.Cleanup(func() { closeLease(t, l) })
+	}
+	return leases
+}
+
 // acquireWhenFree is acquire, retrying while every number is held.
 func acquireWhenFree(t testing.TB, p *Pool, timeout time.Duration) *Lease {
 	t.Helper()
@@ -257,7 +287,10 @@ func (p *proxy) serve() {
 }
 
 func (p *proxy) forward(c net.Conn) {
-	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	s, err := net.DialTimeout("tcp", target, 5*time.Second)
 	if err != nil {
 		_ = c.Close()
 		return
@@ -285,6 +318,13 @@ func (p *proxy) Cut() {
 		_ = c.Close()
 	}
 	clear(p.conns)
+}
+
+// Retarget sends new connections to another server.
+func (p *proxy) Retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
 }
 
 // Restore lets connections through again.

@@ -17,10 +17,11 @@ import (
 // A lease renews itself every Options.RenewEvery in one background
 // goroutine, which Close stops. Each renewal extends the lease to TTL
 // from when it was sent and raises the number's high-water mark in the
-// store to that same time; the generator is granted up to TTL - Margin
-// from then, so it stops, when renewals fail, Margin before the store
-// could hand the number to someone else, and never issues past the
-// persisted high-water mark, which the next owner starts after.
+// store to that time (one TTL later in Redis); the generator is granted
+// up to TTL - Margin from then, so it stops, when renewals fail, Margin
+// before the store could hand the number to someone else, and never
+// issues past the persisted high-water mark, which the next owner starts
+// after.
 //
 // When a renewal finds the lease gone from the store (it expired while
 // the store was unreachable, or the store lost it), the lease takes the
@@ -65,7 +66,7 @@ func newLease(p *Pool, worker int64, token string, start, floor int64) *Lease {
 		done:        make(chan struct{}),
 		floor:       floor,
 		until:       start + ttl - margin,
-		highWater:   start + ttl,
+		highWater:   p.reserve(start),
 		acquired:    msTime(start),
 		lastRenewal: msTime(start),
 	}
@@ -174,7 +175,7 @@ func (l *Lease) renew(start int64) bool {
 	ttl := p.opts.TTL.Milliseconds()
 	ctx, cancel := context.WithTimeout(l.ctx, p.opts.RenewEvery)
 	defer cancel()
-	r, err := p.store.renew(ctx, l.worker, l.token, ttl, start+ttl)
+	r, err := p.store.renew(ctx, l.worker, l.token, ttl, p.reserve(start))
 	if err != nil {
 		l.failed(p.wrap("renew", err))
 		return false
@@ -192,7 +193,7 @@ func (l *Lease) renew(start int64) bool {
 	// could not renew it, or the store lost it. Take it again if free.
 	t, err := p.store.take(ctx, takeRequest{
 		cands: []int64{l.worker}, token: l.token, holder: p.opts.Holder,
-		ttl: ttl, reserve: start + ttl,
+		ttl: ttl, reserve: p.reserve(start), now: start,
 	})
 	switch {
 	case err != nil:
@@ -227,7 +228,7 @@ func (l *Lease) confirmed(start, found, floor int64, retaken bool) {
 			"found", msTime(found), "persisted", msTime(l.highWater))
 	}
 	wasExpired, failures := l.expired, l.failures
-	l.highWater = max(l.highWater, start+p.opts.TTL.Milliseconds())
+	l.highWater = max(l.highWater, p.reserve(start))
 	l.until = start + p.opts.TTL.Milliseconds() - p.opts.Margin.Milliseconds()
 	l.lastRenewal = msTime(start)
 	l.renewals++

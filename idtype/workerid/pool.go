@@ -30,10 +30,12 @@ type Pool struct {
 type store interface {
 	// kind names the store in errors and logs: "redis" or "postgres".
 	kind() string
-	// trustsAbsence reports whether a number without a record was surely
-	// never used: true for a durable store, false for one that may lose
-	// data (see the package doc).
-	trustsAbsence() bool
+	// durable reports whether the store keeps every write it has
+	// acknowledged. One that may lose writes (Redis) gets two defences
+	// (see the package doc): a number without a record is waited out, and
+	// high-water marks run one TTL further ahead, so that a record that
+	// lost its latest writes still covers what its owner issued.
+	durable() bool
 	// take leases the first free number of cands (in that order) to
 	// token, and raises its high-water mark to reserve.
 	take(ctx context.Context, r takeRequest) (taken, error)
@@ -51,6 +53,7 @@ type takeRequest struct {
 	cands         []int64
 	token, holder string
 	ttl, reserve  int64
+	now           int64 // the taker's time
 }
 
 // taken is the outcome of store.take.
@@ -99,7 +102,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 		cands := append(append(make([]int64, 0, len(p.cands)), p.cands[k:]...), p.cands[:k]...)
 		t, err := p.store.take(ctx, takeRequest{
 			cands: cands, token: token, holder: p.opts.Holder,
-			ttl: p.opts.TTL.Milliseconds(), reserve: now + p.opts.TTL.Milliseconds(),
+			ttl: p.opts.TTL.Milliseconds(), reserve: p.reserve(now), now: now,
 		})
 		if err != nil {
 			return nil, p.wrap("acquire", err)
@@ -131,10 +134,21 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 // forgot has stopped.
 func (p *Pool) floor(t taken) int64 {
 	floor := t.prev
-	if !t.hadRecord && !p.store.trustsAbsence() {
+	if !t.hadRecord && !p.store.durable() {
 		floor = max(floor, p.nowMs()+p.opts.TTL.Milliseconds())
 	}
 	return floor
+}
+
+// reserve is the high-water mark a renewal (or take) sent at start (Unix
+// ms) persists: the end of the lease it extends, and one TTL more in a
+// store that may lose writes.
+func (p *Pool) reserve(start int64) int64 {
+	r := start + p.opts.TTL.Milliseconds()
+	if !p.store.durable() {
+		r += p.opts.TTL.Milliseconds()
+	}
+	return r
 }
 
 // Layout returns the layout whose worker numbers the pool leases.

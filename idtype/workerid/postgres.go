@@ -95,10 +95,10 @@ type pgStore struct {
 
 func (s *pgStore) kind() string { return "postgres" }
 
-// trustsAbsence is true: a committed row does not vanish, so a number
-// without one was never leased. (A database restored from a backup breaks
-// this; see the package doc.)
-func (s *pgStore) trustsAbsence() bool { return true }
+// durable is true: a committed row does not vanish, so a number without
+// one was never leased, and a mark is never behind what its owner issued.
+// (A database restored from a backup breaks this; see the package doc.)
+func (s *pgStore) durable() bool { return true }
 
 func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 	s.trips.Add(1)

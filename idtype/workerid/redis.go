@@ -19,8 +19,9 @@ import (
 //	<KeyPrefix>{<Namespace>}:hw         hash: number -> high-water mark (Unix ms)
 //
 // Acquire is one round trip (two the first time a server meets the
-// script): a script scans the numbers from a random start and takes a
-// free one, preferring numbers that have been used before.
+// script): a script scans the numbers from a random start and takes the
+// free one that its taker can start on soonest, preferring numbers used
+// and given back before.
 //
 // Redis can lose data; see the package doc for what a pool does about it.
 func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
@@ -36,30 +37,32 @@ func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
 	})
 }
 
-// takeScript takes a free number of a list, atomically: the first, in
-// order, that has a high-water mark no later than the taker's
-// reservation, or, when there is none, the first free one. Numbers with a
-// record are preferred because a number without one must be waited out
-// (see the package doc), and one whose mark is ahead makes the taker wait
-// for its clock to pass the mark.
+// takeScript takes a free number of a list, atomically: the one its taker
+// can start on soonest. A number with a high-water mark in the past costs
+// no wait and ends the scan; one with a mark ahead costs the time until
+// the mark; one without a record costs one TTL (see the package doc).
+// Ties go to the earlier in the list.
 //
 // KEYS[1]: the hash of high-water marks. ARGV[1]: the prefix of lease
 // keys; ARGV[2]: the token; ARGV[3]: the TTL (ms); ARGV[4]: the taker's
 // reservation (Unix ms); ARGV[5]: the numbers to try, in order, separated
-// by commas. Returns {number, previous high-water mark or ""}, or
-// {"-1", ""}.
+// by commas; ARGV[6]: the taker's time (Unix ms). Returns {number,
+// previous high-water mark or ""}, or {"-1", ""}.
 const takeScript = `
-local reserve = tonumber(ARGV[4])
-local pick, mark
+local ttl, reserve, now = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
+local pick, mark, best
 for w in string.gmatch(ARGV[5], '%d+') do
   if redis.call('EXISTS', ARGV[1] .. w) == 0 then
     local prev = redis.call('HGET', KEYS[1], w)
-    if prev and tonumber(prev) <= reserve then
-      pick, mark = w, prev
-      break
+    local cost = ttl
+    if prev then
+      cost = math.max(tonumber(prev) - now, 0)
     end
-    if not pick then
-      pick, mark = w, prev
+    if not best or cost < best then
+      pick, mark, best = w, prev, cost
+      if cost == 0 then
+        break
+      end
     end
   end
 end
@@ -115,8 +118,8 @@ type redisStore struct {
 	releaseSc       *redis.Script
 }
 
-func (s *redisStore) kind() string        { return "redis" }
-func (s *redisStore) trustsAbsence() bool { return false }
+func (s *redisStore) kind() string  { return "redis" }
+func (s *redisStore) durable() bool { return false }
 
 // run runs a script by its hash, sending its source only when the server
 // does not know it yet.
@@ -164,7 +167,7 @@ func (s *redisStore) take(ctx context.Context, r takeRequest) (taken, error) {
 		}
 		cands = strconv.AppendInt(cands, w, 10)
 	}
-	v, err := s.run(ctx, s.takeSc, []string{s.hw}, s.base, r.token, r.ttl, r.reserve, cands)
+	v, err := s.run(ctx, s.takeSc, []string{s.hw}, s.base, r.token, r.ttl, r.reserve, cands, r.now)
 	if err != nil {
 		return taken{}, err
 	}

@@ -62,7 +62,8 @@ type Status struct {
 	// NotBefore is the high-water mark of the number's previous owners:
 	// no ID of this lease is at or before it.
 	NotBefore time.Time
-	// HighWater is the high-water mark the lease has last persisted.
+	// HighWater is the high-water mark the lease has last persisted: the
+	// end of the lease (one TTL more in Redis).
 	HighWater time.Time
 	// LastIssued is the time of the generator's last ID when the lease
 	// last heard from it (at each grant), or NotBefore.
