@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -54,7 +55,10 @@ type App struct {
 	gen       *idtype.Generator
 	tokens    *tokens.Manager
 	argon     Argon2Params
-	dummyHash string          // checked against when an email is unknown, so timing does not tell
+	dummyHash string // checked against when an email is unknown, so timing does not tell
+	// hashSlots bounds the password hashes computed at once: each takes
+	// Argon2Params.Memory, so a burst of logins cannot exhaust memory.
+	hashSlots chan struct{}
 	leaseDone <-chan struct{} // of the worker lease; nil with a fixed worker
 	closers   []func(context.Context) error
 	handler   http.Handler
@@ -67,7 +71,7 @@ var ErrConfig = errors.New("invalid server configuration")
 // applies the migrations and builds the App. Its first log line says
 // which database and Redis it uses. On error nothing is left open.
 func Open(ctx context.Context, cfg Config) (_ *App, err error) {
-	a := &App{log: cfg.Logger, argon: cfg.Argon2}
+	a := &App{log: cfg.Logger, argon: cfg.Argon2, hashSlots: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))}
 	if a.log == nil {
 		a.log = slog.Default()
 	}

@@ -141,7 +141,11 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := in.check(); e != nil {
 		return e
 	}
-	hash, err := hashPassword(in.Password, a.argon)
+	var hash string
+	err := a.withHashSlot(r.Context(), func() (err error) {
+		hash, err = hashPassword(in.Password, a.argon)
+		return err
+	})
 	if err != nil {
 		return a.internal(r.Context(), "signup: hash password", err)
 	}
@@ -178,7 +182,11 @@ func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
 	case err != nil:
 		return a.internal(r.Context(), "login: find user", err)
 	}
-	ok, err := checkPassword(in.Password, hash)
+	var ok bool
+	err = a.withHashSlot(r.Context(), func() (err error) {
+		ok, err = checkPassword(in.Password, hash)
+		return err
+	})
 	if err != nil {
 		return a.internal(r.Context(), "login: check password", err)
 	}
