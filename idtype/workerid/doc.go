@@ -82,9 +82,10 @@
 //     old lease key, which may expire while its owner, cut off, still
 //     issues IDs up to TTL - Margin after its last (lost) renewal; the
 //     next owner starts after the old mark, which lies one TTL beyond the
-//     old lease: no overlap while the writes lost span less than a TTL.
-//     On a replicated Redis bound that with min-replicas-to-write 1 and
-//     min-replicas-max-lag (seconds) under the TTL: the master then
+//     old lease: no overlap while the writes lost span less than TTL +
+//     Margin - RenewEvery (8.6 s with the defaults). On a replicated
+//     Redis bound that with min-replicas-to-write 1 and
+//     min-replicas-max-lag (seconds) well under it: the master then
 //     refuses writes while its replicas lag more, renewals fail and
 //     generators stop. The price: after a crash, the next owner of that
 //     very number waits up to one TTL more (a clean Close lowers the mark
