@@ -14,15 +14,18 @@ import (
 const cacheShards = 64
 
 // cache holds validated sessions for at most ttl after Redis vouched for
-// them. Entries are keyed by session ID and hold the full SHA-256 of the
-// secret, so a hit still proves the caller holds the secret; the cache
-// never holds a secret. It bounds its size by evicting on insert and runs
-// no goroutine. Its methods are safe on a nil *cache, which caches
-// nothing.
+// them. Entries are keyed by session ID and hold the token's other fields,
+// its secret only as the full SHA-256, so a hit still proves the caller
+// holds the secret, and the cache never holds a secret. It bounds its size
+// by evicting on insert and runs no goroutine. Its methods are safe on a
+// nil *cache, which caches nothing.
 type cache struct {
 	ttl      time.Duration
 	perShard int
-	shards   [cacheShards]cacheShard
+	// base anchors the entries' deadlines, kept as monotonic nanoseconds
+	// since base: a hit reads the monotonic clock only.
+	base   time.Time
+	shards [cacheShards]cacheShard
 }
 
 type cacheShard struct {
@@ -33,14 +36,17 @@ type cacheShard struct {
 
 type cacheEntry struct {
 	digest [sha256.Size]byte
-	// vouched is when Redis last vouched for the session (read before the
-	// request went out), with its monotonic reading.
-	vouched time.Time
-	s       Session
+	tag    uint16
+	sum    uint32
+	// until is when the entry stops being served, in ns since the
+	// cache's base: ttl after Redis vouched for the session, or when the
+	// session expires, whichever is first.
+	until int64
+	s     Session
 }
 
 func newCache(ttl time.Duration, size int) *cache {
-	c := &cache{ttl: ttl, perShard: max(1, (size+cacheShards-1)/cacheShards)}
+	c := &cache{ttl: ttl, perShard: max(1, (size+cacheShards-1)/cacheShards), base: time.Now()}
 	for i := range c.shards {
 		c.shards[i].m = make(map[idtype.ID]*cacheEntry)
 	}
@@ -53,45 +59,56 @@ func (c *cache) shard(sid idtype.ID) *cacheShard {
 	return &c.shards[(uint64(sid)*0x9e3779b97f4a7c15)>>58]
 }
 
-// get returns the cached session if the digest matches, the entry is
-// younger than ttl and the session has not expired by now.
-func (c *cache) get(sid idtype.ID, digest *[sha256.Size]byte, now time.Time) (Session, bool) {
+// get returns the cached session of a token whose fields were parsed but
+// whose checksum was not checked: every field must equal the cached
+// token's, the checksum included, and the entry must be within its
+// deadline.
+func (c *cache) get(t *token, sum uint32, digest *[sha256.Size]byte) (Session, bool) {
 	if c == nil {
 		return Session{}, false
 	}
-	sh := c.shard(sid)
+	sh := c.shard(t.session)
 	sh.mu.RLock()
-	e := sh.m[sid]
+	e := sh.m[t.session]
 	sh.mu.RUnlock()
-	if e == nil || subtle.ConstantTimeCompare(e.digest[:], digest[:]) != 1 ||
-		now.Sub(e.vouched) >= c.ttl || !now.Before(e.s.ExpiresAt) {
+	if e == nil || e.tag != t.tag || e.sum != sum ||
+		subtle.ConstantTimeCompare(e.digest[:], digest[:]) != 1 ||
+		int64(time.Since(c.base)) >= e.until {
 		return Session{}, false
 	}
 	return e.s, true
 }
 
-// put caches a session that Redis vouched for at the time vouched.
-func (c *cache) put(sid idtype.ID, digest *[sha256.Size]byte, s Session, vouched time.Time) {
+// put caches the session of a fully checked token, which Redis vouched for
+// at the time vouched (read before the request went out).
+func (c *cache) put(t *token, sum uint32, digest *[sha256.Size]byte, s Session, vouched time.Time) {
 	if c == nil {
 		return
 	}
-	e := &cacheEntry{digest: *digest, vouched: vouched, s: s}
-	sh := c.shard(sid)
+	at := int64(vouched.Sub(c.base))
+	e := &cacheEntry{
+		digest: *digest,
+		tag:    t.tag,
+		sum:    sum,
+		until:  at + int64(min(c.ttl, s.ExpiresAt.Sub(vouched))),
+		s:      s,
+	}
+	sh := c.shard(t.session)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, ok := sh.m[sid]; !ok && len(sh.m) >= c.perShard {
-		c.evict(sh, vouched)
+	if _, ok := sh.m[t.session]; !ok && len(sh.m) >= c.perShard {
+		c.evict(sh, int64(time.Since(c.base)))
 	}
-	sh.m[sid] = e
+	sh.m[t.session] = e
 }
 
 // evict makes room in a full shard: it drops every stale entry, or, if
 // none is, an arbitrary eighth of the shard, so that a full scan happens
 // at most once per perShard/8 puts.
-func (c *cache) evict(sh *cacheShard, now time.Time) {
+func (c *cache) evict(sh *cacheShard, now int64) {
 	n := len(sh.m)
 	for sid, e := range sh.m {
-		if now.Sub(e.vouched) >= c.ttl || !now.Before(e.s.ExpiresAt) {
+		if now >= e.until {
 			delete(sh.m, sid)
 		}
 	}

@@ -363,7 +363,7 @@ func TestCacheBound(t *testing.T) {
 	now := time.Now()
 	var d [32]byte
 	for i := range 10000 {
-		c.put(idtype.ID(i+1), &d, Session{ExpiresAt: now.Add(time.Hour)}, now)
+		c.put(&token{session: idtype.ID(i + 1)}, 7, &d, Session{ExpiresAt: now.Add(time.Hour)}, now)
 	}
 	n := 0
 	for i := range c.shards {
@@ -372,16 +372,37 @@ func TestCacheBound(t *testing.T) {
 	if n > 128+cacheShards {
 		t.Errorf("cache of size 128 holds %d entries", n)
 	}
-	if _, ok := c.get(10000, &d, now); !ok {
+	newest := &token{session: 10000}
+	if _, ok := c.get(newest, 7, &d); !ok {
 		t.Error("the newest entry was evicted")
 	}
-	if _, ok := c.get(10000, &d, now.Add(time.Minute)); ok {
+	for _, tc := range []struct {
+		name string
+		t    token
+		sum  uint32
+		d    [32]byte
+	}{
+		{"other tag", token{session: 10000, tag: 1}, 7, d},
+		{"other checksum", token{session: 10000}, 8, d},
+		{"other digest", token{session: 10000}, 7, [32]byte{1}},
+	} {
+		if _, ok := c.get(&tc.t, tc.sum, &tc.d); ok {
+			t.Errorf("%s: served", tc.name)
+		}
+	}
+	// An entry is not served past the session's expiry, nor past the TTL.
+	c.put(&token{session: 20000}, 7, &d, Session{ExpiresAt: now.Add(-time.Second)}, now)
+	if _, ok := c.get(&token{session: 20000}, 7, &d); ok {
+		t.Error("an expired session was served")
+	}
+	c.put(&token{session: 20001}, 7, &d, Session{ExpiresAt: now.Add(time.Hour)}, now.Add(-time.Minute))
+	if _, ok := c.get(&token{session: 20001}, 7, &d); ok {
 		t.Error("an entry older than the TTL was served")
 	}
 	var nilCache *cache
-	nilCache.put(1, &d, Session{}, now)
+	nilCache.put(newest, 7, &d, Session{}, now)
 	nilCache.delete(1)
-	if _, ok := nilCache.get(1, &d, now); ok {
+	if _, ok := nilCache.get(newest, 7, &d); ok {
 		t.Error("a nil cache served an entry")
 	}
 }

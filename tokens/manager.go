@@ -135,19 +135,26 @@ func (m *Manager) newToken(userID idtype.ID, meta Metadata) (token, record, erro
 // at least Options.RefreshInterval old. With Options.CacheTTL set, a
 // session validated within CacheTTL is served from memory.
 func (m *Manager) Validate(ctx context.Context, token string) (Session, error) {
-	t, ok := parseToken(m.opts.TokenPrefix, token)
+	t, sum, ok := parseFields(m.opts.TokenPrefix, token)
 	if !ok {
 		return Session{}, ErrInvalidToken
 	}
-	digest := sha256.Sum256(t.secret[:])
-	// Read the clock before Redis answers: the cache's bound on staleness
-	// runs from a moment no later than Redis's answer.
-	now := time.Now()
+	var digest [sha256.Size]byte
 	if m.cache != nil {
-		if s, ok := m.cache.get(t.session, &digest, now); ok {
+		digest = sha256.Sum256(t.secret[:])
+		if s, ok := m.cache.get(&t, sum, &digest); ok {
 			return s, nil
 		}
 	}
+	if !sumOK(token, sum) {
+		return Session{}, ErrInvalidToken
+	}
+	if m.cache == nil {
+		digest = sha256.Sum256(t.secret[:])
+	}
+	// Read the clock before Redis answers: the cache's bound on staleness
+	// runs from a moment no later than Redis's answer.
+	now := time.Now()
 	s, _, err := m.load(ctx, &t, &digest, now)
 	if err != nil {
 		return Session{}, err
@@ -157,9 +164,7 @@ func (m *Manager) Validate(ctx context.Context, token string) (Session, error) {
 			return Session{}, err
 		}
 	}
-	if m.cache != nil {
-		m.cache.put(t.session, &digest, s, now)
-	}
+	m.cache.put(&t, sum, &digest, s, now)
 	return s, nil
 }
 
