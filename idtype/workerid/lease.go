@@ -173,7 +173,9 @@ func (l *Lease) isEnded() bool {
 func (l *Lease) renew(start int64) bool {
 	p := l.pool
 	ttl := p.opts.TTL.Milliseconds()
-	ctx, cancel := context.WithTimeout(l.ctx, p.opts.RenewEvery)
+	// A renewal that takes longer than RenewEvery still extends the
+	// lease; one that takes half of what a lease lasts is given up.
+	ctx, cancel := context.WithTimeout(l.ctx, max(p.opts.RenewEvery, (p.opts.TTL-p.opts.Margin)/2))
 	defer cancel()
 	r, err := p.store.renew(ctx, l.worker, l.token, ttl, p.reserve(start))
 	if err != nil {

@@ -23,6 +23,7 @@ type Pool struct {
 	opts  Options
 	cands []int64      // the numbers a lease may take, in order
 	trips atomic.Int64 // requests sent to the store, for benchmarks
+	takes atomic.Int64 // store.take calls by Acquire, for tests
 }
 
 // store is what a Pool needs of Redis or PostgreSQL. Times are Unix
@@ -100,6 +101,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 		now := p.nowMs()
 		k := rand.IntN(len(p.cands))
 		cands := append(append(make([]int64, 0, len(p.cands)), p.cands[k:]...), p.cands[:k]...)
+		p.takes.Add(1)
 		t, err := p.store.take(ctx, takeRequest{
 			cands: cands, token: token, holder: p.opts.Holder,
 			ttl: p.opts.TTL.Milliseconds(), reserve: p.reserve(now), now: now,
@@ -121,6 +123,13 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RenewEvery)
 			_ = l.Close(cctx)
 			cancel()
+			if errors.Is(err, ErrTaken) && ctx.Err() == nil {
+				// The store was too slow to keep the number even until
+				// Acquire could return it: start over with another.
+				races = 0
+				token = p.opts.Holder + "/" + randomHex(8)
+				continue
+			}
 			return nil, err
 		}
 		l.log.Debug("workerid: lease ready", "waited", time.Since(start))
