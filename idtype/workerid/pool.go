@@ -88,7 +88,9 @@ const maxRaces = 16
 // returns once a generator on the lease may issue IDs: when the clock has
 // passed the number's high-water mark (set by its previous owners, or,
 // for a number Redis has no record of, one TTL from now; see the package
-// doc). The lease renews itself in the background until Close.
+// doc). The lease renews itself in the background until Close. Should
+// the store be so slow that the number lapses before it is ready, Acquire
+// starts over with another.
 //
 // The error wraps ErrNoFreeWorker when every number is held;
 // idtype.ErrClockBehind when the clock would have to pass the high-water
