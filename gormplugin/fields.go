@@ -21,6 +21,10 @@ const tagName = "SNOWFLAKE"
 type plan struct {
 	// fields are the fields to fill, in the order of the model.
 	fields []*schema.Field
+	// offs are the fields' offsets in the model when fillDirect can
+	// find them by address (direct); see directOffsets.
+	offs   []uintptr
+	direct bool
 	// err, when set, fails every create of the model: a tagged field of
 	// the wrong type.
 	err error
@@ -61,6 +65,7 @@ func newPlan(s *schema.Schema, onlyTagged bool) *plan {
 		}
 		p.fields = append(p.fields, f)
 	}
+	p.offs, p.direct = directOffsets(p.fields)
 	return p
 }
 
