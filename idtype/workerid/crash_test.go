@@ -193,6 +193,7 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 20 processes")
 	}
+	t.Parallel() // slow, and mostly waiting: overlap with the rest
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
