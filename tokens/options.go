@@ -10,13 +10,20 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	DefaultKeyPrefix        = "tok:"
-	DefaultTokenPrefix      = "snk"
-	DefaultIdleTimeout      = 7 * 24 * time.Hour
+	// DefaultKeyPrefix is the default Options.KeyPrefix.
+	DefaultKeyPrefix = "tok:"
+	// DefaultTokenPrefix is the default Options.TokenPrefix.
+	DefaultTokenPrefix = "snk"
+	// DefaultIdleTimeout is the default Options.IdleTimeout.
+	DefaultIdleTimeout = 7 * 24 * time.Hour
+	// DefaultAbsoluteLifetime is the default Options.AbsoluteLifetime.
 	DefaultAbsoluteLifetime = 30 * 24 * time.Hour
-	DefaultMaxSessions      = 100
-	DefaultCacheSize        = 10000
-	DefaultRealm            = "api"
+	// DefaultMaxSessions is the default Options.MaxSessions.
+	DefaultMaxSessions = 100
+	// DefaultCacheSize is the default Options.CacheSize.
+	DefaultCacheSize = 10000
+	// DefaultRealm is the default Options.Realm.
+	DefaultRealm = "api"
 )
 
 // MaxAbsoluteLifetime is the longest Options.AbsoluteLifetime: the stored
