@@ -39,13 +39,15 @@ func (p *Plugin) assign(db *gorm.DB) {
 
 	// Most models keep their keys as plain int64-kind fields of the
 	// struct itself: those are found by offset, without reflection per row.
-	if rows, ok := rowsOf(stmt.ReflectValue, stmt.Schema.ModelType); direct && ok {
-		if n, err := fillDirect(rows, offs, p.src); err != nil {
-			db.AddError(generateError(stmt.Schema, fields, n, err))
+	if direct {
+		if rows, ok := rowsOf(stmt.ReflectValue, stmt.Schema.ModelType); ok {
+			if n, err := fillDirect(rows, offs, p.src); err != nil {
+				db.AddError(generateError(stmt.Schema, fields, n, err))
+				return
+			}
+			p.upsertReturning(stmt, fields)
 			return
 		}
-		p.upsertReturning(stmt, fields)
-		return
 	}
 
 	slots, err := collect(stmt, fields)
