@@ -220,8 +220,22 @@ func TestRevokeAllVsIssue(t *testing.T) {
 			})
 		}
 		var begins []time.Time
+		seen := 0
 		for range 3 {
-			time.Sleep(20 * time.Millisecond)
+			// Let some sessions be issued first: wait for new ones rather
+			// than a fixed time, which a loaded machine may not honour.
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				mu.Lock()
+				n := len(all)
+				mu.Unlock()
+				if n > seen || time.Now().After(deadline) {
+					seen = n
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(5 * time.Millisecond)
 			begins = append(begins, time.Now())
 			if _, err := m.RevokeAll(ctx, user); err != nil {
 				t.Fatal(err)
