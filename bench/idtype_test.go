@@ -139,3 +139,72 @@ func BenchmarkNextN(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/id")
 	})
 }
+
+// BenchmarkPaired times snowkey and bwmarrin inside every op, in turns and
+// in alternating order, and reports the ratio of their times (snowkey /
+// bwmarrin, lower is better for snowkey). On a noisy machine a ratio of
+// two separate benchmarks swings with whatever else runs; a paired one
+// sees the same noise on both sides.
+func BenchmarkPaired(b *testing.B) {
+	const chunk = 2048
+	b.Run("next-wide", func(b *testing.B) {
+		g := snowkeyGen(b, idtype.Config{Worker: 1, Layout: wideLayout})
+		n := bwmarrinNode(b, wideLayout)
+		ours := func() {
+			for range chunk {
+				if _, err := g.Next(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		theirs := func() {
+			for range chunk {
+				n.Generate()
+			}
+		}
+		pairedRatio(b, ours, theirs, chunk)
+	})
+	b.Run("nextn-1000-wide", func(b *testing.B) {
+		g := snowkeyGen(b, idtype.Config{Worker: 1, Layout: wideLayout})
+		n := bwmarrinNode(b, wideLayout)
+		dst := make([]idtype.ID, 1000)
+		their := make([]snowflake.ID, 1000)
+		ours := func() {
+			if err := g.NextN(dst); err != nil {
+				b.Fatal(err)
+			}
+		}
+		theirs := func() {
+			for i := range their {
+				their[i] = n.Generate()
+			}
+		}
+		pairedRatio(b, ours, theirs, 1000)
+	})
+}
+
+// pairedRatio runs ours and theirs once per op, in alternating order, and
+// reports ns per ID of each and their ratio.
+func pairedRatio(b *testing.B, ours, theirs func(), ids int) {
+	var tOurs, tTheirs time.Duration
+	i := 0
+	for b.Loop() {
+		first, second := ours, theirs
+		tFirst, tSecond := &tOurs, &tTheirs
+		if i%2 == 1 {
+			first, second = theirs, ours
+			tFirst, tSecond = &tTheirs, &tOurs
+		}
+		start := time.Now()
+		first()
+		mid := time.Now()
+		second()
+		*tFirst += mid.Sub(start)
+		*tSecond += time.Since(mid)
+		i++
+	}
+	per := float64(b.N * ids)
+	b.ReportMetric(float64(tOurs.Nanoseconds())/per, "snowkey-ns/id")
+	b.ReportMetric(float64(tTheirs.Nanoseconds())/per, "bwmarrin-ns/id")
+	b.ReportMetric(float64(tOurs)/float64(tTheirs), "ratio")
+}
