@@ -167,21 +167,16 @@ func (l Layout) compose(ms, worker, seq int64) ID {
 //
 // Times before the epoch give 0 and times past MaxTime give MaxID, so the
 // bounds stay usable at both ends.
-func (l Layout) FirstID(t time.Time) ID {
-	ms := t.UnixMilli() - l.epochMs()
-	switch {
-	case ms < 0:
-		return 0
-	case ms > l.maxTimeField():
-		return MaxID
-	}
-	return l.compose(ms, 0, 0)
-}
+func (l Layout) FirstID(t time.Time) ID { return l.clamped(t, 0, 0) }
 
 // LastID returns the largest ID any worker can issue in the millisecond of
 // t, for inclusive upper bounds (WHERE id <= layout.LastID(to)). Times
 // before the epoch give 0 and times past MaxTime give MaxID.
-func (l Layout) LastID(t time.Time) ID {
+func (l Layout) LastID(t time.Time) ID { return l.clamped(t, l.MaxWorker(), l.MaxSequence()) }
+
+// clamped composes an ID in the millisecond of t, giving 0 before the
+// epoch and MaxID past MaxTime.
+func (l Layout) clamped(t time.Time, worker, seq int64) ID {
 	ms := t.UnixMilli() - l.epochMs()
 	switch {
 	case ms < 0:
@@ -189,5 +184,5 @@ func (l Layout) LastID(t time.Time) ID {
 	case ms > l.maxTimeField():
 		return MaxID
 	}
-	return l.compose(ms, l.MaxWorker(), l.MaxSequence())
+	return l.compose(ms, worker, seq)
 }
