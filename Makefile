@@ -18,7 +18,7 @@ fuzz:
 # The example backend (examples/, a module of its own) on embedded
 # defaults, or on PostgreSQL and Redis with DATABASE_URL and REDIS_URL set.
 run:
-	go -C examples run ./server
+	GOWORK=off go -C examples run ./server
 
 fmt:
 	bash scripts/lib.sh fmt_all

@@ -4,6 +4,11 @@
 # Sourced:  source scripts/lib.sh   (from the repository root)
 # Run:      bash scripts/lib.sh FUNCTION   (for example: gofmt_check, vet_all, fmt_all)
 
+# The scripts build and test each module with exactly the versions its own
+# go.mod selects; go.work exists only so that `go run ./examples/server`
+# works from the root.
+export GOWORK=off
+
 # Every Go module of the repository, one directory a line, "." first: any
 # folder with its own go.mod, such as bench/ or an example.
 go_modules() {
