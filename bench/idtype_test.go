@@ -6,6 +6,7 @@ import (
 
 	"github.com/bwmarrin/snowflake"
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/benchpair"
 )
 
 // wideLayout is a layout whose sequence is not the limit: 2,097,152 IDs per
@@ -183,26 +184,10 @@ func BenchmarkPaired(b *testing.B) {
 	})
 }
 
-// pairedRatio runs ours and theirs once per op, in alternating order, and
-// reports ns per ID of each and their ratio.
+// pairedRatio runs ours and theirs once per op and reports ns per ID of
+// each and their ratio.
 func pairedRatio(b *testing.B, ours, theirs func(), ids int) {
-	var tOurs, tTheirs time.Duration
-	i := 0
-	for b.Loop() {
-		first, second := ours, theirs
-		tFirst, tSecond := &tOurs, &tTheirs
-		if i%2 == 1 {
-			first, second = theirs, ours
-			tFirst, tSecond = &tTheirs, &tOurs
-		}
-		start := time.Now()
-		first()
-		mid := time.Now()
-		second()
-		*tFirst += mid.Sub(start)
-		*tSecond += time.Since(mid)
-		i++
-	}
+	tOurs, tTheirs := benchpair.Times(b, ours, theirs)
 	per := float64(b.N * ids)
 	b.ReportMetric(float64(tOurs.Nanoseconds())/per, "snowkey-ns/id")
 	b.ReportMetric(float64(tTheirs.Nanoseconds())/per, "bwmarrin-ns/id")

@@ -3,11 +3,11 @@ package sqltype_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/benchpair"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/sqltype"
 )
@@ -74,24 +74,10 @@ func BenchmarkPgxScanRows(b *testing.B) {
 	})
 }
 
-// paired runs x and y once each per op, alternating which goes first, and
-// reports the ratio of the time spent in x to the time spent in y.
+// paired reports the ratio of the time spent in x to the time spent in y,
+// both run in every op.
 func paired(b *testing.B, x, y func(), unit string) {
-	var tx, ty time.Duration
-	op := 0
-	for b.Loop() {
-		for k := range 2 {
-			start := time.Now()
-			if (op+k)%2 == 0 {
-				x()
-				tx += time.Since(start)
-			} else {
-				y()
-				ty += time.Since(start)
-			}
-		}
-		op++
-	}
+	tx, ty := benchpair.Times(b, x, y)
 	b.ReportMetric(tx.Seconds()/ty.Seconds(), unit)
 }
 

@@ -1,0 +1,23 @@
+package benchpair
+
+import (
+	"testing"
+	"time"
+)
+
+func TestTimes(t *testing.T) {
+	var nx, ny int
+	res := testing.Benchmark(func(b *testing.B) {
+		tx, ty := Times(b, func() { nx++; time.Sleep(2 * time.Millisecond) }, func() { ny++ })
+		b.ReportMetric(float64(tx)/float64(ty), "ratio")
+		if tx < time.Duration(b.N)*2*time.Millisecond {
+			b.Errorf("x took %v in %d ops; it sleeps 2ms each", tx, b.N)
+		}
+	})
+	if nx != ny || nx == 0 {
+		t.Errorf("x ran %d times and y %d; want the same, above zero", nx, ny)
+	}
+	if r := res.Extra["ratio"]; r <= 1 {
+		t.Errorf("ratio of a 2ms sleep to nothing = %v; want above 1", r)
+	}
+}
