@@ -204,7 +204,7 @@ func NewGenerator(cfg Config) (*Generator, error) {
 		}
 		floor = max(floor, -1)
 	}
-	if now := (g.clock.UnixNano() - g.epochNs) / int64(time.Millisecond); now > g.maxTime {
+	if now, _ := g.now(); now > g.maxTime {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, g.exhausted(now))
 	}
 	g.initState = floor<<g.seqBits | g.seqMask
