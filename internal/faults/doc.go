@@ -67,8 +67,8 @@
 //				}
 //			}
 //		}
-//		row.Runs = faults.Repeat(t, budget/2, 1, scenario(false))
-//		row.ControlRuns = faults.Repeat(t, budget/2, 1, scenario(true))
+//		row.Runs = faults.Repeat(t, "on", budget/2, 1, scenario(false))
+//		row.ControlRuns = faults.Repeat(t, "off", budget/2, 1, scenario(true))
 //		row.Seconds = time.Since(start).Seconds()
 //		faults.Report(t, row)
 //	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -122,7 +123,7 @@ func TestRepeat(t *testing.T) {
 	t.Setenv(EnvSeed, "99")
 	draws := func() []uint64 {
 		var got []uint64
-		n := Repeat(t, 0, 3, func(t *testing.T, rng *rand.Rand) { got = append(got, rng.Uint64()) })
+		n := Repeat(t, "on", 0, 3, func(t *testing.T, rng *rand.Rand) { got = append(got, rng.Uint64()) })
 		if n != 3 {
 			t.Errorf("Repeat ran %d times, want 3", n)
 		}
@@ -140,7 +141,7 @@ func TestRepeat(t *testing.T) {
 	}
 
 	start := time.Now()
-	n := Repeat(t, 100*time.Millisecond, 1, func(t *testing.T, rng *rand.Rand) { time.Sleep(20 * time.Millisecond) })
+	n := Repeat(t, "off", 100*time.Millisecond, 1, func(t *testing.T, rng *rand.Rand) { time.Sleep(20 * time.Millisecond) })
 	if took := time.Since(start); n < 2 || took < 100*time.Millisecond {
 		t.Errorf("budget 100ms: %d runs in %v", n, took)
 	}
@@ -149,6 +150,7 @@ func TestRepeat(t *testing.T) {
 func TestReport(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chaos.jsonl")
 	t.Setenv(EnvReport, path)
+	t.Setenv(EnvSeed, "")
 	good := Row{Package: "p", Fault: "lost reply", Runs: 3, IDs: 1000, Violations: 0, ControlRuns: 2,
 		ControlViolations: 7, Seed: 5, Seconds: 1.5}
 	rows := []struct {
@@ -184,5 +186,44 @@ func TestReport(t *testing.T) {
 	}
 	if len(lines) != 4 || !reflect.DeepEqual(lines[0], good) {
 		t.Errorf("report file holds %+v", lines)
+	}
+
+	// A replay checks violations only.
+	t.Setenv(EnvSeed, "1")
+	for _, tt := range rows[1:] {
+		r := &recorder{TB: t}
+		Report(r, tt.row)
+		if got := strings.Join(r.errs, "\n"); (tt.row.Violations > 0) != (got != "") {
+			t.Errorf("replay, %s: errors %q", tt.row.Fault, got)
+		}
+	}
+}
+
+// TestRepeatFiltered: when -run picks one run, Repeat runs it and stops,
+// instead of spinning through the budget. The test runs itself again
+// with such a -run.
+func TestRepeatFiltered(t *testing.T) {
+	if os.Getenv("FAULTS_TEST_FILTERED") != "" {
+		var ran []string
+		n := Repeat(t, "on", 3*time.Second, 1, func(t *testing.T, _ *rand.Rand) { ran = append(ran, t.Name()) })
+		t.Logf("Repeat returned %d after %v", n, ran)
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cmd := exec.Command(self, "-test.run=^TestRepeatFiltered$/^on2$", "-test.v")
+	cmd.Env = append(os.Environ(), "FAULTS_TEST_FILTERED=1", EnvSeed+"=5")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("a filtered Repeat took %v of its 3s budget", took)
+	}
+	if !strings.Contains(string(out), "Repeat returned 1 after [TestRepeatFiltered/on2]") {
+		t.Errorf("output:\n%s", out)
 	}
 }
