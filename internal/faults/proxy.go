@@ -181,7 +181,10 @@ func (p *Proxy) Restore() {
 // connection open, and accepts new connections without moving their
 // bytes either: a network partition without resets, which clients only
 // notice by their own timeouts. Thaw resumes every connection where it
-// stopped, delivering what was held back.
+// stopped, delivering what was held back. The server's own timeouts still
+// run: PostgreSQL closes a connection made while frozen once its
+// authentication_timeout (1 minute) passes without a startup message, and
+// a Redis replica drops its link after repl-timeout (60 s).
 func (p *Proxy) Freeze() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
