@@ -38,6 +38,8 @@ type Violation struct {
 	t0 time.Time
 }
 
+// String says which rule broke and how, then lists the operations
+// involved, one a line, with times relative to the history's start.
 func (v Violation) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s", v.Rule, v.Why)

@@ -29,6 +29,7 @@ const (
 	Rotate
 )
 
+// String returns the operation's name, such as "RevokeAll".
 func (k OpKind) String() string {
 	switch k {
 	case Issue:
@@ -66,6 +67,7 @@ const (
 	OtherError
 )
 
+// String returns the outcome in lower case, such as "unavailable".
 func (o Outcome) String() string {
 	switch o {
 	case Pending:

@@ -60,6 +60,7 @@ type Dup struct {
 	Sources []string
 }
 
+// String names the ID and every source that issued it.
 func (d Dup) String() string {
 	return fmt.Sprintf("ID %d issued %d times: %v", d.ID, len(d.Sources), d.Sources)
 }
