@@ -17,4 +17,10 @@ var (
 	// cannot write to: a struct or array passed to Create by value. Pass a
 	// pointer, as GORM's own documentation does.
 	ErrNotAddressable = errors.New("gormplugin: cannot set the key of a value passed by value")
+	// ErrKeyValue means a map given to Create holds, under the name of a
+	// field the plugin fills, a value that is not an ID: text that is not a
+	// plain decimal ("12x", "-5", " 12"), a negative number, a float, a
+	// bool. The error also wraps the *idtype.Error that says why (match
+	// idtype.ErrSyntax, idtype.ErrNegative and so on).
+	ErrKeyValue = errors.New("gormplugin: map value is not an ID")
 )
