@@ -49,6 +49,17 @@
 // its IDs, keys and tagged fields of every row, with one Source.NextN
 // call, in row order, so a batch's keys increase along the slice.
 //
+// In a map, a key counts as unassigned in every spelling of zero: nil, a
+// nil pointer or a pointer to 0 (filled through the pointer), 0 of any
+// integer or float type, "", "0", json.Number("0"), and a driver.Valuer of
+// one of these (sqltype.NullID{}, sql.NullInt64{}). A key spelled as text
+// ("123", json.Number) is read strictly, as idtype.Parse reads it, and the
+// map then holds it as the field's type. A value that is no ID (junk text,
+// a sign, spaces, a negative number, a non-zero float such as a number
+// decoded from JSON into a map[string]any, a bool) fails the create with
+// ErrKeyValue, before anything is written: PostgreSQL would cast " 12" or
+// 1.5 into a key. An SQL expression (gorm.Expr) is left to the database.
+//
 // A Source error fails the create before anything is written, with an
 // error wrapping ErrGenerate and the Source's own error.
 //
