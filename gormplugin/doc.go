@@ -60,8 +60,29 @@
 // ErrKeyValue, before anything is written: PostgreSQL would cast " 12" or
 // 1.5 into a key. An SQL expression (gorm.Expr) is left to the database.
 //
-// A Source error fails the create before anything is written, with an
-// error wrapping ErrGenerate and the Source's own error.
+// # When the Source fails
+//
+// A Source error fails the statement that needed the IDs before that
+// statement writes anything, with an error wrapping ErrGenerate and the
+// Source's own error, and the rows of that statement keep their zero keys
+// (IDs are set only after NextN succeeded for all of them).
+//
+// One call to GORM may run several statements: CreateInBatches runs one
+// per batch, and a create with associations one per association. When the
+// Source fails in a later statement, what the earlier ones wrote is
+// GORM's business:
+//
+//   - In a transaction (GORM's default: CreateInBatches of more than one
+//     batch, and a create with associations, run in one), every row is
+//     rolled back. The structs of the earlier statements keep the keys the
+//     plugin gave them, which no row has; the failing statement's and the
+//     later ones' keys are zero. Creating the same slice again inserts
+//     every row, the earlier ones with the keys they hold.
+//   - With SkipDefaultTransaction, the earlier batches are committed, and
+//     their structs hold their rows' keys; the failing batch and the later
+//     ones have zero keys and no rows. Create the rest again, from the
+//     first struct with a zero key; creating the whole slice again fails on
+//     the rows that exist.
 //
 // # Upserts
 //

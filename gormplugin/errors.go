@@ -4,7 +4,9 @@ import "errors"
 
 // Errors a create fails with when the plugin cannot give it its keys. Each
 // is wrapped with detail that names the model and field; match with
-// errors.Is. The create writes nothing.
+// errors.Is. The statement that fails writes nothing and its keys stay
+// zero; the package documentation says what earlier statements of the same
+// call (earlier batches of CreateInBatches) leave.
 var (
 	// ErrGenerate means the Source failed to issue the IDs the create
 	// needed. The error also wraps the Source's own error, such as
