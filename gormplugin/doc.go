@@ -86,11 +86,22 @@
 //
 // # Upserts
 //
-// With ON CONFLICT ... DO UPDATE, a row that already existed keeps its key;
-// the struct is given a new one before the insert. When the conflict
-// target does not include the key, the plugin adds the key to the
-// statement's RETURNING clause, and GORM scans the row's real key back into
-// the struct. With ON CONFLICT DO NOTHING there is no row to read a
+// An upsert never changes an existing row's snowflake fields. With ON
+// CONFLICT ... DO UPDATE, a row that already existed keeps its key; the
+// struct is given a new one before the insert. OnConflict{UpdateAll: true}
+// (which Save of a slice uses) sets every inserted column from the
+// proposed row except those GORM keeps (the primary key, columns with a
+// database default, autoCreateTime); the plugin keeps the fields it fills
+// out of that list too, so a row keeps a tagged public ID as it keeps its
+// key. A column named in DoUpdates is updated as written. Save of a struct
+// with a key updates every column: a snowflake field that is zero in the
+// struct is left out of that UPDATE, as it would be filled on create, and
+// one that holds a value is written.
+//
+// The struct then holds the row's real values: when the conflict target
+// does not include a field the plugin fills, the plugin adds it to the
+// statement's RETURNING clause (the UPDATE's, for Save), and GORM scans the
+// row's value back into the struct. With ON CONFLICT DO NOTHING there is no row to read a
 // conflicting key from: a struct whose row was not inserted keeps the key
 // the plugin gave it, which no row has, and the statement's RowsAffected
 // says how many rows were inserted. Query by the conflict columns to learn
