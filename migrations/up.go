@@ -26,7 +26,8 @@ type Option func(*options) error
 type options struct {
 	logger         *slog.Logger
 	lockTimeout    time.Duration
-	reservedWorker int64 // < 0: leave as it is
+	reservedWorker int64  // < 0: leave as it is
+	idSpace        string // "": the one recorded, if any
 }
 
 // WithLogger makes Up log each migration it applies to logger. Without it
@@ -72,6 +73,16 @@ func WithReservedWorker(w int64) Option {
 			return fmt.Errorf("%w: WithReservedWorker(%d) is outside 0..%d", ErrInvalidOption, w, max)
 		}
 		o.reservedWorker = w
+		return nil
+	}
+}
+
+// WithIDSpace puts the database in the ID space name: databases of one
+// PostgreSQL cluster whose IDs meet (shards of one app, say) share one, and
+// Up then refuses to give two of them one reserved worker.
+func WithIDSpace(name string) Option {
+	return func(o *options) error {
+		o.idSpace = name
 		return nil
 	}
 }
