@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/url"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -245,5 +247,179 @@ func TestUpTwoDatabases(t *testing.T) {
 	w2, _ := migrations.ReservedWorkerOf(ctx, db2)
 	if w1 == w2 {
 		t.Fatalf("both databases of the space use worker %d", w1)
+	}
+}
+
+// TestUpTwoDatabasesRace: two databases of one space migrated at the same
+// moment never both get one worker: at least one Up refuses, and a refused
+// Up leaves no record behind, so a later Up finds the database free.
+func TestUpTwoDatabasesRace(t *testing.T) {
+	ctx := t.Context()
+	for round := range 4 {
+		space := randomName("race_")
+		dbs := []*sql.DB{openDB(t, testenv.Postgres(t)), openDB(t, testenv.Postgres(t))}
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, db := range dbs {
+			wg.Go(func() {
+				<-start
+				errs[i] = migrations.Up(ctx, db, migrations.WithIDSpace(space))
+			})
+		}
+		close(start)
+		wg.Wait()
+		if errs[0] == nil && errs[1] == nil {
+			t.Fatalf("round %d: both databases of space %s migrated with worker 1023", round, space)
+		}
+		for i, err := range errs {
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, migrations.ErrWorkerConflict) {
+				t.Fatalf("round %d: database %d: %v; want ErrWorkerConflict", round, i, err)
+			}
+			if exists(t, dbs[i], "snowflake_id()") {
+				t.Fatalf("round %d: the refused Up created snowflake_id()", round)
+			}
+		}
+		if errs[0] != nil && errs[1] != nil {
+			// Both saw each other's record: both must have taken theirs
+			// back, or neither could ever migrate.
+			if err := migrations.Up(ctx, dbs[0], migrations.WithIDSpace(space)); err != nil {
+				t.Fatalf("round %d: after both were refused, Up alone: %v", round, err)
+			}
+		}
+	}
+}
+
+// TestUpIDSpacePrivileges: a role that owns its database but may not set
+// snowkey.reserved_workers is refused with ErrIDSpace, which says how to
+// allow it, and nothing is created; granted the setting, it migrates. Up
+// without an ID space needs no such right.
+func TestUpIDSpacePrivileges(t *testing.T) {
+	ctx := t.Context()
+	base := testenv.Postgres(t)
+	admin := openDB(t, base)
+	role := randomName("owner_")
+	ident := pgx.Identifier{role}.Sanitize()
+	dbIdent := pgx.Identifier{strings.TrimPrefix(mustParse(t, base).Path, "/")}.Sanitize()
+	for _, q := range []string{
+		"CREATE ROLE " + ident + " LOGIN PASSWORD 'pw'",
+		"ALTER DATABASE " + dbIdent + " OWNER TO " + ident,
+	} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		cctx := context.WithoutCancel(ctx)
+		for _, q := range []string{
+			"ALTER DATABASE " + dbIdent + " OWNER TO CURRENT_USER",
+			"REVOKE SET ON PARAMETER " + migrations.SpaceSetting + " FROM " + ident,
+			"DROP OWNED BY " + ident + " CASCADE",
+			"DROP ROLE " + ident,
+		} {
+			if _, err := admin.ExecContext(cctx, q); err != nil {
+				t.Errorf("cleanup: %s: %v", q, err)
+			}
+		}
+	})
+	owner := openDB(t, withParams(t, base, role, nil))
+	space := randomName("priv_")
+
+	err := migrations.Up(ctx, owner, migrations.WithIDSpace(space))
+	if !errors.Is(err, migrations.ErrIDSpace) || !strings.Contains(err.Error(), "GRANT SET ON PARAMETER "+migrations.SpaceSetting) {
+		t.Fatalf("Up as a database owner without the grant: %v; want ErrIDSpace saying what to grant", err)
+	}
+	if exists(t, admin, "snowflake_id()") {
+		t.Fatal("the refused Up created snowflake_id()")
+	}
+	if _, err := admin.ExecContext(ctx, "GRANT SET ON PARAMETER "+migrations.SpaceSetting+" TO "+ident); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Up(ctx, owner, migrations.WithIDSpace(space)); err != nil {
+		t.Fatalf("Up with the grant: %v", err)
+	}
+	res, err := migrations.ReservedWorkers(ctx, owner)
+	if err != nil || len(res) != 1 || res[0].Worker != 1023 || res[0].Schema != "public" {
+		t.Errorf("ReservedWorkers = %+v, %v", res, err)
+	}
+}
+
+func TestUpWithoutIDSpaceNeedsNoGrant(t *testing.T) {
+	ctx := t.Context()
+	base := testenv.Postgres(t)
+	admin := openDB(t, base)
+	role := randomName("plain_")
+	ident := pgx.Identifier{role}.Sanitize()
+	dbIdent := pgx.Identifier{strings.TrimPrefix(mustParse(t, base).Path, "/")}.Sanitize()
+	for _, q := range []string{
+		"CREATE ROLE " + ident + " LOGIN PASSWORD 'pw'",
+		"ALTER DATABASE " + dbIdent + " OWNER TO " + ident,
+	} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		cctx := context.WithoutCancel(ctx)
+		for _, q := range []string{
+			"ALTER DATABASE " + dbIdent + " OWNER TO CURRENT_USER",
+			"DROP OWNED BY " + ident + " CASCADE",
+			"DROP ROLE " + ident,
+		} {
+			if _, err := admin.ExecContext(cctx, q); err != nil {
+				t.Errorf("cleanup: %s: %v", q, err)
+			}
+		}
+	})
+	if err := migrations.Up(ctx, openDB(t, withParams(t, base, role, nil))); err != nil {
+		t.Fatalf("Up as the database's owner, without an ID space: %v", err)
+	}
+}
+
+// TestReservedWorkers lists what an app's leases must skip: every schema
+// of the database and every database of its space.
+func TestReservedWorkers(t *testing.T) {
+	ctx := t.Context()
+	space := randomName("list_")
+	url1, url2 := testenv.Postgres(t), testenv.Postgres(t)
+	db1, db2 := openDB(t, url1), openDB(t, url2)
+	if err := migrations.Up(ctx, db1, migrations.WithIDSpace(space)); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Up(ctx, db2, migrations.WithIDSpace(space), migrations.WithReservedWorker(1000)); err != nil {
+		t.Fatal(err)
+	}
+	// A name that needs quoting, in SQL and in the record's literal.
+	odd := `te'n\ant`
+	if _, err := db2.ExecContext(ctx, "CREATE SCHEMA "+pgx.Identifier{odd}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	tenant := openDB(t, withParams(t, url2, "", map[string]string{"search_path": pgx.Identifier{odd}.Sanitize()}))
+	if err := migrations.Up(ctx, tenant, migrations.WithReservedWorker(999)); err != nil {
+		t.Fatal(err)
+	}
+	name1 := strings.TrimPrefix(mustParse(t, url1).Path, "/")
+	name2 := strings.TrimPrefix(mustParse(t, url2).Path, "/")
+	got, err := migrations.ReservedWorkers(ctx, db2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []migrations.Reservation{{name2, "public", 1000}, {name2, odd, 999}, {name1, "public", 1023}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ReservedWorkers = %+v; want %+v", got, want)
+	}
+	// db1 sees tenant too: db2's record was rewritten by the Up in tenant.
+	got, err = migrations.ReservedWorkers(ctx, db1)
+	if err != nil || len(got) != 3 {
+		t.Errorf("ReservedWorkers from db1 = %+v, %v; want 3", got, err)
+	}
+	// A third database of the space cannot take any of them.
+	db3 := openDB(t, testenv.Postgres(t))
+	wantConflict(t, migrations.Up(ctx, db3, migrations.WithIDSpace(space), migrations.WithReservedWorker(999)), name2, "te'n")
+	if err := migrations.Up(ctx, db3, migrations.WithIDSpace(space), migrations.WithReservedWorker(998)); err != nil {
+		t.Fatal(err)
 	}
 }
