@@ -4,7 +4,9 @@ import "errors"
 
 // Errors a create fails with when the plugin cannot give it its keys. Each
 // is wrapped with detail that names the model and field; match with
-// errors.Is. The create writes nothing.
+// errors.Is. The statement that fails writes nothing and its keys stay
+// zero; the package documentation says what earlier statements of the same
+// call (earlier batches of CreateInBatches) leave.
 var (
 	// ErrGenerate means the Source failed to issue the IDs the create
 	// needed. The error also wraps the Source's own error, such as
@@ -17,4 +19,10 @@ var (
 	// cannot write to: a struct or array passed to Create by value. Pass a
 	// pointer, as GORM's own documentation does.
 	ErrNotAddressable = errors.New("gormplugin: cannot set the key of a value passed by value")
+	// ErrKeyValue means a map given to Create holds, under the name of a
+	// field the plugin fills, a value that is not an ID: text that is not a
+	// plain decimal ("12x", "-5", " 12"), a negative number, a float, a
+	// bool. The error also wraps the *idtype.Error that says why (match
+	// idtype.ErrSyntax, idtype.ErrNegative and so on).
+	ErrKeyValue = errors.New("gormplugin: map value is not an ID")
 )

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
 	"github.com/snowkeyhq/snowkey/idtype"
@@ -59,11 +60,27 @@ const CallbackName = "snowkey:assign_ids"
 // refuses to register two plugins of one name on one *gorm.DB.
 func (*Plugin) Name() string { return "snowkey:gormplugin" }
 
-// Initialize registers the plugin's create callback on db; db.Use calls
-// it.
+// Initialize registers on db the plugin's create callback, its update
+// callback (UpdateCallbackName) and a builder of the ON CONFLICT clause
+// that wraps any builder registered before it; the last two keep Save and
+// UpdateAll upserts from changing an existing row's snowflake fields. db.Use
+// calls it.
 func (p *Plugin) Initialize(db *gorm.DB) error {
-	return db.Callback().Create().Before("gorm:before_create").Register(CallbackName, p.assign)
+	if err := db.Callback().Create().Before("gorm:before_create").Register(CallbackName, p.assign); err != nil {
+		return err
+	}
+	if err := db.Callback().Update().Before("gorm:update").Register(UpdateCallbackName, p.keepOnSave); err != nil {
+		return err
+	}
+	if db.ClauseBuilders == nil {
+		db.ClauseBuilders = map[string]clause.ClauseBuilder{}
+	}
+	db.ClauseBuilders[onConflict] = p.onConflictBuilder(db.ClauseBuilders[onConflict])
+	return nil
 }
+
+// onConflict is the name of GORM's ON CONFLICT clause.
+const onConflict = "ON CONFLICT"
 
 // planOf returns which fields of s the plugin fills, worked out once per
 // schema.

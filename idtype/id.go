@@ -13,8 +13,8 @@ import (
 //
 // An ID carries every encoding a backend needs: decimal text (String, Parse,
 // MarshalText), JSON as a quoted decimal so JavaScript clients keep every
-// digit (MarshalJSON), database/sql (Scan, Value), pgx's binary int8 codec
-// (ScanInt64, Int64Value) and GORM's column type (GormDataType).
+// digit (MarshalJSON), database/sql and pgx (Scan, Value) and GORM's column
+// type (GormDataType).
 type ID int64
 
 // MaxID is the largest ID, 2^63-1.

@@ -12,8 +12,8 @@ import (
 )
 
 // TestPostgresRoundTrip writes IDs to a real bigint column and reads them
-// back through pgx's native interface (binary int8, through ScanInt64 and
-// Int64Value) and through database/sql on pgx's stdlib driver (Scan and
+// back through pgx's native interface (binary int8, through Scan and
+// Value) and through database/sql on pgx's stdlib driver (Scan and
 // Value), and reads NULL and negative values from the database as errors.
 func TestPostgresRoundTrip(t *testing.T) {
 	url := testenv.Postgres(t)

@@ -36,6 +36,33 @@
 // snowflake_id_state; the migrations grant nothing, since most apps run
 // them as the role they query with.
 //
+// # Schemas, databases and shards
+//
+// Each snowflake_id() keeps its own state, so two of them must never use
+// one reserved worker when their IDs can meet: they would issue the same
+// IDs. Up refuses that (ErrWorkerConflict, naming the other function and a
+// free number) before it creates or changes anything, at every call:
+//
+//   - Schemas of one database always can meet. Up compares the worker it
+//     is about to use with that of every other schema of the database
+//     that has snowflake_reserved_worker(). A second schema happens by
+//     accident, too: a role's default search_path is "$user", public, and
+//     once a schema named after the role exists, Up migrates there.
+//   - Databases of one cluster meet only if the app makes them (shards of
+//     one app, data moved between them). Put those in one ID space with
+//     WithIDSpace: Up records each database's space and workers in the
+//     database's SpaceSetting, which every database of the cluster can
+//     read, and refuses a worker another database of the space uses.
+//     Writing the record needs a superuser, or on PostgreSQL 15 and later a
+//     role granted SET ON PARAMETER snowkey.reserved_workers that owns the
+//     database; Up refuses with ErrIDSpace, saying so, when it may not.
+//   - Shards on other clusters cannot be seen from here. Give each its own
+//     number with WithReservedWorker.
+//
+// Whatever number a database uses, the app's worker leases must skip it,
+// and the numbers of every schema and database its IDs meet:
+// ReservedWorkers lists those Up knows of, for workerid.Options.Reserved.
+//
 // # The runner
 //
 // Up applies the migrations not yet applied, using pressly/goose's

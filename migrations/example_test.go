@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log"
@@ -60,4 +61,31 @@ func ExampleWithReservedWorker() {
 		log.Fatal(err)
 	}
 	fmt.Println("leases skip worker", skip)
+}
+
+// Shards of one app in one cluster share an ID space, each with a reserved
+// worker of its own; Up refuses a second shard on a number the first one
+// uses. The app's leases then skip every number of the space.
+func ExampleWithIDSpace() {
+	ctx := context.Background()
+	for i, url := range []string{"postgres://app@localhost/orders_0", "postgres://app@localhost/orders_1"} {
+		db, err := sql.Open("pgx", url)
+		if err != nil {
+			log.Fatal(err)
+		}
+		err = migrations.Up(ctx, db, migrations.WithIDSpace("orders"), migrations.WithReservedWorker(1023-int64(i)))
+		if errors.Is(err, migrations.ErrWorkerConflict) {
+			log.Fatal(err) // names the other shard and a free number
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		reserved, err := migrations.ReservedWorkers(ctx, db)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, r := range reserved {
+			fmt.Printf("leases skip worker %d (%s.%s)\n", r.Worker, r.Database, r.Schema)
+		}
+	}
 }

@@ -85,6 +85,10 @@ func TestOptions(t *testing.T) {
 		migrations.WithReservedWorker(1024),
 		migrations.WithLockTimeout(time.Millisecond),
 		migrations.WithLogger(nil),
+		migrations.WithIDSpace(""),
+		migrations.WithIDSpace("has space"),
+		migrations.WithIDSpace("quote'"),
+		migrations.WithIDSpace(strings.Repeat("x", 64)),
 	} {
 		if err := migrations.Up(ctx, db, opt); !errors.Is(err, migrations.ErrInvalidOption) {
 			t.Errorf("Up with a bad option: %v, want ErrInvalidOption", err)

@@ -3,6 +3,8 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -26,7 +28,8 @@ type Option func(*options) error
 type options struct {
 	logger         *slog.Logger
 	lockTimeout    time.Duration
-	reservedWorker int64 // < 0: leave as it is
+	reservedWorker int64  // < 0: leave as it is
+	idSpace        string // "": the one recorded, if any
 }
 
 // WithLogger makes Up log each migration it applies to logger. Without it
@@ -76,31 +79,87 @@ func WithReservedWorker(w int64) Option {
 	}
 }
 
+// WithIDSpace puts the database in the ID space name (1 to 63 letters,
+// digits, '_', '-', '.'). Databases of one PostgreSQL cluster whose IDs
+// meet, such as the shards of one app, share a space, and Up refuses to give
+// two of them one reserved worker (ErrWorkerConflict). Up records the
+// database's space and its schemas' workers in the database's setting
+// SpaceSetting, which every database of the cluster can read; once recorded,
+// the database stays in its space, and Up without this option keeps
+// checking. Writing the record takes a role that may set that setting
+// (ErrIDSpace says how). Without a space, databases are not compared:
+// separate databases cannot meet unless the app makes them.
+func WithIDSpace(name string) Option {
+	return func(o *options) error {
+		if err := checkSpaceName(name); err != nil {
+			return fmt.Errorf("%w: WithIDSpace: %v", ErrInvalidOption, err)
+		}
+		o.idSpace = name
+		return nil
+	}
+}
+
 // Up applies every migration in FS that db has not run yet, each in its
 // own transaction, and records it in VersionTable. It holds the
 // session-level advisory lock MigrationLockKey for the whole run, so app
 // instances that start together may all call it: one migrates, the others
 // wait for it (up to the lock timeout) and then find nothing to do.
 //
+// Before it migrates anything, and at every call, Up makes sure that the
+// reserved worker snowflake_id() is to use is used by no other
+// snowflake_id() whose IDs can meet these: none in another schema of the
+// database, none in another database of its ID space (WithIDSpace). It
+// refuses otherwise with ErrWorkerConflict, having created and changed
+// nothing.
+//
 // db must be a PostgreSQL database, through any database/sql driver (pgx's
 // stdlib, lib/pq). Migrations are created in the first schema of the
 // connection's search_path.
-func Up(ctx context.Context, db *sql.DB, opts ...Option) error {
+func Up(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 	o := options{lockTimeout: DefaultLockTimeout, reservedWorker: -1}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return err
 		}
 	}
+	locker, err := newLocker(o)
+	if err != nil {
+		return err
+	}
 	p, err := newProvider(db, o)
 	if err != nil {
+		return err
+	}
+
+	// The lock is held on a session of Up's own, which also runs the
+	// checks and the change of the reserved worker. goose then needs no
+	// lock of its own: it would skip it anyway when nothing is pending,
+	// and the checks must run at every start.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	defer conn.Close()
+	if err := locker.SessionLock(ctx, conn); err != nil {
+		return fmt.Errorf("migrations: lock: %w", err)
+	}
+	defer func() {
+		if uerr := locker.SessionUnlock(context.WithoutCancel(ctx), conn); uerr != nil {
+			// A session that may still hold the lock must not go back to
+			// the pool, where it would block every later Up.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			err = errors.Join(err, fmt.Errorf("migrations: unlock: %w", uerr))
+		}
+	}()
+
+	if err := checkWorkers(ctx, conn, o); err != nil {
 		return err
 	}
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrations: up: %w", err)
 	}
 	if o.reservedWorker >= 0 {
-		if err := setReservedWorker(ctx, db, o.reservedWorker); err != nil {
+		if err := setReservedWorker(ctx, conn, o.reservedWorker); err != nil {
 			return err
 		}
 	}
@@ -121,17 +180,24 @@ func Version(ctx context.Context, db *sql.DB) (int64, error) {
 	return v, nil
 }
 
-func newProvider(db *sql.DB, o options) (*goose.Provider, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOption)
-	}
+// newLocker returns goose's session locker on MigrationLockKey, polled
+// once a second for the lock timeout.
+func newLocker(o options) (lock.SessionLocker, error) {
 	tries := uint64(math.Ceil(o.lockTimeout.Seconds()))
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(MigrationLockKey), lock.WithLockTimeout(1, tries))
 	if err != nil {
 		return nil, fmt.Errorf("migrations: lock: %w", err)
 	}
+	return locker, nil
+}
+
+// newProvider returns goose's provider for FS, without a lock: Up holds
+// the lock itself.
+func newProvider(db *sql.DB, o options) (*goose.Provider, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOption)
+	}
 	popts := []goose.ProviderOption{
-		goose.WithSessionLocker(locker),
 		goose.WithTableName(VersionTable),
 		goose.WithDisableGlobalRegistry(true),
 	}
@@ -182,9 +248,12 @@ func checkMigrated(ctx context.Context, q querier) error {
 }
 
 // setReservedWorker replaces snowflake_reserved_worker() with one that
-// returns w, in the schema where it is, unless it returns w already.
-func setReservedWorker(ctx context.Context, db *sql.DB, w int64) (err error) {
-	tx, err := db.BeginTx(ctx, nil)
+// returns w, in the schema where it is, unless it returns w already. conn
+// holds the migration lock, so that instances starting together do not
+// replace the function at once (PostgreSQL refuses concurrent replacement
+// with "tuple concurrently updated").
+func setReservedWorker(ctx context.Context, conn *sql.Conn, w int64) (err error) {
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migrations: set reserved worker: %w", err)
 	}
@@ -193,12 +262,6 @@ func setReservedWorker(ctx context.Context, db *sql.DB, w int64) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	// The same lock as the migrations, so that instances starting together
-	// do not replace the function at once (PostgreSQL refuses concurrent
-	// replacement with "tuple concurrently updated").
-	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", MigrationLockKey); err != nil {
-		return fmt.Errorf("migrations: set reserved worker: lock: %w", err)
-	}
 	if err := checkMigrated(ctx, tx); err != nil {
 		return err
 	}

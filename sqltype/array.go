@@ -9,8 +9,8 @@ import (
 )
 
 // This file is the text form of a PostgreSQL bigint[]: what database/sql
-// drivers hand to Scan and take from Value. pgx's binary form is in
-// pgx.go.
+// drivers hand to Scan and take from Value. The binary form, which pgx
+// hands to Scan, is read in binary.go; pgx writes IDs through pgx.go.
 //
 // PostgreSQL writes a bigint[] as {1,2,3}, the empty array as {}, a NULL
 // element as NULL, and prefixes [lower:upper]= when the lower bound is not
@@ -18,10 +18,12 @@ import (
 // quotes; all of these are read here.
 
 // Scan reads a bigint[] column (sql.Scanner) from its text form, as
-// string or []byte, and SQL NULL as a nil IDs. An element that is NULL,
-// negative, out of range or not a number, and an array of more than one
-// dimension, are errors (*idtype.Error) that name the input and the
-// element. On error ids is unchanged.
+// string or []byte, or from PostgreSQL's binary form (what pgx passes), and
+// SQL NULL as a nil IDs. An element that is NULL, negative, out of range or
+// not a number, an array of more than one dimension, and a binary array of
+// floats or numerics, are errors (*idtype.Error) that name the input and
+// the element. The array is read into a new IDs that is stored in ids only
+// when every element was read: on error ids is unchanged, on every path.
 func (ids *IDs) Scan(src any) error {
 	var (
 		out IDs
@@ -34,7 +36,11 @@ func (ids *IDs) Scan(src any) error {
 	case string:
 		out, err = parseArray(v)
 	case []byte:
-		out, err = parseArray(v)
+		if isBinaryArray(v) {
+			out, err = parseBinaryArray(v)
+		} else {
+			out, err = parseArray(v)
+		}
 	default:
 		return &idtype.Error{Op: "scan sqltype.IDs", Input: describeValue(src), Err: idtype.ErrUnsupportedType}
 	}

@@ -16,8 +16,9 @@ import (
 const benchKeys = 100_000
 
 // keysConn returns a pgx connection to a fresh database holding benchKeys
-// snowflake keys in table keys(id bigint).
-func keysConn(b *testing.B) *pgx.Conn {
+// snowflake keys in table keys(id bigint), and a second connection to it
+// with sqltype.RegisterPgx.
+func keysConn(b *testing.B) (plain, registered *pgx.Conn) {
 	b.Helper()
 	url := testenv.Postgres(b)
 	ctx := b.Context()
@@ -26,6 +27,12 @@ func keysConn(b *testing.B) *pgx.Conn {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { conn.Close(ctx) })
+	reg, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { reg.Close(ctx) })
+	sqltype.RegisterPgx(reg.TypeMap())
 	gen, err := idtype.NewGenerator(idtype.Config{Worker: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -42,27 +49,41 @@ func keysConn(b *testing.B) *pgx.Conn {
 	})); err != nil {
 		b.Fatal(err)
 	}
-	return conn
+	return conn, reg
 }
 
 // BenchmarkPgxScanRows reads benchKeys rows of one bigint key with pgx's
-// native binary protocol, into []idtype.ID (through ID.ScanInt64) and into
-// []int64, the baseline. Time and allocations are per op, that is per
-// 100,000 rows.
+// native binary protocol into []idtype.ID, []sqltype.NullID and []int64,
+// the baseline. Time and allocations are per op, that is per 100,000 rows.
 //
-// "paired" runs both in each op, in alternating order, and reports the
-// ratio of their times over the same seconds ("ID/int64"): the machine's
+// "ID" and "NullID" scan through Scan, as pgx does on a plain connection;
+// "registered" on a connection with sqltype.RegisterPgx.
+//
+// The "paired" runs time both sides in each op, in alternating order, and
+// report the ratio of their times over the same seconds: the machine's
 // load drifts too much for two separate runs to compare within 5%.
 func BenchmarkPgxScanRows(b *testing.B) {
-	conn := keysConn(b)
+	conn, reg := keysConn(b)
 	ids := make([]idtype.ID, 0, benchKeys)
+	nulls := make([]sqltype.NullID, 0, benchKeys)
 	ints := make([]int64, 0, benchKeys)
-	b.Run("ID", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			scanRows(b, conn, &ids)
-		}
-	})
+	for _, c := range []struct {
+		name string
+		conn *pgx.Conn
+	}{{"", conn}, {" registered", reg}} {
+		b.Run("ID"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				scanRows(b, c.conn, &ids)
+			}
+		})
+		b.Run("NullID"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				scanRows(b, c.conn, &nulls)
+			}
+		})
+	}
 	b.Run("int64", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -71,6 +92,15 @@ func BenchmarkPgxScanRows(b *testing.B) {
 	})
 	b.Run("paired", func(b *testing.B) {
 		paired(b, func() { scanRows(b, conn, &ids) }, func() { scanRows(b, conn, &ints) }, "ID/int64")
+	})
+	b.Run("paired registered", func(b *testing.B) {
+		paired(b, func() { scanRows(b, reg, &ids) }, func() { scanRows(b, reg, &ints) }, "ID/int64")
+	})
+	b.Run("paired NullID", func(b *testing.B) {
+		paired(b, func() { scanRows(b, conn, &nulls) }, func() { scanRows(b, conn, &ints) }, "NullID/int64")
+	})
+	b.Run("paired NullID registered", func(b *testing.B) {
+		paired(b, func() { scanRows(b, reg, &nulls) }, func() { scanRows(b, reg, &ints) }, "NullID/int64")
 	})
 }
 
@@ -82,7 +112,7 @@ func paired(b *testing.B, x, y func(), unit string) {
 }
 
 // scanRows reads every key into dst, one row at a time.
-func scanRows[T idtype.ID | int64](b *testing.B, conn *pgx.Conn, dst *[]T) {
+func scanRows[T idtype.ID | sqltype.NullID | int64](b *testing.B, conn *pgx.Conn, dst *[]T) {
 	*dst = (*dst)[:0]
 	// A context that is never cancelled: pgx then starts no goroutine to
 	// watch it, which would add allocations that come and go with the
@@ -107,12 +137,12 @@ func scanRows[T idtype.ID | int64](b *testing.B, conn *pgx.Conn, dst *[]T) {
 }
 
 // BenchmarkPgxScanArray reads the same keys as one bigint[] (array_agg)
-// into sqltype.IDs and into []int64, both through pgx's binary array
-// codec.
+// into sqltype.IDs, which reads pgx's binary array in its Scan, and into
+// []int64 through pgx's own array codec.
 //
 // "paired" compares their times as BenchmarkPgxScanRows does.
 func BenchmarkPgxScanArray(b *testing.B) {
-	conn := keysConn(b)
+	conn, _ := keysConn(b)
 	var (
 		ids  sqltype.IDs
 		ints []int64

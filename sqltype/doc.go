@@ -21,6 +21,15 @@
 //	var posts []Post
 //	db.Where("id = ANY(?)", sqltype.IDs{a, b, c}).Find(&posts)
 //
+// With pgx used natively, RegisterPgx on each connection makes bigint
+// columns scan into idtype.ID and NullID without an allocation per value.
+//
+// A value that is not an exact integer never becomes an ID: a float4 or
+// float8 column, a binary array of floats or numerics, and a numeric with a
+// fraction are refused on every path, where pgx alone would round a whole
+// float into an integer. Scans are all or nothing: a scan that fails, on
+// any element, leaves the destination as it was.
+//
 // Bad input never panics. Every error for bad input is an *idtype.Error
 // that names the input and wraps one of idtype's sentinels (ErrSyntax,
 // ErrRange, ErrNegative, ErrNull, ErrKind, ErrUnsupportedType) or one of

@@ -1,9 +1,15 @@
 package sqltype_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/sqltype"
@@ -80,4 +86,42 @@ func ExampleIDs_Scan() {
 	// true
 	// true
 	// idtype: scan sqltype.IDs "{{1,2},{3,4}}": array has more than one dimension (IDs is a flat list): nested array at offset 1
+}
+
+// RegisterPgx goes in a pool's AfterConnect, so that every connection has
+// it before its first query.
+func ExampleRegisterPgx() {
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		sqltype.RegisterPgx(conn.TypeMap())
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+
+	var id idtype.ID
+	err = pool.QueryRow(context.Background(), "SELECT 2124962550683529217::float8").Scan(&id)
+	fmt.Println(errors.Is(err, idtype.ErrUnsupportedType)) // a float never becomes an ID
+}
+
+// The same map works without a server; this is what RegisterPgx changes.
+func ExampleRegisterPgx_typeMap() {
+	m := pgtype.NewMap()
+	sqltype.RegisterPgx(m)
+	var id idtype.ID
+	err := m.Scan(pgtype.Int8OID, pgtype.BinaryFormatCode, []byte{0, 0, 0, 0, 0, 0, 0, 42}, &id)
+	fmt.Println(id, err)
+	err = m.Scan(pgtype.Float8OID, pgtype.TextFormatCode, []byte("42"), &id)
+	fmt.Println(errors.Is(err, idtype.ErrUnsupportedType))
+	// Output:
+	// 42 <nil>
+	// true
 }

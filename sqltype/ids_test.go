@@ -4,6 +4,7 @@ import (
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -196,34 +197,88 @@ func TestIDsPgxInterfaces(t *testing.T) {
 	if d := ids.Dimensions(); len(d) != 1 || d[0].Length != 2 || d[0].LowerBound != 1 {
 		t.Errorf("Dimensions = %v", d)
 	}
-	if ids.Index(1) != idtype.ID(5) || ids.IndexType() != idtype.ID(0) {
-		t.Errorf("Index/IndexType wrong")
+	if v, err := ids.Index(1).(pgtype.Int64Valuer).Int64Value(); err != nil || v != (pgtype.Int8{Int64: 5, Valid: true}) {
+		t.Errorf("Index(1) writes %+v, %v; want int8 5", v, err)
+	}
+	if _, err := (IDs{-1}).Index(0).(pgtype.Int64Valuer).Int64Value(); !errors.Is(err, idtype.ErrNegative) {
+		t.Errorf("a negative element writes with %v; want ErrNegative", err)
+	}
+	// Scan targets are never pgx integer scanners: pgx would hand them
+	// floats.
+	if _, ok := any(new(IDs)).(pgtype.ArraySetter); ok {
+		t.Errorf("*IDs is a pgtype.ArraySetter: pgx would scan into it element by element, half filling it on error")
+	}
+}
+
+// binaryArray encodes v with pgx's own codecs in PostgreSQL's binary array
+// format, as the server sends it.
+func binaryArray(t *testing.T, oid uint32, v any) []byte {
+	t.Helper()
+	b, err := pgtype.NewMap().Encode(oid, pgtype.BinaryFormatCode, v, nil)
+	if err != nil {
+		t.Fatalf("encode %v: %v", v, err)
+	}
+	return b
+}
+
+func TestIDsScanBinary(t *testing.T) {
+	good := []struct {
+		name string
+		src  []byte
+		want IDs
+	}{
+		{"int8[]", binaryArray(t, pgtype.Int8ArrayOID, []int64{1, math.MaxInt64, 0}), IDs{1, idtype.MaxID, 0}},
+		{"empty", binaryArray(t, pgtype.Int8ArrayOID, []int64{}), IDs{}},
+		{"int4[]", binaryArray(t, pgtype.Int4ArrayOID, []int32{7, math.MaxInt32}), IDs{7, math.MaxInt32}},
+		{"int2[]", binaryArray(t, pgtype.Int2ArrayOID, []int16{3}), IDs{3}},
+		{"text[]", binaryArray(t, pgtype.TextArrayOID, []string{"9007199254740993"}), IDs{1<<53 + 1}},
+	}
+	for _, tc := range good {
+		var got IDs
+		if err := got.Scan(tc.src); err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Scan = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
 	}
 
-	var got IDs
-	if err := got.SetDimensions(nil); err != nil || got != nil {
-		t.Errorf("SetDimensions(nil) = %v, %v", got, err)
+	null := binaryArray(t, pgtype.Int8ArrayOID, []*int64{new(int64), nil})
+	bad := []struct {
+		name    string
+		src     []byte
+		want    error
+		mention string
+	}{
+		{"NULL element", null, idtype.ErrNull, "element 1"},
+		{"negative", binaryArray(t, pgtype.Int8ArrayOID, []int64{1, -2}), idtype.ErrNegative, "-2"},
+		{"negative int4", binaryArray(t, pgtype.Int4ArrayOID, []int32{-2}), idtype.ErrNegative, "-2"},
+		{"float8[]", binaryArray(t, pgtype.Float8ArrayOID, []float64{3}), idtype.ErrUnsupportedType, "float8"},
+		{"float4[]", binaryArray(t, pgtype.Float4ArrayOID, []float32{3}), idtype.ErrUnsupportedType, "float4"},
+		{"numeric[]", binaryArray(t, pgtype.NumericArrayOID, []int64{3}), idtype.ErrUnsupportedType, "numeric"},
+		{"bool[]", binaryArray(t, pgtype.BoolArrayOID, []bool{true}), idtype.ErrUnsupportedType, "bool"},
+		{"uuid[]", binaryArray(t, pgtype.UUIDArrayOID, [][16]byte{{1}}), idtype.ErrUnsupportedType, "uuid"},
+		{"unknown type", func() []byte {
+			b := binaryArray(t, pgtype.Int8ArrayOID, []int64{1})
+			b[8], b[9] = 0x7f, 0x7f // the element type's OID
+			return b
+		}(), idtype.ErrUnsupportedType, "type OID 2139029524"},
+		{"short header", binaryArray(t, pgtype.Int8ArrayOID, []int64{1})[:8:8], ErrArraySyntax, "header"},
+		{"2 dimensions", binaryArray(t, pgtype.Int8ArrayOID, [][]int64{{1}, {2}}), ErrDimensions, "2 dimensions"},
+		{"text junk", binaryArray(t, pgtype.TextArrayOID, []string{"1", "x"}), idtype.ErrSyntax, `"x"`},
+		{"cut short", null[:len(null)-1], ErrArraySyntax, "element 1"},
+		{"trailing", append(binaryArray(t, pgtype.Int8ArrayOID, []int64{1}), 0), ErrArraySyntax, "after the last"},
+		{"huge count", func() []byte {
+			b := binaryArray(t, pgtype.Int8ArrayOID, []int64{1})
+			b[12], b[13] = 0x7f, 0xff // the length of dimension 1
+			return b
+		}(), ErrArraySyntax, "announced"},
 	}
-	if err := got.SetDimensions([]pgtype.ArrayDimension{}); err != nil || got == nil || len(got) != 0 {
-		t.Errorf("SetDimensions(empty) = %#v, %v", got, err)
+	for _, tc := range bad {
+		got := IDs{42}
+		err := got.Scan(tc.src)
+		if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.mention) {
+			t.Errorf("%s: Scan error %v; want one wrapping %q that mentions %q", tc.name, err, tc.want, tc.mention)
+		}
+		if !reflect.DeepEqual(got, IDs{42}) {
+			t.Errorf("%s: a failed Scan changed the IDs to %v", tc.name, got)
+		}
 	}
-	if err := got.SetDimensions([]pgtype.ArrayDimension{{Length: 3, LowerBound: 1}}); err != nil || len(got) != 3 {
-		t.Errorf("SetDimensions(3) = %v, %v", got, err)
-	}
-	*(got.ScanIndex(2).(*idtype.ID)) = 9
-	if got[2] != 9 {
-		t.Errorf("ScanIndex does not point into the slice")
-	}
-	if _, ok := got.ScanIndexType().(*idtype.ID); !ok {
-		t.Errorf("ScanIndexType = %T", got.ScanIndexType())
-	}
-	err := got.SetDimensions([]pgtype.ArrayDimension{{Length: 2, LowerBound: 1}, {Length: 2, LowerBound: 1}})
-	if !errors.Is(err, ErrDimensions) {
-		t.Errorf("SetDimensions(2x2) = %v, want ErrDimensions", err)
-	}
-	err = got.SetDimensions([]pgtype.ArrayDimension{{Length: -1, LowerBound: 1}})
-	if !errors.Is(err, ErrArraySyntax) {
-		t.Errorf("SetDimensions(-1) = %v, want ErrArraySyntax", err)
-	}
-	_ = math.MaxInt32
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"database/sql/driver"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/snowkeyhq/snowkey/idtype"
 )
 
@@ -55,31 +53,6 @@ func (n NullID) Value() (driver.Value, error) {
 		return nil, nil
 	}
 	return n.ID.Value()
-}
-
-// ScanInt64 lets pgx scan an int8 column into a NullID with its binary
-// codec (pgtype.Int64Scanner). NULL gives Valid == false; a negative value
-// is an error wrapping idtype.ErrNegative.
-func (n *NullID) ScanInt64(v pgtype.Int8) error {
-	if !v.Valid {
-		*n = NullID{}
-		return nil
-	}
-	var id idtype.ID
-	if err := id.ScanInt64(v); err != nil {
-		return err
-	}
-	*n = NullID{ID: id, Valid: true}
-	return nil
-}
-
-// Int64Value lets pgx write a NullID with its binary int8 codec
-// (pgtype.Int64Valuer): NULL when not valid.
-func (n NullID) Int64Value() (pgtype.Int8, error) {
-	if !n.Valid {
-		return pgtype.Int8{}, nil
-	}
-	return n.ID.Int64Value()
 }
 
 // GormDataType tells GORM that a NullID column is a bigint.

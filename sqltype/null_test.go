@@ -1,8 +1,10 @@
 package sqltype
 
 import (
+	"bytes"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
@@ -19,8 +21,6 @@ import (
 var (
 	_ sql.Scanner                        = (*NullID)(nil)
 	_ driver.Valuer                      = NullID{}
-	_ pgtype.Int64Scanner                = (*NullID)(nil)
-	_ pgtype.Int64Valuer                 = NullID{}
 	_ json.Marshaler                     = NullID{}
 	_ json.Unmarshaler                   = (*NullID)(nil)
 	_ interface{ GormDataType() string } = NullID{}
@@ -28,7 +28,6 @@ var (
 	_ sql.Scanner                        = (*IDs)(nil)
 	_ driver.Valuer                      = IDs(nil)
 	_ pgtype.ArrayGetter                 = IDs(nil)
-	_ pgtype.ArraySetter                 = (*IDs)(nil)
 	_ json.Marshaler                     = IDs(nil)
 	_ json.Unmarshaler                   = (*IDs)(nil)
 	_ interface{ GormDataType() string } = IDs(nil)
@@ -96,33 +95,67 @@ func TestNullIDValue(t *testing.T) {
 	}
 }
 
-func TestNullIDPgx(t *testing.T) {
+// TestRegisterPgx runs the binary plans RegisterPgx adds against the
+// same inputs as Scan, without a server: the same results, the same errors,
+// the destination unchanged on error.
+func TestRegisterPgx(t *testing.T) {
+	m := pgtype.NewMap()
+	RegisterPgx(m)
+	RegisterPgx(m) // twice is once
+	if c, _ := m.TypeForOID(pgtype.Int8OID); c == nil {
+		t.Fatal("int8 is gone")
+	} else if inner, ok := c.Codec.(int8Codec); !ok {
+		t.Fatalf("int8's codec is %T", c.Codec)
+	} else if _, twice := inner.Codec.(int8Codec); twice {
+		t.Fatal("RegisterPgx twice wrapped the codec twice")
+	}
+	int8 := func(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 	tests := []struct {
-		in      pgtype.Int8
-		want    NullID
-		wantErr error
+		src     []byte
+		id      idtype.ID
+		null    NullID
+		wantErr error // for ID; NULL is fine for a NullID
 	}{
-		{pgtype.Int8{}, NullID{}, nil},
-		{pgtype.Int8{Int64: 5, Valid: true}, NewNullID(5), nil},
-		{pgtype.Int8{Int64: math.MaxInt64, Valid: true}, NewNullID(idtype.MaxID), nil},
-		{pgtype.Int8{Int64: -5, Valid: true}, NewNullID(42), idtype.ErrNegative},
+		{int8(5), 5, NewNullID(5), nil},
+		{int8(math.MaxInt64), idtype.MaxID, NewNullID(idtype.MaxID), nil},
+		{nil, 42, NullID{}, idtype.ErrNull},
+		{int8(-5), 42, NewNullID(42), idtype.ErrNegative},
+		{[]byte{1, 2, 3}, 42, NewNullID(42), idtype.ErrSyntax},
 	}
 	for _, tc := range tests {
-		n := NewNullID(42)
-		err := n.ScanInt64(tc.in)
-		if n != tc.want || !errors.Is(err, tc.wantErr) {
-			t.Errorf("ScanInt64(%+v) = %+v, %v; want %+v, %v", tc.in, n, err, tc.want, tc.wantErr)
+		id, n := idtype.ID(42), NewNullID(42)
+		err := m.Scan(pgtype.Int8OID, pgtype.BinaryFormatCode, tc.src, &id)
+		if id != tc.id || !errors.Is(err, tc.wantErr) {
+			t.Errorf("scan %x into ID = %d, %v; want %d, %v", tc.src, id, err, tc.id, tc.wantErr)
 		}
-		if err != nil {
-			continue
-		}
-		back, err := n.Int64Value()
-		if err != nil || back != tc.in {
-			t.Errorf("Int64Value of %+v = %+v, %v; want %+v", n, back, err, tc.in)
+		err = m.Scan(pgtype.Int8OID, pgtype.BinaryFormatCode, tc.src, &n)
+		if wantErr := tc.wantErr; n != tc.null || (wantErr == idtype.ErrNull && err != nil) ||
+			(wantErr != idtype.ErrNull && !errors.Is(err, wantErr)) {
+			t.Errorf("scan %x into NullID = %+v, %v; want %+v", tc.src, n, err, tc.null)
 		}
 	}
-	if _, err := NewNullID(-3).Int64Value(); !errors.Is(err, idtype.ErrNegative) {
-		t.Errorf("Int64Value of a negative ID: %v, want ErrNegative", err)
+	// A float8 column is not int8: the fast path is not taken, and Scan
+	// refuses the float.
+	id := idtype.ID(42)
+	f := binary.BigEndian.AppendUint64(nil, math.Float64bits(2124962550683529217))
+	if err := m.Scan(pgtype.Float8OID, pgtype.BinaryFormatCode, f, &id); !errors.Is(err, idtype.ErrUnsupportedType) || id != 42 {
+		t.Errorf("float8 into ID with RegisterPgx = %d, %v; want ErrUnsupportedType and no change", id, err)
+	}
+
+	for _, v := range []any{idtype.ID(7), NewNullID(7), NullID{}} {
+		b, err := m.Encode(pgtype.Int8OID, pgtype.BinaryFormatCode, v, nil)
+		want := int8(7)
+		if v == (NullID{}) {
+			want = nil
+		}
+		if err != nil || !bytes.Equal(b, want) {
+			t.Errorf("encode %v = %x, %v; want %x", v, b, err, want)
+		}
+	}
+	for _, v := range []any{idtype.ID(-1), NewNullID(-1)} {
+		if _, err := m.Encode(pgtype.Int8OID, pgtype.BinaryFormatCode, v, nil); !errors.Is(err, idtype.ErrNegative) {
+			t.Errorf("encode %v: %v; want ErrNegative", v, err)
+		}
 	}
 }
 

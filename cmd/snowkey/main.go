@@ -3,7 +3,7 @@
 // idtype.Layout.
 //
 //	snowkey decode 2116681624581046272 [--json]
-//	snowkey gen -n 5 --worker 3
+//	snowkey gen -n 5 --worker 3      (--worker is required)
 //	snowkey at 2026-11-01T00:00:00Z
 //
 // Exit status: 0 on success, 1 when an input is bad or an ID cannot be
@@ -192,9 +192,9 @@ func decode(args []string, stdout, stderr io.Writer) error {
 }
 
 func gen(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gen", stderr, "Usage: snowkey gen [flags]\n\nPrints new IDs, one a line. Give each process that generates IDs its own\n--worker: two generators with one worker number issue the same IDs.\n\n")
+	fs := newFlagSet("gen", stderr, "Usage: snowkey gen [flags] --worker W\n\nPrints new IDs, one a line. --worker is required: give each process that\ngenerates IDs its own number, one that no app lease and no database\n(snowflake_reserved_worker()) uses; two generators with one worker number\nissue the same IDs.\n\n")
 	n := fs.Int("n", 1, "how many IDs")
-	worker := fs.Int64("worker", 0, "worker number, 0 to 2^worker-bits - 1")
+	worker := fs.Int64("worker", 0, "worker number, 0 to 2^worker-bits - 1 (required)")
 	layout := layoutFlags(fs)
 	extra, err := parseArgs(fs, args)
 	if err != nil {
@@ -202,6 +202,13 @@ func gen(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(extra) > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, extra[0])
+	}
+	// There is no safe default: two runs that share a number issue the
+	// same IDs, and 0, the obvious default, is the first number an app's
+	// lease takes.
+	if !flagSet(fs, "worker") {
+		return fmt.Errorf("%w: --worker is required: give this run a worker number that no other generator "+
+			"(a parallel run, an app lease, a database's reserved worker) uses", errUsage)
 	}
 	if *n < 0 {
 		return fmt.Errorf("%w: -n %d is negative", errUsage, *n)
@@ -230,6 +237,13 @@ func gen(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func at(args []string, stdout, stderr io.Writer) error {

@@ -117,3 +117,20 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestGenNeedsWorker: gen without --worker is a usage error, not worker 0.
+// Two runs sharing a number issue the same IDs, and 0 is also the first
+// number an app's lease takes, so no number is safe to assume.
+func TestGenNeedsWorker(t *testing.T) {
+	for _, args := range [][]string{{"gen"}, {"gen", "-n", "5"}, {"gen", "-n", "5", "--worker-bits", "8"}} {
+		code, out, errOut := runCLI(args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "--worker is required") {
+			t.Errorf("%q = exit %d, stdout %q, stderr %q; want exit 2, no IDs and a message that --worker is required",
+				args, code, out, errOut)
+		}
+	}
+	// An explicit 0 is the caller's choice, and works.
+	if code, out, errOut := runCLI("gen", "--worker", "0", "-n", "2"); code != 0 || len(strings.Fields(out)) != 2 {
+		t.Errorf("gen --worker 0 = exit %d, %q, %q", code, out, errOut)
+	}
+}
