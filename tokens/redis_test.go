@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -85,11 +86,14 @@ func TestKeys(t *testing.T) {
 	if want := "tok:{" + tg + "}s1863486340915077120"; s != want {
 		t.Errorf("session key %q, want %q", s, want)
 	}
-	if want := "tok:{" + tg + "}u1863480000000000001"; u != want {
+	if want := "tok:{" + tg + "}u" + fmt.Sprintf("%016x", 1863480000000000001); u != want {
 		t.Errorf("index key %q, want %q", u, want)
 	}
 	if p := k.sessionPrefix(tag); !strings.HasPrefix(s, p) || len(s)-len(p) != 19 {
 		t.Errorf("session prefix %q of %q", p, s)
+	}
+	if id := k.sessionID(s); id != "1863486340915077120" {
+		t.Errorf("session ID of %q is %q", s, id)
 	}
 	// Redis keeps keys of up to 30 bytes in its smallest allocation for
 	// them; the default prefix must leave keys within it.
