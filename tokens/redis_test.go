@@ -200,3 +200,26 @@ func TestNoSecretInRedis(t *testing.T) {
 		}
 	})
 }
+
+// TestIndexKeyInLua checks that the index key the scripts build from a
+// record's user bytes is the one Go builds from the user ID, for IDs
+// whose bytes hit every edge of the two 32-bit halves.
+func TestIndexKeyInLua(t *testing.T) {
+	forEach(t, []backend{miniBackend, singleBackend}, func(t *testing.T, b backend) {
+		c := b.client(t)
+		k := keys{prefix: "tok:"}
+		script := redis.NewScript("local v = ARGV[1]\n" + luaIndexKey + "\nreturn idx")
+		for _, user := range []idtype.ID{1, 255, 256, 1<<32 - 1, 1 << 32, 1<<63 - 1, 1863480000000000001, 0x7f80ff00ff00ff80} {
+			tag := slotTag(user)
+			const sid = idtype.ID(1863486340915077120)
+			rec := (&record{user: user}).encode()
+			got, err := script.Run(t.Context(), c, []string{k.session(tag, sid)}, rec, sid.String()).Text()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := k.index(tag, user); got != want {
+				t.Errorf("user %d: Lua builds %q, Go %q", user, got, want)
+			}
+		}
+	})
+}
