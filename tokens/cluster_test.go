@@ -88,8 +88,8 @@ func TestRevokeAllMidMigration(t *testing.T) {
 				}
 			}
 			var revokedA, revokedC bool
-			bInvalid, bUnavailable, bChecks := 0, 0, 0
-			_, err = cl.MigrateSlot(ctx, slot, (from+1)%3, testenv.MigrateOptions{Batch: 1, Step: func(int) error {
+			bInvalid, bUnavailable, bChecks, issued := 0, 0, 0, 0
+			_, err = cl.MigrateSlot(ctx, slot, (from+1)%3, testenv.MigrateOptions{Batch: 1, Step: func(moved int) error {
 				if !revokedA {
 					if idx, n := split(a); !idx && n > 0 && n < len(a.sess) {
 						revokeAll("A (index on the source, sessions split)", a)
@@ -100,6 +100,16 @@ func TestRevokeAllMidMigration(t *testing.T) {
 					if idx, n := split(c); idx && n < len(c.sess) {
 						revokeAll("C (index moved, sessions not all)", c)
 						revokedC = true
+					}
+				}
+				// Issue creates a key, so Redis does not run it in a slot
+				// that is migrating. (Each waits out go-redis's TRYAGAIN
+				// retries: a few steps are enough.)
+				if moved%8 == 1 {
+					if _, _, err := m.Issue(ctx, b.id, Metadata{}); err == nil {
+						issued++
+					} else if !errors.Is(err, ErrUnavailable) {
+						t.Errorf("B: Issue mid-migration: %v", err)
 					}
 				}
 				for _, tok := range b.toks {
@@ -122,7 +132,10 @@ func TestRevokeAllMidMigration(t *testing.T) {
 			if !revokedA || !revokedC {
 				t.Fatalf("the migration never split A (%v) or C (%v) as the test needs", revokedA, revokedC)
 			}
-			t.Logf("B mid-migration: %d validations, %d unavailable, %d invalid", bChecks, bUnavailable, bInvalid)
+			t.Logf("B mid-migration: %d validations, %d unavailable, %d invalid; %d Issues succeeded", bChecks, bUnavailable, bInvalid, issued)
+			if issued > 0 {
+				t.Errorf("%d Issues succeeded while the slot migrated, want ErrUnavailable", issued)
+			}
 			if bInvalid > 0 {
 				t.Errorf("B, never revoked, was refused as invalid %d times mid-migration", bInvalid)
 			}

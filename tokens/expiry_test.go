@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // The tests here run in real time against real servers, with timeouts
@@ -467,5 +468,51 @@ func TestServerKilled(t *testing.T) {
 	}
 	if _, _, err := m.Issue(ctx, user, Metadata{}); err != nil {
 		t.Errorf("Issue after the restart: %v", err)
+	}
+}
+
+// TestRestartKeepsRevocations kills and restarts Redis after a
+// revocation. With appendfsync always the revocation survives; without
+// persistence everything is gone, which logs every session out; with
+// RDB snapshots alone (the control) a restart loads the snapshot taken
+// before the revocation, and the revoked token validates again.
+func TestRestartKeepsRevocations(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		snapshot  bool
+		wantValid bool
+	}{
+		{"appendfsync always", []string{"--appendonly", "yes", "--appendfsync", "always"}, false, false},
+		{"no persistence", nil, false, false},
+		{"snapshot only (control)", []string{"--save", "3600 1"}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := testenv.StartRedis(t, tc.args...)
+			c := clientFor(t, srv.Addr())
+			ctx := t.Context()
+			gen := newGen(t)
+			m := newManager(t, c, gen, Options{})
+			user := userID(t, gen)
+			tok, _ := issue(t, m, user, Metadata{})
+			if tc.snapshot {
+				if err := c.Save(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := m.RevokeAll(ctx, user); err != nil {
+				t.Fatal(err)
+			}
+			srv.Kill()
+			srv.Restart()
+			_, err := m.Validate(ctx, tok)
+			if tc.wantValid && err != nil {
+				t.Errorf("control: the revoked token is refused after a restart from the snapshot (%v): the test does not reach the fault", err)
+			}
+			if !tc.wantValid && err != ErrInvalidToken {
+				t.Errorf("after the restart: Validate = %v, want ErrInvalidToken", err)
+			}
+		})
 	}
 }
