@@ -3,6 +3,7 @@ package tokens
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,10 +171,14 @@ func (c *cache) revoke(sid idtype.ID) {
 	sh.mu.Unlock()
 }
 
-// revokeUser drops every session of a user and counts a revocation in
-// every shard: for a revocation whose outcome is unknown (Redis failed to
-// answer), which may have ended any of the user's sessions.
-func (c *cache) revokeUser(user idtype.ID) {
+// revokeUser drops every session of a user but those in keep, and counts
+// a revocation in every shard. RevokeAll calls it whatever Redis answered:
+// a session revoked earlier elsewhere may still be in this cache (for up
+// to ttl), and RevokeAll, which does not find it in the index any more,
+// cannot name it; and a RevokeAll that failed may have ended any of them.
+// It visits every entry, which RevokeAll, rare beside Validate, can pay
+// for.
+func (c *cache) revokeUser(user idtype.ID, keep []idtype.ID) {
 	if c == nil {
 		return
 	}
@@ -182,7 +187,7 @@ func (c *cache) revokeUser(user idtype.ID) {
 		sh.mu.Lock()
 		sh.revocations.Add(1)
 		for sid, e := range sh.m {
-			if e.s.UserID == user {
+			if e.s.UserID == user && !slices.Contains(keep, sid) {
 				delete(sh.m, sid)
 			}
 		}

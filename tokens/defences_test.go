@@ -432,3 +432,41 @@ func TestRefreshUnderOOM(t *testing.T) {
 		t.Errorf("with memory back: Validate = %+v, %v; want LastSeenAt past %v", s, err, sess[3].LastSeenAt)
 	}
 }
+
+// TestRevokeAllDropsStaleCache: a session revoked through one Manager may
+// still be in another's cache, for up to its CacheTTL; once that other
+// Manager revokes the user's sessions itself, it must stop serving it at
+// once, although its RevokeAll no longer finds the session in the index.
+// (Found by TestChaosProxyDelay.)
+func TestRevokeAllDropsStaleCache(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		c := b.client(t)
+		plain := newManager(t, c, gen, Options{})
+		cached := newManager(t, c, gen, Options{KeyPrefix: plain.opts.KeyPrefix, CacheTTL: time.Minute})
+		user := userID(t, gen)
+		tok, s := issue(t, plain, user, Metadata{})
+		kept, k := issue(t, plain, user, Metadata{})
+		for _, x := range []string{tok, kept} {
+			if _, err := cached.Validate(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ok, err := plain.RevokeSession(ctx, user, s.ID); !ok || err != nil {
+			t.Fatalf("RevokeSession = %v, %v", ok, err)
+		}
+		if _, err := cached.Validate(ctx, tok); err != nil {
+			t.Fatalf("within CacheTTL the cache may still serve it, and does: %v", err)
+		}
+		if _, err := cached.RevokeAll(ctx, user, k.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cached.Validate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("after RevokeAll through the caching Manager: Validate = %v, want ErrInvalidToken", err)
+		}
+		if _, err := cached.Validate(ctx, kept); err != nil {
+			t.Errorf("the kept session: %v", err)
+		}
+	})
+}

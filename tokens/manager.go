@@ -165,7 +165,7 @@ func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (s
 	if err != nil {
 		// The script may have revoked sessions before it failed, or
 		// before its reply was lost.
-		m.cache.revokeUser(userID)
+		m.cache.revokeUser(userID, nil)
 		return "", Session{}, unavailable("issue", err)
 	}
 	m.forget(revoked)
@@ -479,25 +479,16 @@ func (m *Manager) RevokeAll(ctx context.Context, userID idtype.ID, keep ...idtyp
 		args = append(args, strconv.FormatInt(int64(k), 10))
 	}
 	cmd, acked := m.exec(ctx, m.s.revokeAll, []string{m.keys.index(tag, userID)}, args...)
-	out, err := cmd.Slice()
+	live, err := cmd.Int()
+	// Whatever Redis answered: see cache.revokeUser.
+	m.cache.revokeUser(userID, keep)
 	if err != nil {
-		m.cache.revokeUser(userID)
 		return 0, unavailable("revoke all", err)
-	}
-	live, ok := out[0].(int64)
-	if !ok {
-		m.cache.revokeUser(userID)
-		return 0, unavailable("revoke all", fmt.Errorf("unexpected reply %v", out))
-	}
-	for _, v := range out[1:] {
-		if s, ok := v.(string); ok {
-			m.forget([]string{s})
-		}
 	}
 	if err := m.acknowledged("revoke all", acked); err != nil {
 		return 0, err
 	}
-	return int(live), nil
+	return live, nil
 }
 
 // List returns the user's live sessions, newest first, with their

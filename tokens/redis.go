@@ -394,7 +394,7 @@ return redis.call('DEL', KEYS[1])
 // deletes their keys as clean-up. While the slot migrates, a key may be
 // on the other node, where the DEL cannot reach it; the session is ended
 // all the same, and its key expires. It returns the number of sessions
-// whose keys it deleted or could not reach, then the IDs it removed.
+// whose keys it deleted or could not reach.
 //
 // KEYS: index. ARGV: session key prefix, then the session IDs to keep.
 const revokeAllScript = `
@@ -402,19 +402,20 @@ local keep = {}
 for i = 2, #ARGV do
   keep[ARGV[i]] = true
 end
-local out = {0}
+local ended = {}
 for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if not keep[sid] then
     redis.call('SREM', KEYS[1], sid)
-    out[#out + 1] = sid
+    ended[#ended + 1] = sid
   end
 end
-for i = 2, #out do
-  if redis.pcall('DEL', ARGV[1] .. out[i]) ~= 0 then
-    out[1] = out[1] + 1
+local live = 0
+for _, sid in ipairs(ended) do
+  if redis.pcall('DEL', ARGV[1] .. sid) ~= 0 then
+    live = live + 1
   end
 end
-return out
+return live
 `
 
 // listScript returns the user's live sessions as pairs of ID and record
