@@ -256,7 +256,7 @@ func TestEvictionFailsClosed(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
 			t.Parallel()
-			_, c := startMaxmemoryRedis(t, "allkeys-lru")
+			_, c := startMaxmemoryRedis(t, "4mb", "allkeys-lru")
 			ctx := t.Context()
 			gen := newGen(t)
 			m := newManager(t, c, gen, Options{})
@@ -318,11 +318,11 @@ func TestEvictionFailsClosed(t *testing.T) {
 	}
 }
 
-// startMaxmemoryRedis starts a private server with a memory limit and the
-// given maxmemory-policy.
-func startMaxmemoryRedis(t testing.TB, policy string) (*testenv.RedisServer, *redis.Client) {
+// startMaxmemoryRedis starts a private server with a memory limit (such as
+// "4mb"; an empty server uses about 900 kB) and a maxmemory-policy.
+func startMaxmemoryRedis(t testing.TB, maxmemory, policy string) (*testenv.RedisServer, *redis.Client) {
 	t.Helper()
-	srv := testenv.StartRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", policy)
+	srv := testenv.StartRedis(t, "--maxmemory", maxmemory, "--maxmemory-policy", policy)
 	return srv, clientFor(t, srv.Addr())
 }
 
@@ -372,7 +372,7 @@ func evictedKeys(t testing.TB, c *redis.Client) int64 {
 // the failed refresh is counted and retried on a later Validate, and
 // revocations still work.
 func TestRefreshUnderOOM(t *testing.T) {
-	_, c := startMaxmemoryRedis(t, "noeviction")
+	_, c := startMaxmemoryRedis(t, "4mb", "noeviction")
 	ctx := t.Context()
 	gen := newGen(t)
 	m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: 50 * time.Millisecond})
