@@ -35,7 +35,17 @@ func TestPrefixBound(t *testing.T) {
 		gen := newGen(t)
 		c := b.client(t)
 		snk := newManager(t, c, gen, Options{})
-		abc := newManager(t, c, gen, Options{KeyPrefix: snk.opts.KeyPrefix, TokenPrefix: "abc"})
+		// With a cache, which knows tokens by their secret alone: a token
+		// it holds, moved to another prefix, must not hit another cache.
+		abc := newManager(t, c, gen, Options{KeyPrefix: snk.opts.KeyPrefix, TokenPrefix: "abc", CacheTTL: time.Minute})
+		snkCached := newManager(t, c, gen, Options{KeyPrefix: snk.opts.KeyPrefix, CacheTTL: time.Minute})
+		abcTok, _ := issue(t, abc, userID(t, gen), Metadata{})
+		if _, err := abc.Validate(ctx, abcTok); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := snkCached.Validate(ctx, reprefix(t, abcTok, "abc", "snk")); err != ErrInvalidToken {
+			t.Errorf("an abc_ token cached by its Manager, re-prefixed to snk_: Validate = %v, want ErrInvalidToken", err)
+		}
 		tok, _ := issue(t, snk, userID(t, gen), Metadata{})
 		moved := reprefix(t, tok, "snk", "abc")
 		if _, err := abc.Validate(ctx, moved); err != ErrInvalidToken {
