@@ -295,7 +295,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 	}
 }
 
-func usedMemory(b *testing.B, c *redis.Client) int64 {
+func usedMemory(b testing.TB, c *redis.Client) int64 {
 	info, err := c.Info(context.Background(), "memory").Result()
 	if err != nil {
 		b.Fatal(err)

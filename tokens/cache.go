@@ -3,7 +3,9 @@ package tokens
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
@@ -19,9 +21,22 @@ const cacheShards = 64
 // holds the secret, and the cache never holds a secret. It bounds its size
 // by evicting on insert and runs no goroutine. Its methods are safe on a
 // nil *cache, which caches nothing.
+//
+// A revocation must take effect in the cache of the Manager that made it
+// at once, also against a Validate whose read was in flight while the
+// revocation ran: that read may have seen the session still valid, and
+// putting it in the cache afterwards would serve a revoked session for
+// up to ttl. So each shard counts the revocations of its sessions; a
+// Validate reads its shard's count before it asks Redis, and put, under
+// the shard's lock, caches nothing if the count has moved since. The
+// count moves only after Redis answered the revocation, so a read that
+// starts after the move sees the revocation in Redis.
 type cache struct {
 	ttl      time.Duration
 	perShard int
+	// unguarded turns off the revocation count, for the tests' control
+	// runs (see defences).
+	unguarded bool
 	// base anchors the entries' deadlines, kept as monotonic nanoseconds
 	// since base: a hit reads the monotonic clock only.
 	base   time.Time
@@ -31,7 +46,10 @@ type cache struct {
 type cacheShard struct {
 	mu sync.RWMutex
 	m  map[idtype.ID]*cacheEntry
-	_  [40]byte // keep neighbouring shards' locks off one cache line
+	// revocations counts the revocations of the shard's sessions; it
+	// moves only under mu, and is read without it before a request.
+	revocations atomic.Uint64
+	_           [24]byte // keep neighbouring shards' locks off one cache line
 }
 
 type cacheEntry struct {
@@ -79,9 +97,20 @@ func (c *cache) get(t *token, sum uint32, digest *[sha256.Size]byte) (Session, b
 	return e.s, true
 }
 
+// mark returns the revocation count of a session's shard, which a
+// Validate reads before it asks Redis and hands to put.
+func (c *cache) mark(sid idtype.ID) uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.shard(sid).revocations.Load()
+}
+
 // put caches the session of a fully checked token, which Redis vouched for
-// at the time vouched (read before the request went out).
-func (c *cache) put(t *token, sum uint32, digest *[sha256.Size]byte, s Session, vouched time.Time) {
+// at the time vouched, unless a revocation in the session's shard was
+// counted since mark. vouched and mark are both read before the request
+// went out.
+func (c *cache) put(t *token, sum uint32, digest *[sha256.Size]byte, s Session, vouched time.Time, mark uint64) {
 	if c == nil {
 		return
 	}
@@ -96,6 +125,9 @@ func (c *cache) put(t *token, sum uint32, digest *[sha256.Size]byte, s Session, 
 	sh := c.shard(t.session)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if sh.revocations.Load() != mark && !c.unguarded {
+		return
+	}
 	if _, ok := sh.m[t.session]; !ok && len(sh.m) >= c.perShard {
 		c.evict(sh, int64(time.Since(c.base)))
 	}
@@ -125,13 +157,40 @@ func (c *cache) evict(sh *cacheShard, now int64) {
 	}
 }
 
-// delete drops a session.
-func (c *cache) delete(sid idtype.ID) {
+// revoke drops a session that a revocation through this Manager may have
+// ended, and counts the revocation. Call it after Redis answered (or
+// failed to answer) the revocation.
+func (c *cache) revoke(sid idtype.ID) {
 	if c == nil {
 		return
 	}
 	sh := c.shard(sid)
 	sh.mu.Lock()
+	sh.revocations.Add(1)
 	delete(sh.m, sid)
 	sh.mu.Unlock()
+}
+
+// revokeUser drops every session of a user but those in keep, and counts
+// a revocation in every shard. RevokeAll calls it whatever Redis answered:
+// a session revoked earlier elsewhere may still be in this cache (for up
+// to ttl), and RevokeAll, which does not find it in the index any more,
+// cannot name it; and a RevokeAll that failed may have ended any of them.
+// It visits every entry, which RevokeAll, rare beside Validate, can pay
+// for.
+func (c *cache) revokeUser(user idtype.ID, keep []idtype.ID) {
+	if c == nil {
+		return
+	}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		sh.revocations.Add(1)
+		for sid, e := range sh.m {
+			if e.s.UserID == user && !slices.Contains(keep, sid) {
+				delete(sh.m, sid)
+			}
+		}
+		sh.mu.Unlock()
+	}
 }

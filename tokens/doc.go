@@ -28,6 +28,57 @@
 // there is nothing to sweep. Options.CacheTTL turns on an in-process cache
 // with a hard bound on how long a revocation takes to reach this instance.
 //
+// # The promise
+//
+// No revoked session is served after the revocation returned without
+// error: by the Manager that revoked it, never; by another Manager, not
+// after its Options.CacheTTL has passed. A revocation is Revoke,
+// RevokeSession, RevokeAll, Rotate (of the old token), and the eviction
+// of the oldest sessions past Options.MaxSessions by Issue. A revocation
+// that returned an error (ErrUnavailable) may or may not have applied:
+// retry it; every revocation is safe to repeat.
+//
+// A session is valid only if its Redis key holds the token's digest and
+// its ID is in its user's index (a set per user): the index is the
+// authority, and revoking is removing from it. So a lost index logs its
+// user's sessions out instead of letting them escape a RevokeAll, and a
+// Cluster slot migration, which may put a user's keys on two nodes for a
+// while, cannot leave a revoked session behind.
+//
+// # What it needs from Redis
+//
+// Redis 7 (tested on 7.0), one node, Sentinel or Cluster. What happens
+// when a requirement is not met, each shown by a test of this package:
+//
+//   - maxmemory-policy noeviction, and memory for the sessions. When full,
+//     Issue and Rotate fail with ErrUnavailable; Validate still serves
+//     the sessions it reads (a refresh of the idle timeout that Redis
+//     refuses is skipped and counted in Stats.RefreshFailures, and tried
+//     again on a later Validate); every revocation still works, since it
+//     only deletes (TestRefreshUnderOOM). Under an allkeys-* or volatile-*
+//     policy, Redis evicts sessions and indexes: their sessions are logged
+//     out (ErrInvalidToken), never revived (TestEvictionFailsClosed).
+//   - Persistence that keeps every acknowledged write, or none. With
+//     appendonly yes and appendfsync always a revocation survives a crash;
+//     without persistence a restart logs everybody out. With RDB snapshots
+//     (or appendfsync everysec) a restart loads data from before recent
+//     revocations, and those sessions validate again
+//     (TestRestartKeepsRevocations).
+//   - Replicas: Redis replicates asynchronously, so a failover to a replica
+//     that had not received a revocation undoes it
+//     (TestFailoverLaggingReplica). Set Options.WaitReplicas, so that
+//     revocations wait for replicas to acknowledge them (with Redis's
+//     WAIT) and fail with ErrUnavailable when they do not; and set
+//     min-replicas-to-write and min-replicas-max-lag on the primary, so
+//     that it refuses writes while too few replicas are in reach.
+//   - Cluster resharding: while a user's slot migrates, calls for that
+//     user may fail with ErrUnavailable after go-redis's own redirections
+//     and retries (Issue and Rotate always do until the slot has moved;
+//     Validate does while the session and the index are on different
+//     nodes); retry. Revocations stay correct, and a RevokeAll that fails
+//     applied all or nothing (TestRevokeAllMidMigration,
+//     TestWaitReplicasCluster).
+//
 // A typical setup:
 //
 //	gen, _ := idtype.NewGenerator(idtype.Config{Worker: 1})

@@ -6,17 +6,22 @@ import "errors"
 // are wrapped with the operation and the cause.
 var (
 	// ErrInvalidToken means the token cannot be used: it is malformed, has
-	// a wrong checksum or secret, is unknown, has expired or was revoked.
-	// It is one error on purpose: a caller (and so a client) must not learn
-	// which, since that would tell an attacker which guesses came close.
-	// The right answer to it is "log in again".
+	// a wrong checksum, secret or prefix, is unknown, has expired or was
+	// revoked, or its user's index is gone from Redis (evicted or lost,
+	// which ends every session of the user). It is one error on purpose:
+	// a caller (and so a client) must not learn which, since that would
+	// tell an attacker which guesses came close. The right answer to it is
+	// "log in again".
 	ErrInvalidToken = errors.New("tokens: invalid token")
 
 	// ErrUnavailable means the session store could not answer: Redis is
-	// unreachable or failed, or the context ended first. Nothing is known
-	// about the token, and the caller must fail closed (the Middleware
-	// answers 503). The error wraps the cause, so errors.Is also matches
-	// context.DeadlineExceeded and the like.
+	// unreachable or failed (out of memory, for a call that must write), a
+	// Cluster slot the user's keys are in is migrating, fewer replicas than
+	// Options.WaitReplicas acknowledged a revocation, or the context ended
+	// first. Nothing is known about the token, and the caller must fail
+	// closed (the Middleware answers 503). A revocation that returns it may
+	// or may not have applied: retry it. The error wraps the cause, so
+	// errors.Is also matches context.DeadlineExceeded and the like.
 	ErrUnavailable = errors.New("tokens: session store unavailable")
 
 	// ErrInvalidOptions means New was given Options or arguments that

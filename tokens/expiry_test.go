@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // The tests here run in real time against real servers, with timeouts
@@ -72,6 +73,9 @@ func TestRefreshIsThrottled(t *testing.T) {
 		c.AddHook(hook)
 		m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: time.Second})
 		tok, first := issue(t, m, userID(t, gen), Metadata{})
+		if _, err := m.Validate(ctx, tok); err != nil { // loads the script
+			t.Fatal(err)
+		}
 		hook.take()
 		for range 20 {
 			s, err := m.Validate(ctx, tok)
@@ -83,7 +87,7 @@ func TestRefreshIsThrottled(t *testing.T) {
 			}
 		}
 		if got := hook.take(); len(got) != 20 {
-			t.Errorf("20 validations within RefreshInterval sent %d commands (%v), want 20 GETs", len(got), got)
+			t.Errorf("20 validations within RefreshInterval sent %d commands (%v), want 20 reads", len(got), got)
 		}
 		time.Sleep(1100 * time.Millisecond)
 		s, err := m.Validate(ctx, tok)
@@ -377,7 +381,7 @@ func TestCacheBound(t *testing.T) {
 	now := time.Now()
 	var d [32]byte
 	for i := range 10000 {
-		c.put(&token{session: idtype.ID(i + 1)}, 7, &d, Session{ExpiresAt: now.Add(time.Hour)}, now)
+		c.put(&token{session: idtype.ID(i + 1)}, 7, &d, Session{ExpiresAt: now.Add(time.Hour)}, now, 0)
 	}
 	n := 0
 	for i := range c.shards {
@@ -405,17 +409,17 @@ func TestCacheBound(t *testing.T) {
 		}
 	}
 	// An entry is not served past the session's expiry, nor past the TTL.
-	c.put(&token{session: 20000}, 7, &d, Session{ExpiresAt: now.Add(-time.Second)}, now)
+	c.put(&token{session: 20000}, 7, &d, Session{ExpiresAt: now.Add(-time.Second)}, now, 0)
 	if _, ok := c.get(&token{session: 20000}, 7, &d); ok {
 		t.Error("an expired session was served")
 	}
-	c.put(&token{session: 20001}, 7, &d, Session{ExpiresAt: now.Add(time.Hour)}, now.Add(-time.Minute))
+	c.put(&token{session: 20001}, 7, &d, Session{ExpiresAt: now.Add(time.Hour)}, now.Add(-time.Minute), 0)
 	if _, ok := c.get(&token{session: 20001}, 7, &d); ok {
 		t.Error("an entry older than the TTL was served")
 	}
 	var nilCache *cache
-	nilCache.put(newest, 7, &d, Session{}, now)
-	nilCache.delete(1)
+	nilCache.put(newest, 7, &d, Session{}, now, 0)
+	nilCache.revoke(1)
 	if _, ok := nilCache.get(newest, 7, &d); ok {
 		t.Error("a nil cache served an entry")
 	}
@@ -464,5 +468,51 @@ func TestServerKilled(t *testing.T) {
 	}
 	if _, _, err := m.Issue(ctx, user, Metadata{}); err != nil {
 		t.Errorf("Issue after the restart: %v", err)
+	}
+}
+
+// TestRestartKeepsRevocations kills and restarts Redis after a
+// revocation. With appendfsync always the revocation survives; without
+// persistence everything is gone, which logs every session out; with
+// RDB snapshots alone (the control) a restart loads the snapshot taken
+// before the revocation, and the revoked token validates again.
+func TestRestartKeepsRevocations(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		snapshot  bool
+		wantValid bool
+	}{
+		{"appendfsync always", []string{"--appendonly", "yes", "--appendfsync", "always"}, false, false},
+		{"no persistence", nil, false, false},
+		{"snapshot only (control)", []string{"--save", "3600 1"}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := testenv.StartRedis(t, tc.args...)
+			c := clientFor(t, srv.Addr())
+			ctx := t.Context()
+			gen := newGen(t)
+			m := newManager(t, c, gen, Options{})
+			user := userID(t, gen)
+			tok, _ := issue(t, m, user, Metadata{})
+			if tc.snapshot {
+				if err := c.Save(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := m.RevokeAll(ctx, user); err != nil {
+				t.Fatal(err)
+			}
+			srv.Kill()
+			srv.Restart()
+			_, err := m.Validate(ctx, tok)
+			if tc.wantValid && err != nil {
+				t.Errorf("control: the revoked token is refused after a restart from the snapshot (%v): the test does not reach the fault", err)
+			}
+			if !tc.wantValid && err != ErrInvalidToken {
+				t.Errorf("after the restart: Validate = %v, want ErrInvalidToken", err)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,11 +29,14 @@ import (
 // single command or script in one slot: the same code works on a
 // redis.Client, a redis.ClusterClient and a FailoverClient (Sentinel).
 //
-// Round trips: Issue, Revoke, RevokeSession, RevokeAll and List take one;
+// Round trips: Issue, Revoke, RevokeSession, RevokeAll and List take one
+// (with Options.WaitReplicas, the WAIT goes in the same round trip);
 // Validate takes one, plus one when the session is due for a refresh (at
-// most once per RefreshInterval), and none when served from the cache;
-// Rotate takes two. A script's first run on a server takes one more, to
-// load it (EVALSHA, then EVAL).
+// most once per RefreshInterval), plus one when the user's index is not
+// where the session is (evicted, or in a Cluster slot that is
+// migrating), and none when served from the cache; Rotate takes two. A
+// script's first run on a server takes one more, to load it (EVALSHA,
+// then EVAL).
 type Manager struct {
 	rdb    redis.UniversalClient
 	gen    *idtype.Generator
@@ -41,6 +45,38 @@ type Manager struct {
 	keys   keys
 	s      scripts
 	cache  *cache // nil when Options.CacheTTL is zero
+	def    defences
+
+	refreshFailures atomic.Uint64
+}
+
+// defences are switches, one per defence of the revocation promise, that
+// the package's own tests turn off for control runs, which must then find
+// the violation each defence prevents. Users cannot reach them; the zero
+// value has every defence on.
+type defences struct {
+	// noPrefixBinding leaves TokenPrefix out of the stored digest.
+	noPrefixBinding bool
+	// noCacheGuard lets a Validate cache a session although a revocation
+	// ran on the same Manager while its read was in flight.
+	noCacheGuard bool
+	// noIndexCheck makes a session valid without being in its user's
+	// index, as if a lost index were harmless.
+	noIndexCheck bool
+	// noRefreshTolerance fails a Validate whose refresh write failed
+	// after its read verified the session.
+	noRefreshTolerance bool
+}
+
+// Stats counts what a Manager has seen since New.
+type Stats struct {
+	// RefreshFailures counts the refreshes of the idle timeout that Redis
+	// did not take, typically because it is out of memory under
+	// maxmemory-policy noeviction. Validate serves the session anyway,
+	// since its read verified it, and the next Validate tries the refresh
+	// again; a session whose refreshes keep failing idles out after
+	// IdleTimeout. A count that keeps growing means Redis needs memory.
+	RefreshFailures uint64
 }
 
 // New returns a Manager that keeps sessions in client and takes session IDs
@@ -57,13 +93,29 @@ func New(client redis.UniversalClient, gen *idtype.Generator, opts Options) (*Ma
 	if err != nil {
 		return nil, err
 	}
+	if o.WaitReplicas > 0 {
+		var readTimeout time.Duration
+		switch c := client.(type) {
+		case *redis.Client:
+			readTimeout = c.Options().ReadTimeout
+		case *redis.ClusterClient:
+			readTimeout = c.Options().ReadTimeout
+		default:
+			return nil, fmt.Errorf("%w: WaitReplicas needs a *redis.Client or *redis.ClusterClient, not %T",
+				ErrInvalidOptions, client)
+		}
+		if readTimeout > 0 && o.WaitTimeout >= readTimeout {
+			return nil, fmt.Errorf("%w: WaitTimeout %v is not less than the client's ReadTimeout %v",
+				ErrInvalidOptions, o.WaitTimeout, readTimeout)
+		}
+	}
 	m := &Manager{
 		rdb:    client,
 		gen:    gen,
 		layout: gen.Layout(),
 		opts:   o,
 		keys:   keys{prefix: o.KeyPrefix},
-		s:      newScripts(),
+		s:      newScripts(defences{}),
 	}
 	if o.CacheTTL > 0 {
 		m.cache = newCache(o.CacheTTL, o.CacheSize)
@@ -74,6 +126,11 @@ func New(client redis.UniversalClient, gen *idtype.Generator, opts Options) (*Ma
 // Options returns the options in force, with every default filled in.
 func (m *Manager) Options() Options { return m.opts }
 
+// Stats returns the Manager's counters.
+func (m *Manager) Stats() Stats {
+	return Stats{RefreshFailures: m.refreshFailures.Load()}
+}
+
 // Issue starts a session for the user and returns its token, the only copy
 // of which goes to the client, and the session. meta is recorded for the
 // user's session list; its zero value records nothing.
@@ -81,7 +138,11 @@ func (m *Manager) Options() Options { return m.opts }
 // It takes one round trip. If the user already has Options.MaxSessions
 // live sessions, the oldest are revoked to make room. The error wraps
 // ErrInvalidUser for a user ID that is not positive, ErrUnavailable when
-// Redis fails, or the generator's error.
+// Redis fails (out of memory, or, in a Cluster, while the user's slot
+// migrates: retry), or the generator's error. With Options.WaitReplicas,
+// an Issue that revoked sessions and did not get its acknowledgements
+// fails with ErrUnavailable; the new session may exist, unused, until it
+// idles out.
 func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (string, Session, error) {
 	if userID <= 0 {
 		return "", Session{}, fmt.Errorf("%w: %d", ErrInvalidUser, userID)
@@ -96,14 +157,23 @@ func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (s
 		return "", Session{}, fmt.Errorf("tokens: issue: session %d would expire at once (AbsoluteLifetime %v)",
 			t.session, m.opts.AbsoluteLifetime)
 	}
-	revoked, err := m.s.issue.Run(ctx, m.rdb,
+	cmd, acked := m.exec(ctx, m.s.issue,
 		[]string{m.keys.session(t.tag, t.session), m.keys.index(t.tag, userID)},
 		r.encode(), ttl, strconv.FormatInt(int64(t.session), 10), m.keys.sessionPrefix(t.tag), m.opts.MaxSessions,
-	).StringSlice()
+	)
+	revoked, err := cmd.StringSlice()
 	if err != nil {
+		// The script may have revoked sessions before it failed, or
+		// before its reply was lost.
+		m.cache.revokeUser(userID, nil)
 		return "", Session{}, unavailable("issue", err)
 	}
 	m.forget(revoked)
+	if len(revoked) > 0 {
+		if err := m.acknowledged("issue", acked); err != nil {
+			return "", Session{}, err
+		}
+	}
 	return t.format(m.opts.TokenPrefix), s, nil
 }
 
@@ -115,7 +185,7 @@ func (m *Manager) newToken(userID idtype.ID, meta Metadata) (token, record, erro
 	}
 	t := token{session: sid, tag: slotTag(userID)}
 	_, _ = rand.Read(t.secret[:]) // never fails; it crashes the program instead
-	d := sha256.Sum256(t.secret[:])
+	d := m.digest(&t)
 	r := record{user: userID, meta: Metadata{
 		Device:    truncate(meta.Device, maxMetaLen),
 		UserAgent: truncate(meta.UserAgent, maxMetaLen),
@@ -125,60 +195,120 @@ func (m *Manager) newToken(userID idtype.ID, meta Metadata) (token, record, erro
 	return t, r, nil
 }
 
+// digest is what a token's secret is checked against: the SHA-256 of
+// the token prefix, an underscore and the secret. Covering the prefix
+// binds the token to it, so that a token moved to another prefix (and
+// given a matching checksum) does not validate on a Manager that uses
+// that prefix. The prefix is letters and digits and the secret has a
+// fixed length, so the hashed bytes have one reading.
+func (m *Manager) digest(t *token) [sha256.Size]byte {
+	if m.def.noPrefixBinding {
+		return sha256.Sum256(t.secret[:])
+	}
+	var b [maxPrefixLen + 1 + secretBytes]byte
+	n := copy(b[:], m.opts.TokenPrefix)
+	b[n] = '_'
+	n++
+	n += copy(b[n:], t.secret[:])
+	return sha256.Sum256(b[:n])
+}
+
 // Validate returns the session a token stands for. The error is
 // ErrInvalidToken if the token is malformed, unknown, expired or revoked,
-// and wraps ErrUnavailable if Redis could not answer: fail closed on any
-// error.
+// or if its user's index is gone (see the package doc), and wraps
+// ErrUnavailable if Redis could not answer (down, failing, or, in a
+// Cluster, while the user's slot migrates and the session and index are
+// on different nodes): fail closed on any error.
 //
-// A malformed token costs no round trip; a valid one costs one GET, plus a
-// script that extends the idle timeout when the stored last-seen time is
-// at least Options.RefreshInterval old. With Options.CacheTTL set, a
-// session validated within CacheTTL is served from memory.
+// A malformed token costs no round trip; a valid one costs one script
+// (the session's GET and the index's SISMEMBER), plus a second script
+// that extends the idle timeout when the stored last-seen time is at
+// least Options.RefreshInterval old. A refresh that Redis does not take
+// (out of memory, say) does not fail the call: the read has verified the
+// session; Stats counts the failure and a later Validate tries again.
+// With Options.CacheTTL set, a session validated within CacheTTL is
+// served from memory.
 func (m *Manager) Validate(ctx context.Context, token string) (Session, error) {
 	t, sum, ok := parseFields(m.opts.TokenPrefix, token)
 	if !ok {
 		return Session{}, ErrInvalidToken
 	}
-	var digest [sha256.Size]byte
+	// The cache knows a token by the SHA-256 of its secret, which is
+	// cheaper than the digest stored in Redis, and enough: this Manager
+	// caches only tokens that Redis vouched for under its own prefix, and
+	// a hit must match every other field of the token too.
+	var secretSum [sha256.Size]byte
 	if m.cache != nil {
-		digest = sha256.Sum256(t.secret[:])
-		if s, ok := m.cache.get(&t, sum, &digest); ok {
+		secretSum = sha256.Sum256(t.secret[:])
+		if s, ok := m.cache.get(&t, sum, &secretSum); ok {
 			return s, nil
 		}
 	}
 	if !sumOK(token, sum) {
 		return Session{}, ErrInvalidToken
 	}
-	if m.cache == nil {
-		digest = sha256.Sum256(t.secret[:])
-	}
-	// Read the clock before Redis answers: the cache's bound on staleness
-	// runs from a moment no later than Redis's answer.
+	digest := m.digest(&t)
+	// Read the cache's revocation count and the clock before Redis
+	// answers: a revocation after this point keeps the answer out of the
+	// cache, and the cache's bound on staleness runs from a moment no
+	// later than Redis's answer.
+	mark := m.cache.mark(t.session)
 	now := time.Now()
 	s, _, err := m.load(ctx, &t, &digest, now)
 	if err != nil {
 		return Session{}, err
 	}
 	if now.Sub(s.LastSeenAt) >= m.opts.RefreshInterval {
-		if s, err = m.refresh(ctx, &t, &digest, s, now); err != nil {
+		refreshed, err := m.refresh(ctx, &t, &digest, s, now)
+		switch {
+		case err == nil:
+			s = refreshed
+		case errors.Is(err, ErrInvalidToken) || m.def.noRefreshTolerance:
 			return Session{}, err
+		default:
+			m.refreshFailures.Add(1)
 		}
 	}
-	m.cache.put(&t, sum, &digest, s, now)
+	m.cache.put(&t, sum, &secretSum, s, now, mark)
 	return s, nil
 }
 
-// load reads and checks the session of a parsed token.
+// load reads and checks the session of a parsed token: its key, digest
+// and index membership, in one script. If that script finds no index
+// where the session is, it reads again with the index key declared (known
+// now, from the record's user): in a stable slot that settles it (no
+// index, not valid); in a Cluster slot that is migrating, Redis answers
+// ASK or TRYAGAIN until both keys are on one node, which go-redis
+// follows and retries, and failing that the call is ErrUnavailable.
 func (m *Manager) load(ctx context.Context, t *token, digest *[sha256.Size]byte, now time.Time) (Session, record, error) {
-	v, err := m.rdb.Get(ctx, m.keys.session(t.tag, t.session)).Result()
+	key := m.keys.session(t.tag, t.session)
+	sid := m.keys.sessionID(key)
+	d := string(digest[:digestLen])
+	v, err := m.s.validate.Run(ctx, m.rdb, []string{key}, d, sid).Result()
+	if here, ok := v.([]any); ok && err == nil {
+		// The index is not where the session is.
+		var rec string
+		if len(here) == 1 {
+			rec, _ = here[0].(string)
+		}
+		r, err := decodeRecord(rec, true)
+		if err != nil {
+			return Session{}, record{}, ErrInvalidToken
+		}
+		v, err = m.s.validateIndexed.Run(ctx, m.rdb, []string{key, m.keys.index(t.tag, r.user)}, d, sid).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Session{}, record{}, unavailable("validate", err)
+		}
+	}
 	if errors.Is(err, redis.Nil) {
 		return Session{}, record{}, ErrInvalidToken
 	}
 	if err != nil {
 		return Session{}, record{}, unavailable("validate", err)
 	}
-	r, err := decodeRecord(v, true)
-	if err != nil || subtle.ConstantTimeCompare(r.digest[:], digest[:digestLen]) != 1 {
+	rec, _ := v.(string)
+	r, err := decodeRecord(rec, true)
+	if err != nil || subtle.ConstantTimeCompare(r.digest[:], digest[:digestLen]) != 1 || slotTag(r.user) != t.tag {
 		return Session{}, record{}, ErrInvalidToken
 	}
 	s := m.sessionOf(t.session, &r)
@@ -190,7 +320,9 @@ func (m *Manager) load(ctx context.Context, t *token, digest *[sha256.Size]byte,
 	return s, r, nil
 }
 
-// refresh writes a new last-seen time and extends the expiry.
+// refresh writes a new last-seen time and extends the expiry. It returns
+// ErrInvalidToken if the session stopped being valid since load, and
+// ErrUnavailable if Redis did not take the write.
 func (m *Manager) refresh(ctx context.Context, t *token, digest *[sha256.Size]byte, s Session, now time.Time) (Session, error) {
 	seen := steps(s.IssuedAt, now)
 	s.LastSeenAt = s.IssuedAt.Add(time.Duration(seen) * timeUnit)
@@ -201,10 +333,10 @@ func (m *Manager) refresh(ctx context.Context, t *token, digest *[sha256.Size]by
 	}
 	var buf [4]byte
 	binary.BigEndian.PutUint32(buf[:], seen)
+	key := m.keys.session(t.tag, t.session)
 	n, err := m.s.refresh.Run(ctx, m.rdb,
-		[]string{m.keys.session(t.tag, t.session), m.keys.index(t.tag, s.UserID)},
-		// A copy of the digest, so that the caller's stays on its stack.
-		append([]byte(nil), digest[:digestLen]...), buf[:], steps(s.IssuedAt, now.Add(-m.opts.RefreshInterval)), ttl,
+		[]string{key, m.keys.index(t.tag, s.UserID)},
+		string(digest[:digestLen]), buf[:], steps(s.IssuedAt, now.Add(-m.opts.RefreshInterval)), ttl, m.keys.sessionID(key),
 	).Int()
 	if err != nil {
 		return Session{}, unavailable("refresh", err)
@@ -220,13 +352,17 @@ func (m *Manager) refresh(ctx context.Context, t *token, digest *[sha256.Size]by
 // AbsoluteExpiresAt, under a new session ID. Of two concurrent rotations of
 // one token, one succeeds and the other gets ErrInvalidToken, and a
 // rotation racing RevokeAll cannot outlive it. Errors are those of
-// Validate. It takes two round trips.
+// Validate; an ErrUnavailable (Redis out of memory, a Cluster slot
+// migrating, too few replica acknowledgements with Options.WaitReplicas)
+// leaves it unknown whether the old token still works: the client should
+// retry the rotation, and log in again if that says ErrInvalidToken. It
+// takes two round trips.
 func (m *Manager) Rotate(ctx context.Context, token string) (string, Session, error) {
 	t, ok := parseToken(m.opts.TokenPrefix, token)
 	if !ok {
 		return "", Session{}, ErrInvalidToken
 	}
-	digest := sha256.Sum256(t.secret[:])
+	digest := m.digest(&t)
 	now := time.Now()
 	old, r, err := m.load(ctx, &t, &digest, now)
 	if err != nil {
@@ -242,66 +378,76 @@ func (m *Manager) Rotate(ctx context.Context, token string) (string, Session, er
 	if !ok {
 		return "", Session{}, ErrInvalidToken
 	}
-	n, err := m.s.rotate.Run(ctx, m.rdb,
+	cmd, acked := m.exec(ctx, m.s.rotate,
 		[]string{m.keys.session(t.tag, t.session), m.keys.session(nt.tag, nt.session), m.keys.index(t.tag, r.user)},
-		digest[:digestLen], nr.encode(), ttl,
+		string(digest[:digestLen]), nr.encode(), ttl,
 		strconv.FormatInt(int64(t.session), 10), strconv.FormatInt(int64(nt.session), 10),
-	).Int()
+	)
+	n, err := cmd.Int()
+	m.cache.revoke(t.session)
 	if err != nil {
 		return "", Session{}, unavailable("rotate", err)
 	}
-	m.cache.delete(t.session)
 	if n == 0 {
 		return "", Session{}, ErrInvalidToken
+	}
+	if err := m.acknowledged("rotate", acked); err != nil {
+		return "", Session{}, err
 	}
 	return nt.format(m.opts.TokenPrefix), s, nil
 }
 
 // Revoke ends the session of a token: logging out. It returns
 // ErrInvalidToken if the token was not valid (a logout handler may ignore
-// that), or an error wrapping ErrUnavailable. It takes one round trip.
+// that), or an error wrapping ErrUnavailable, after which the session may
+// or may not have ended: retry (Revoke is safe to repeat; a repeat that
+// finds the session ended says ErrInvalidToken). It works when Redis is
+// out of memory, since it only deletes. It takes one round trip.
 func (m *Manager) Revoke(ctx context.Context, token string) error {
 	t, ok := parseToken(m.opts.TokenPrefix, token)
 	if !ok {
 		return ErrInvalidToken
 	}
-	digest := sha256.Sum256(t.secret[:])
-	n, err := m.s.revoke.Run(ctx, m.rdb, []string{m.keys.session(t.tag, t.session)}, digest[:digestLen]).Int()
+	digest := m.digest(&t)
+	key := m.keys.session(t.tag, t.session)
+	cmd, acked := m.exec(ctx, m.s.revoke, []string{key}, string(digest[:digestLen]), m.keys.sessionID(key))
+	n, err := cmd.Int()
+	// Drop the cache entry whatever the outcome: on a mismatch it can
+	// only be for a session that the stored digest no longer vouches for.
+	m.cache.revoke(t.session)
 	if err != nil {
 		return unavailable("revoke", err)
 	}
-	// Drop the cache entry even on a mismatch: it can only be for a
-	// session that the stored digest no longer vouches for.
-	m.cache.delete(t.session)
 	if n == 0 {
 		return ErrInvalidToken
 	}
-	return nil
+	return m.acknowledged("revoke", acked)
 }
 
 // RevokeSession ends one session of a user by its ID, as shown by List:
 // "log out that device". It reports whether a live session of that user
 // was ended; a session ID of another user is left alone and reports false.
-// It takes one round trip.
+// An error wraps ErrUnavailable, after which the session may or may not
+// have ended: retry (a repeat reports false once it has). It works when
+// Redis is out of memory. It takes one round trip.
 func (m *Manager) RevokeSession(ctx context.Context, userID, sessionID idtype.ID) (bool, error) {
 	if userID <= 0 {
 		return false, fmt.Errorf("%w: %d", ErrInvalidUser, userID)
 	}
 	tag := slotTag(userID)
-	var uid [8]byte
-	binary.BigEndian.PutUint64(uid[:], uint64(userID))
-	n, err := m.s.revokeSession.Run(ctx, m.rdb,
+	cmd, acked := m.exec(ctx, m.s.revokeSession,
 		[]string{m.keys.session(tag, sessionID), m.keys.index(tag, userID)},
-		strconv.FormatInt(int64(sessionID), 10), uid[:],
-	).Int()
+		strconv.FormatInt(int64(sessionID), 10),
+	)
+	n, err := cmd.Int()
+	m.cache.revoke(sessionID)
 	if err != nil {
 		return false, unavailable("revoke session", err)
 	}
-	if n == 0 {
-		return false, nil
+	if err := m.acknowledged("revoke session", acked); err != nil {
+		return false, err
 	}
-	m.cache.delete(sessionID)
-	return true, nil
+	return n == 1, nil
 }
 
 // RevokeAll ends every session of a user except those in keep, such as the
@@ -309,11 +455,21 @@ func (m *Manager) RevokeSession(ctx context.Context, userID, sessionID idtype.ID
 // sessions it ended.
 //
 // Every session issued before RevokeAll was called is invalid when it
-// returns without error, on every Redis deployment: the user's sessions
-// and index share one slot, and one script reads the index and deletes
-// the sessions, so no Issue or Rotate can slip between the two. Sessions
-// issued while it runs may survive. With Options.CacheTTL set, other
-// instances may still accept the ended sessions for up to CacheTTL.
+// returns without error, on every Redis deployment: the revocation is one
+// script that removes the sessions from the user's index, the one key
+// it declares, so no Issue or Rotate can slip in, and in a Cluster whose
+// slot is migrating, Redis runs it whole on the node that has the index
+// or not at all. Sessions issued while it runs may survive. With
+// Options.CacheTTL set, other instances may still accept the ended
+// sessions for up to CacheTTL.
+//
+// It is idempotent and safe to retry. An error wraps ErrUnavailable
+// (Redis down or failing, a Cluster slot move that go-redis's redirects
+// and retries did not ride out, too few replica acknowledgements with
+// Options.WaitReplicas): the sessions may or may not have ended, so call
+// it again until it returns nil; a repeat that finds them ended returns
+// 0. It works when Redis is out of memory. While a Cluster slot migrates
+// the count may leave out sessions whose keys were on the other node.
 func (m *Manager) RevokeAll(ctx context.Context, userID idtype.ID, keep ...idtype.ID) (int, error) {
 	if userID <= 0 {
 		return 0, fmt.Errorf("%w: %d", ErrInvalidUser, userID)
@@ -324,22 +480,32 @@ func (m *Manager) RevokeAll(ctx context.Context, userID idtype.ID, keep ...idtyp
 	for _, k := range keep {
 		args = append(args, strconv.FormatInt(int64(k), 10))
 	}
-	revoked, err := m.s.revokeAll.Run(ctx, m.rdb, []string{m.keys.index(tag, userID)}, args...).StringSlice()
+	cmd, acked := m.exec(ctx, m.s.revokeAll, []string{m.keys.index(tag, userID)}, args...)
+	live, err := cmd.Int()
+	// Whatever Redis answered: see cache.revokeUser.
+	m.cache.revokeUser(userID, keep)
 	if err != nil {
 		return 0, unavailable("revoke all", err)
 	}
-	m.forget(revoked)
-	return len(revoked), nil
+	if err := m.acknowledged("revoke all", acked); err != nil {
+		return 0, err
+	}
+	return live, nil
 }
 
 // List returns the user's live sessions, newest first, with their
-// metadata. It never returns a token or a secret. It takes one round trip.
+// metadata. It never returns a token or a secret. It lists exactly the
+// sessions that Validate accepts (by the index), and in a Cluster it does
+// not run while the user's slot migrates, so that it never lists half:
+// then it returns ErrUnavailable, after go-redis's retries. It takes one
+// round trip.
 func (m *Manager) List(ctx context.Context, userID idtype.ID) ([]Session, error) {
 	if userID <= 0 {
 		return nil, fmt.Errorf("%w: %d", ErrInvalidUser, userID)
 	}
 	tag := slotTag(userID)
-	pairs, err := m.s.list.Run(ctx, m.rdb, []string{m.keys.index(tag, userID)}, m.keys.sessionPrefix(tag)).StringSlice()
+	pairs, err := m.s.list.Run(ctx, m.rdb, []string{m.keys.index(tag, userID), m.keys.guard(tag)},
+		m.keys.sessionPrefix(tag)).StringSlice()
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
@@ -398,12 +564,12 @@ func (m *Manager) ttl(s Session, now time.Time) (int64, bool) {
 	return ms, ms > 0
 }
 
-// forget drops sessions (decimal IDs, as the scripts return them) from the
-// cache.
+// forget drops revoked sessions (decimal IDs, as the scripts return them)
+// from the cache.
 func (m *Manager) forget(sids []string) {
 	for _, s := range sids {
 		if id, err := strconv.ParseInt(s, 10, 64); err == nil {
-			m.cache.delete(idtype.ID(id))
+			m.cache.revoke(idtype.ID(id))
 		}
 	}
 }

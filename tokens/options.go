@@ -24,6 +24,8 @@ const (
 	DefaultCacheSize = 10000
 	// DefaultRealm is the default Options.Realm.
 	DefaultRealm = "api"
+	// DefaultWaitTimeout is the default Options.WaitTimeout.
+	DefaultWaitTimeout = time.Second
 )
 
 // MaxAbsoluteLifetime is the longest Options.AbsoluteLifetime: the stored
@@ -47,7 +49,10 @@ type Options struct {
 	// TokenPrefix starts every token, before an underscore: "snk" makes
 	// "snk_…"; default "snk". One to 16 ASCII letters and digits. A
 	// distinct prefix lets secret scanners (and people) recognize the
-	// tokens; changing it invalidates every token issued under the old one.
+	// tokens. The stored digest covers the prefix with the secret, so a
+	// token validates only under the prefix it was issued with: changing
+	// the prefix invalidates every token issued under the old one, and a
+	// token re-prefixed by hand (with a recomputed checksum) is refused.
 	TokenPrefix string
 
 	// IdleTimeout ends a session that has not been used for this long;
@@ -77,10 +82,13 @@ type Options struct {
 	// positive; zero (the default) means no cache. A cached session is
 	// served without asking Redis for at most CacheTTL after Redis last
 	// vouched for it, so a token revoked elsewhere keeps working on this
-	// instance for at most CacheTTL (revocations made through this
-	// Manager take effect here at once). CacheTTL + RefreshInterval must be
-	// less than IdleTimeout, so that a session in use is refreshed before
-	// it idles out.
+	// instance for at most CacheTTL. Revocations made through this Manager
+	// (Revoke, RevokeSession, RevokeAll, Rotate, MaxSessions) take effect
+	// here at once: no Validate that begins after one returned, with or
+	// without an error, serves the sessions it may have ended, even if a
+	// Validate that read Redis before it finishes after it. CacheTTL +
+	// RefreshInterval must be less than IdleTimeout, so that a session in
+	// use is refreshed before it idles out.
 	CacheTTL time.Duration
 
 	// CacheSize bounds the cache's entries; default 10,000.
@@ -94,6 +102,33 @@ type Options struct {
 	// Realm is the realm of Middleware's WWW-Authenticate challenges;
 	// default "api". It must not hold '"', '\' or control characters.
 	Realm string
+
+	// WaitReplicas makes every call that revokes sessions wait until this
+	// many replicas have acknowledged the revocation, so that a failover
+	// to a replica cannot undo it; default 0: do not wait. The call sends
+	// Redis's WAIT on the connection that made the write, in one round
+	// trip with it, and fails with ErrUnavailable when fewer replicas
+	// acknowledge within WaitTimeout: the revocation then applied on the
+	// primary but may be lost in a failover, and the caller should retry
+	// (every revocation is safe to repeat). It covers Revoke,
+	// RevokeSession, RevokeAll and Rotate, and Issue when MaxSessions
+	// made it revoke a session (an Issue that revoked nothing succeeds
+	// however many replicas acknowledged: losing a new session in a
+	// failover only logs it out). Set it to the number of replicas a
+	// failover may promote, or to how many must hold the write so that
+	// the replica your failover promotes (the most up to date, for
+	// Sentinel and Cluster) has it; and set min-replicas-to-write on the
+	// primary as the server-side complement, so that the primary refuses
+	// writes while it has fewer replicas in reach. It needs a
+	// *redis.Client (Sentinel's FailoverClient is one) or a
+	// *redis.ClusterClient (where it talks to the key's master); New
+	// refuses other clients.
+	WaitReplicas int
+
+	// WaitTimeout bounds the wait of WaitReplicas; default 1 second. It
+	// must be less than the client's ReadTimeout, which bounds the reply
+	// to WAIT.
+	WaitTimeout time.Duration
 
 	// Logger receives Middleware's log lines: rejected tokens at Debug
 	// (naming the session ID, never the token) and store failures at
@@ -130,6 +165,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = DefaultWaitTimeout
+	}
 	bad := func(format string, args ...any) (Options, error) {
 		return o, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
 	}
@@ -157,6 +195,10 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("Header %q is not a header name", o.Header)
 	case strings.EqualFold(o.Header, "Authorization"):
 		return bad("Header is Authorization, which is always read")
+	case o.WaitReplicas < 0:
+		return bad("WaitReplicas %d is negative", o.WaitReplicas)
+	case o.WaitTimeout < time.Millisecond:
+		return bad("WaitTimeout %v is less than 1ms", o.WaitTimeout)
 	case !isRealm(o.Realm):
 		return bad("Realm %q holds '\"', '\\' or a control character", o.Realm)
 	}

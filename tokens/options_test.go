@@ -57,12 +57,29 @@ func TestOptionsInvalid(t *testing.T) {
 		{"Header Authorization", Options{Header: "authorization"}, "Header"},
 		{"quote in Realm", Options{Realm: `a"b`}, "Realm"},
 		{"newline in Realm", Options{Realm: "a\nb"}, "Realm"},
+		{"negative WaitReplicas", Options{WaitReplicas: -1}, "WaitReplicas"},
+		{"WaitTimeout below 1 ms", Options{WaitReplicas: 1, WaitTimeout: time.Microsecond}, "WaitTimeout"},
 	}
 	for _, tt := range tests {
 		_, err := New(redis.NewClient(&redis.Options{}), newGen(t), tt.opts)
 		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("%s: New = %v, want ErrInvalidOptions naming %s", tt.name, err, tt.field)
 		}
+	}
+	short := redis.NewClient(&redis.Options{ReadTimeout: time.Second})
+	if _, err := New(short, newGen(t), Options{WaitReplicas: 1, WaitTimeout: time.Second}); !errors.Is(err, ErrInvalidOptions) ||
+		!strings.Contains(err.Error(), "WaitTimeout") {
+		t.Errorf("WaitTimeout equal to the client's ReadTimeout: %v, want ErrInvalidOptions naming WaitTimeout", err)
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
+	if _, err := New(ring, newGen(t), Options{WaitReplicas: 1}); !errors.Is(err, ErrInvalidOptions) ||
+		!strings.Contains(err.Error(), "WaitReplicas") {
+		t.Errorf("WaitReplicas with a Ring: %v, want ErrInvalidOptions naming WaitReplicas", err)
+	}
+	if m, err := New(redis.NewClient(&redis.Options{}), newGen(t), Options{WaitReplicas: 2}); err != nil ||
+		m.Options().WaitTimeout != DefaultWaitTimeout {
+		t.Errorf("WaitReplicas 2 with the default WaitTimeout: %v, %v", err, m.Options().WaitTimeout)
 	}
 	if _, err := New(nil, newGen(t), Options{}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("nil client: %v", err)

@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -85,11 +86,14 @@ func TestKeys(t *testing.T) {
 	if want := "tok:{" + tg + "}s1863486340915077120"; s != want {
 		t.Errorf("session key %q, want %q", s, want)
 	}
-	if want := "tok:{" + tg + "}u1863480000000000001"; u != want {
+	if want := "tok:{" + tg + "}u" + fmt.Sprintf("%016x", 1863480000000000001); u != want {
 		t.Errorf("index key %q, want %q", u, want)
 	}
 	if p := k.sessionPrefix(tag); !strings.HasPrefix(s, p) || len(s)-len(p) != 19 {
 		t.Errorf("session prefix %q of %q", p, s)
+	}
+	if id := k.sessionID(s); id != "1863486340915077120" {
+		t.Errorf("session ID of %q is %q", s, id)
 	}
 	// Redis keeps keys of up to 30 bytes in its smallest allocation for
 	// them; the default prefix must leave keys within it.
@@ -192,6 +196,29 @@ func TestNoSecretInRedis(t *testing.T) {
 						t.Errorf("Redis holds (part of) a secret: %q", d)
 					}
 				}
+			}
+		}
+	})
+}
+
+// TestIndexKeyInLua checks that the index key the scripts build from a
+// record's user bytes is the one Go builds from the user ID, for IDs
+// whose bytes hit every edge of the two 32-bit halves.
+func TestIndexKeyInLua(t *testing.T) {
+	forEach(t, []backend{miniBackend, singleBackend}, func(t *testing.T, b backend) {
+		c := b.client(t)
+		k := keys{prefix: "tok:"}
+		script := redis.NewScript("local v = ARGV[1]\n" + luaIndexKey + "\nreturn idx")
+		for _, user := range []idtype.ID{1, 255, 256, 1<<32 - 1, 1 << 32, 1<<63 - 1, 1863480000000000001, 0x7f80ff00ff00ff80} {
+			tag := slotTag(user)
+			const sid = idtype.ID(1863486340915077120)
+			rec := (&record{user: user}).encode()
+			got, err := script.Run(t.Context(), c, []string{k.session(tag, sid)}, rec, sid.String()).Text()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := k.index(tag, user); got != want {
+				t.Errorf("user %d: Lua builds %q, Go %q", user, got, want)
 			}
 		}
 	})

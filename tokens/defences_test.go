@@ -1,0 +1,482 @@
+package tokens
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// reprefix rewrites a token under another prefix with a correct checksum,
+// as an attacker who knows the format can.
+func reprefix(t testing.TB, tok, from, to string) string {
+	t.Helper()
+	p, ok := parseToken(from, tok)
+	if !ok {
+		t.Fatalf("token %q does not parse under %q", tok, from)
+	}
+	return p.format(to)
+}
+
+// TestPrefixBound: a token validates only under the prefix it was issued
+// with, even when the two Managers share their keys.
+func TestPrefixBound(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		c := b.client(t)
+		snk := newManager(t, c, gen, Options{})
+		// With a cache, which knows tokens by their secret alone: a token
+		// it holds, moved to another prefix, must not hit another cache.
+		abc := newManager(t, c, gen, Options{KeyPrefix: snk.opts.KeyPrefix, TokenPrefix: "abc", CacheTTL: time.Minute})
+		snkCached := newManager(t, c, gen, Options{KeyPrefix: snk.opts.KeyPrefix, CacheTTL: time.Minute})
+		abcTok, _ := issue(t, abc, userID(t, gen), Metadata{})
+		if _, err := abc.Validate(ctx, abcTok); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := snkCached.Validate(ctx, reprefix(t, abcTok, "abc", "snk")); err != ErrInvalidToken {
+			t.Errorf("an abc_ token cached by its Manager, re-prefixed to snk_: Validate = %v, want ErrInvalidToken", err)
+		}
+		tok, _ := issue(t, snk, userID(t, gen), Metadata{})
+		moved := reprefix(t, tok, "snk", "abc")
+		if _, err := abc.Validate(ctx, moved); err != ErrInvalidToken {
+			t.Errorf("a snk_ token re-prefixed to abc_: Validate on the abc Manager = %v, want ErrInvalidToken", err)
+		}
+		if _, _, err := abc.Rotate(ctx, moved); err != ErrInvalidToken {
+			t.Errorf("Rotate of the re-prefixed token = %v, want ErrInvalidToken", err)
+		}
+		if err := abc.Revoke(ctx, moved); err != ErrInvalidToken {
+			t.Errorf("Revoke of the re-prefixed token = %v, want ErrInvalidToken", err)
+		}
+		if _, err := snk.Validate(ctx, tok); err != nil {
+			t.Errorf("the original token: %v", err)
+		}
+
+		// Control: with the digest over the secret alone, the
+		// re-prefixed token is accepted.
+		snk.setDefences(defences{noPrefixBinding: true})
+		abc.setDefences(defences{noPrefixBinding: true})
+		tok, _ = issue(t, snk, userID(t, gen), Metadata{})
+		if _, err := abc.Validate(ctx, reprefix(t, tok, "snk", "abc")); err != nil {
+			t.Errorf("control: without the prefix in the digest the re-prefixed token was refused (%v): the test does not reach the fault", err)
+		}
+	})
+}
+
+// TestCacheRevokeRace: with CacheTTL, a Validate whose read was in flight
+// while a revocation ran on the same Manager must not put the session
+// back in the cache: no Validate that begins after the revocation
+// returned may succeed. Every kind of revocation races 16 goroutines
+// that validate the token from the moment it is issued.
+func TestCacheRevokeRace(t *testing.T) {
+	forEach(t, []backend{singleBackend, clusterBackend}, func(t *testing.T, b backend) {
+		c := b.client(t)
+		gen := newGen(t)
+		m := newManager(t, c, gen, Options{CacheTTL: time.Minute, MaxSessions: 2})
+		for _, kind := range revocationKinds {
+			if bad := raceRevocations(t, m, gen, kind, 40); bad > 0 {
+				t.Errorf("%s: in %d of 40 rounds a Validate begun after the revocation returned succeeded", kind, bad)
+			}
+		}
+
+		// Control: without the revocation count, the race puts revoked
+		// sessions back in the cache.
+		m.setDefences(defences{noCacheGuard: true})
+		total := 0
+		var counts []string
+		for _, kind := range revocationKinds {
+			bad := raceRevocations(t, m, gen, kind, 20)
+			total += bad
+			counts = append(counts, fmt.Sprintf("%s %d/20", kind, bad))
+		}
+		t.Logf("control, rounds with a revoked session served from the cache: %s", strings.Join(counts, ", "))
+		if total == 0 {
+			t.Error("control: without the guard no round served a revoked session: the test does not reach the race")
+		}
+	})
+}
+
+// revocationKinds are the ways a Manager revokes a session.
+var revocationKinds = []string{"Revoke", "RevokeSession", "RevokeAll", "Rotate", "MaxSessions"}
+
+// raceRevocations runs rounds of one revocation kind against 16
+// validating goroutines and returns in how many rounds a Validate that
+// began after the revocation returned still succeeded.
+func raceRevocations(t *testing.T, m *Manager, gen *idtype.Generator, kind string, rounds int) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	bad := 0
+	for round := range rounds {
+		user := userID(t, gen)
+		tok, s := issue(t, m, user, Metadata{})
+		var (
+			revoked  atomic.Bool
+			violated atomic.Bool
+			stop     atomic.Bool
+			started  sync.WaitGroup
+			wg       sync.WaitGroup
+		)
+		started.Add(16)
+		for range 16 {
+			wg.Go(func() {
+				started.Done()
+				for i := 0; !stop.Load() && i < 1000; i++ {
+					after := revoked.Load()
+					_, err := m.Validate(ctx, tok)
+					if after && err == nil {
+						violated.Store(true)
+					}
+					if err != nil && !errors.Is(err, ErrInvalidToken) {
+						t.Errorf("%s round %d: %v", kind, round, err)
+						return
+					}
+					if after && i > 0 {
+						// A few validations after the revocation are
+						// enough to see a resurrected cache entry.
+						time.Sleep(time.Millisecond)
+					}
+				}
+			})
+		}
+		started.Wait()
+		var err error
+		switch kind {
+		case "Revoke":
+			err = m.Revoke(ctx, tok)
+		case "RevokeSession":
+			var ok bool
+			if ok, err = m.RevokeSession(ctx, user, s.ID); err == nil && !ok {
+				err = fmt.Errorf("RevokeSession found nothing")
+			}
+		case "RevokeAll":
+			_, err = m.RevokeAll(ctx, user)
+		case "Rotate":
+			_, _, err = m.Rotate(ctx, tok)
+		case "MaxSessions": // MaxSessions is 2: the third Issue evicts the first
+			if _, _, err = m.Issue(ctx, user, Metadata{}); err == nil {
+				_, _, err = m.Issue(ctx, user, Metadata{})
+			}
+		}
+		revoked.Store(true)
+		if err != nil {
+			stop.Store(true)
+			wg.Wait()
+			t.Fatalf("%s round %d: %v", kind, round, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		stop.Store(true)
+		wg.Wait()
+		if violated.Load() {
+			bad++
+		}
+	}
+	return bad
+}
+
+// TestLostIndex: a user's index that is gone (as allkeys-* eviction or a
+// lost write leaves it) must not let a session survive RevokeAll, nor
+// hide it from List and RevokeSession: the index is the authority, and a
+// session missing from it is logged out.
+func TestLostIndex(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		c := b.client(t)
+		m := newManager(t, c, gen, Options{})
+
+		// Control: with membership unchecked, a session whose index was
+		// lost survives RevokeAll.
+		m.setDefences(defences{noIndexCheck: true})
+		user := userID(t, gen)
+		tok, _ := issue(t, m, user, Metadata{})
+		if err := c.Del(ctx, m.keys.index(slotTag(user), user)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.RevokeAll(ctx, user); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Validate(ctx, tok); err != nil {
+			t.Errorf("control: without the index check a session survived nothing (%v): the test does not reach the fault", err)
+		}
+		m.setDefences(defences{})
+
+		user = userID(t, gen)
+		tok1, s1 := issue(t, m, user, Metadata{})
+		tok2, _ := issue(t, m, user, Metadata{})
+		if err := c.Del(ctx, m.keys.index(slotTag(user), user)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.RevokeAll(ctx, user); err != nil {
+			t.Fatal(err)
+		}
+		for i, tok := range []string{tok1, tok2} {
+			if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
+				t.Errorf("session %d after its index was lost and RevokeAll returned: Validate = %v, want ErrInvalidToken", i+1, err)
+			}
+		}
+		if list, err := m.List(ctx, user); err != nil || len(list) != 0 {
+			t.Errorf("List = %d sessions, %v; want none", len(list), err)
+		}
+		if ok, err := m.RevokeSession(ctx, user, s1.ID); ok || err != nil {
+			t.Errorf("RevokeSession = %v, %v; want false, nil", ok, err)
+		}
+
+		// A lost index logs the user out at once, before any RevokeAll:
+		// the index is the authority, so its loss cannot be told apart
+		// from a RevokeAll whose clean-up did not reach the sessions.
+		user = userID(t, gen)
+		tok, _ = issue(t, m, user, Metadata{})
+		if _, err := m.Validate(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Del(ctx, m.keys.index(slotTag(user), user)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("a session whose index is gone: Validate = %v, want ErrInvalidToken", err)
+		}
+		if _, _, err := m.Rotate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("a session whose index is gone: Rotate = %v, want ErrInvalidToken", err)
+		}
+		// Nothing heals the index: a new login does not bring the old
+		// session back.
+		issue(t, m, user, Metadata{})
+		if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("the old session after a new login re-created the index: Validate = %v", err)
+		}
+	})
+}
+
+// TestEvictionFailsClosed fills a Redis under maxmemory-policy
+// allkeys-lru until it evicts sessions and indexes, then revokes every
+// user's sessions: none may validate afterwards. The sessions whose index
+// was evicted and whose key was not are the fault; without the index
+// check (the control) they survive RevokeAll.
+func TestEvictionFailsClosed(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
+			t.Parallel()
+			_, c := startMaxmemoryRedis(t, "4mb", "allkeys-lru")
+			ctx := t.Context()
+			gen := newGen(t)
+			m := newManager(t, c, gen, Options{})
+			m.setDefences(defences{noIndexCheck: control})
+			type sess struct {
+				tok  string
+				user idtype.ID
+				s    Session
+			}
+			var all []sess
+			users := make([]idtype.ID, 300)
+			for i := range users {
+				users[i] = userID(t, gen)
+				for range 3 {
+					tok, s := issue(t, m, users[i], Metadata{Device: "phone"})
+					all = append(all, sess{tok, users[i], s})
+				}
+			}
+			fillMemory(t, c, 600)
+			orphans := 0
+			for _, x := range all {
+				tag := slotTag(x.user)
+				n, err := c.Exists(ctx, m.keys.session(tag, x.s.ID), m.keys.index(tag, x.user)).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 1 && c.Exists(ctx, m.keys.session(tag, x.s.ID)).Val() == 1 {
+					orphans++
+				}
+			}
+			t.Logf("%d evicted keys; %d of %d sessions kept their key but lost their index",
+				evictedKeys(t, c), orphans, len(all))
+			if orphans == 0 {
+				t.Fatal("no session lost its index to eviction: the test does not reach the fault")
+			}
+			for _, u := range users {
+				if _, err := m.RevokeAll(ctx, u); err != nil {
+					t.Fatalf("RevokeAll under allkeys-lru: %v", err)
+				}
+			}
+			survivors := 0
+			for _, x := range all {
+				_, err := m.Validate(ctx, x.tok)
+				if err == nil {
+					survivors++
+				} else if err != ErrInvalidToken {
+					t.Errorf("Validate: %v", err)
+				}
+			}
+			switch {
+			case !control && survivors > 0:
+				t.Errorf("%d sessions validated after RevokeAll of their user returned", survivors)
+			case control && survivors == 0:
+				t.Error("control: without the index check no session survived RevokeAll: the test does not reach the fault")
+			case control:
+				t.Logf("control: %d sessions survived RevokeAll", survivors)
+			}
+		})
+	}
+}
+
+// startMaxmemoryRedis starts a private server with a memory limit (such as
+// "4mb"; an empty server uses about 900 kB) and a maxmemory-policy.
+func startMaxmemoryRedis(t testing.TB, maxmemory, policy string) (*testenv.RedisServer, *redis.Client) {
+	t.Helper()
+	srv := testenv.StartRedis(t, "--maxmemory", maxmemory, "--maxmemory-policy", policy)
+	return srv, clientFor(t, srv.Addr())
+}
+
+// fillMemory writes junk until the server refuses a write with OOM
+// (noeviction) or has evicted at least minEvicted keys (allkeys-*).
+func fillMemory(t testing.TB, c *redis.Client, minEvicted int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	junk := strings.Repeat("x", 4096)
+	for i := 0; ; i++ {
+		err := c.Set(ctx, fmt.Sprintf("junk:%d", i), junk, 0).Err()
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "OOM") {
+				return
+			}
+			t.Fatalf("fill: %v", err)
+		}
+		if minEvicted > 0 && i%64 == 0 && evictedKeys(t, c) >= minEvicted {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("memory did not fill within 60 s")
+		}
+	}
+}
+
+func evictedKeys(t testing.TB, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "evicted_keys:"); ok {
+			var n int64
+			fmt.Sscan(v, &n)
+			return n
+		}
+	}
+	t.Fatal("no evicted_keys in INFO stats")
+	return 0
+}
+
+// TestRefreshUnderOOM: with Redis full under noeviction, a session that
+// the read verified is served even though its refresh cannot be written,
+// the failed refresh is counted and retried on a later Validate, and
+// revocations still work.
+func TestRefreshUnderOOM(t *testing.T) {
+	_, c := startMaxmemoryRedis(t, "4mb", "noeviction")
+	ctx := t.Context()
+	gen := newGen(t)
+	m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: 50 * time.Millisecond})
+	user := userID(t, gen)
+	var toks []string
+	var sess []Session
+	for range 4 {
+		tok, s := issue(t, m, user, Metadata{})
+		toks, sess = append(toks, tok), append(sess, s)
+	}
+	other, _ := issue(t, m, userID(t, gen), Metadata{})
+	fillMemory(t, c, 0)
+	time.Sleep(100 * time.Millisecond) // every session is due for a refresh
+	for i, tok := range toks {
+		if _, err := m.Validate(ctx, tok); err != nil {
+			t.Errorf("session %d, due for a refresh, with Redis out of memory: Validate = %v, want the session", i, err)
+		}
+	}
+	if err := m.Revoke(ctx, toks[0]); err != nil {
+		t.Errorf("Revoke under OOM: %v", err)
+	}
+	if ok, err := m.RevokeSession(ctx, user, sess[1].ID); !ok || err != nil {
+		t.Errorf("RevokeSession under OOM = %v, %v", ok, err)
+	}
+	if _, err := m.RevokeAll(ctx, user, sess[3].ID); err != nil {
+		t.Errorf("RevokeAll under OOM: %v", err)
+	}
+	for i, tok := range toks[:3] {
+		if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("session %d revoked under OOM: Validate = %v", i, err)
+		}
+	}
+	if _, err := m.Validate(ctx, other); err != nil {
+		t.Errorf("another user's session: %v", err)
+	}
+	if n := m.Stats().RefreshFailures; n < 5 {
+		t.Errorf("Stats().RefreshFailures = %d, want at least the 5 refreshes that failed", n)
+	}
+	if _, _, err := m.Issue(ctx, user, Metadata{}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Issue under OOM = %v, want ErrUnavailable", err)
+	}
+
+	// Control: without the tolerance, the failed refresh fails the call.
+	m.setDefences(defences{noRefreshTolerance: true})
+	time.Sleep(100 * time.Millisecond)
+	if _, err := m.Validate(ctx, other); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("control: a failed refresh without the tolerance gave %v, want ErrUnavailable: the test does not reach the fault", err)
+	}
+	m.setDefences(defences{})
+
+	// With memory back, the next Validate makes the refresh that failed.
+	if err := c.Eval(ctx, `for _, k in ipairs(redis.call('KEYS', 'junk:*')) do redis.call('DEL', k) end`, nil).Err(); err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	s, err := m.Validate(ctx, toks[3])
+	if err != nil || !s.LastSeenAt.After(sess[3].LastSeenAt) {
+		t.Errorf("with memory back: Validate = %+v, %v; want LastSeenAt past %v", s, err, sess[3].LastSeenAt)
+	}
+}
+
+// TestRevokeAllDropsStaleCache: a session revoked through one Manager may
+// still be in another's cache, for up to its CacheTTL; once that other
+// Manager revokes the user's sessions itself, it must stop serving it at
+// once, although its RevokeAll no longer finds the session in the index.
+// (Found by TestChaosProxyDelay.)
+func TestRevokeAllDropsStaleCache(t *testing.T) {
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		ctx := t.Context()
+		gen := newGen(t)
+		c := b.client(t)
+		plain := newManager(t, c, gen, Options{})
+		cached := newManager(t, c, gen, Options{KeyPrefix: plain.opts.KeyPrefix, CacheTTL: time.Minute})
+		user := userID(t, gen)
+		tok, s := issue(t, plain, user, Metadata{})
+		kept, k := issue(t, plain, user, Metadata{})
+		for _, x := range []string{tok, kept} {
+			if _, err := cached.Validate(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ok, err := plain.RevokeSession(ctx, user, s.ID); !ok || err != nil {
+			t.Fatalf("RevokeSession = %v, %v", ok, err)
+		}
+		if _, err := cached.Validate(ctx, tok); err != nil {
+			t.Fatalf("within CacheTTL the cache may still serve it, and does: %v", err)
+		}
+		if _, err := cached.RevokeAll(ctx, user, k.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cached.Validate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("after RevokeAll through the caching Manager: Validate = %v, want ErrInvalidToken", err)
+		}
+		if _, err := cached.Validate(ctx, kept); err != nil {
+			t.Errorf("the kept session: %v", err)
+		}
+	})
+}

@@ -1,0 +1,319 @@
+package tokens
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/faults"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// laggingPair is a primary and a replica that replicates through a proxy,
+// which a test freezes to hold replication back.
+type laggingPair struct {
+	primary, replica *testenv.RedisServer
+	proxy            *faults.Proxy
+}
+
+func startLaggingPair(t *testing.T) laggingPair {
+	t.Helper()
+	primary := testenv.StartRedis(t)
+	proxy := faults.StartProxy(t, primary.Addr())
+	replica := testenv.StartRedisReplica(t, proxy.Addr())
+	return laggingPair{primary, replica, proxy}
+}
+
+// failover freezes replication, runs revoke on the primary, then drops
+// what the replica did not get and promotes it, as a failover to a
+// lagging replica does. It returns revoke's error.
+func (p laggingPair) failover(t *testing.T, revoke func() error) error {
+	t.Helper()
+	p.replica.WaitSynced(p.primary.Addr(), 10*time.Second)
+	p.proxy.Freeze()
+	err := revoke()
+	p.proxy.Cut()
+	p.replica.Promote()
+	return err
+}
+
+// TestFailoverLaggingReplica: a revocation that returned must survive a
+// failover to a replica. Without WaitReplicas (the control), RevokeAll
+// returns success while the replica lags, and after the replica is
+// promoted the revoked token validates again. With WaitReplicas 1, the
+// same RevokeAll fails with ErrUnavailable instead; retried once a
+// replica is back, it succeeds, and the token stays revoked across the
+// next failover.
+func TestFailoverLaggingReplica(t *testing.T) {
+	t.Run("control", func(t *testing.T) {
+		t.Parallel()
+		p := startLaggingPair(t)
+		gen := newGen(t)
+		m := newManager(t, clientFor(t, p.primary.Addr()), gen, Options{})
+		user := userID(t, gen)
+		tok, _ := issue(t, m, user, Metadata{})
+		err := p.failover(t, func() error {
+			_, err := m.RevokeAll(t.Context(), user)
+			if err == nil {
+				if _, err := m.Validate(t.Context(), tok); err != ErrInvalidToken {
+					t.Errorf("on the primary after RevokeAll: Validate = %v", err)
+				}
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("RevokeAll without WaitReplicas: %v", err)
+		}
+		after := newManager(t, clientFor(t, p.replica.Addr()), gen, Options{KeyPrefix: m.opts.KeyPrefix})
+		if _, err := after.Validate(t.Context(), tok); err != nil {
+			t.Errorf("control: after the failover the revoked token is refused (%v): the test does not reach the fault", err)
+		}
+	})
+
+	t.Run("WaitReplicas", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		p := startLaggingPair(t)
+		gen := newGen(t)
+		opts := Options{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond}
+		m := newManager(t, clientFor(t, p.primary.Addr()), gen, opts)
+		user := userID(t, gen)
+		tok, _ := issue(t, m, user, Metadata{})
+		err := p.failover(t, func() error {
+			_, err := m.RevokeAll(ctx, user)
+			return err
+		})
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errTooFewReplicas) {
+			t.Fatalf("RevokeAll with the replica frozen = %v, want ErrUnavailable for too few replicas", err)
+		}
+		t.Logf("RevokeAll with the replica frozen: %v", err)
+
+		// The caller retries. The new primary has no replica yet, so the
+		// retry fails the same way until the old primary comes back as
+		// its replica.
+		opts.KeyPrefix = m.opts.KeyPrefix
+		m2 := newManager(t, clientFor(t, p.replica.Addr()), gen, opts)
+		if _, err := m2.RevokeAll(ctx, user); !errors.Is(err, errTooFewReplicas) {
+			t.Fatalf("RevokeAll on the new primary without replicas = %v, want too few replicas", err)
+		}
+		p.primary.ReplicaOf(p.replica.Addr())
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, err := m2.RevokeAll(ctx, user)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+				t.Fatalf("RevokeAll retried on the new primary: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, err := m2.Validate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("after the retried RevokeAll: Validate = %v", err)
+		}
+		// The revocation is on the old primary, now a replica: a second
+		// failover back to it keeps the token revoked.
+		p.primary.WaitSynced(p.replica.Addr(), 10*time.Second)
+		p.primary.Promote()
+		back := newManager(t, clientFor(t, p.primary.Addr()), gen, Options{KeyPrefix: m.opts.KeyPrefix})
+		if _, err := back.Validate(ctx, tok); err != ErrInvalidToken {
+			t.Errorf("after failing back: Validate = %v, want ErrInvalidToken", err)
+		}
+	})
+
+	t.Run("every revocation waits", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		p := startLaggingPair(t)
+		gen := newGen(t)
+		m := newManager(t, clientFor(t, p.primary.Addr()), gen,
+			Options{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond, MaxSessions: 2})
+		user := userID(t, gen)
+		toks := make([]string, 2)
+		sess := make([]Session, 2)
+		for i := range toks {
+			toks[i], sess[i] = issue(t, m, user, Metadata{})
+		}
+		// With replication healthy every call succeeds.
+		p.replica.WaitSynced(p.primary.Addr(), 10*time.Second)
+		rotated, _, err := m.Rotate(ctx, toks[0])
+		if err != nil {
+			t.Fatalf("Rotate with the replica in sync: %v", err)
+		}
+		toks[0] = rotated
+
+		p.proxy.Freeze()
+		defer p.proxy.Thaw()
+		tooFew := func(name string, err error) {
+			t.Helper()
+			if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errTooFewReplicas) {
+				t.Errorf("%s with the replica frozen = %v, want ErrUnavailable for too few replicas", name, err)
+			}
+		}
+		_, _, err = m.Rotate(ctx, toks[0])
+		tooFew("Rotate", err)
+		tooFew("Revoke", m.Revoke(ctx, toks[1]))
+		_, err = m.RevokeSession(ctx, user, sess[1].ID)
+		tooFew("RevokeSession", err)
+		other := userID(t, gen)
+		if _, _, err := m.Issue(ctx, other, Metadata{}); err != nil {
+			t.Errorf("Issue that revokes nothing, with the replica frozen: %v", err)
+		}
+		issue(t, m, other, Metadata{})
+		_, _, err = m.Issue(ctx, other, Metadata{}) // the third: MaxSessions revokes the first
+		tooFew("Issue past MaxSessions", err)
+	})
+}
+
+// TestWaitReplicasCluster sends revocations with WaitReplicas through a
+// ClusterClient to a private cluster without replicas: each must reach
+// the master of its key, also while the key's slot migrates (ASK) and
+// after it moved (MOVED), apply there, and fail for too few replicas, not
+// for a redirection.
+func TestWaitReplicasCluster(t *testing.T) {
+	cl := testenv.StartRedisCluster(t, 3)
+	ctx := t.Context()
+	gen := newGen(t)
+	plain := newManager(t, cl.Client(), gen, Options{})
+	waiting := newManager(t, cl.Client(), gen, Options{KeyPrefix: plain.opts.KeyPrefix, WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
+	redirects := &redirectCounter{}
+	if err := cl.Client().ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		c.AddHook(redirects)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Eight users of one slot tag, so their keys share a slot.
+	tag := slotTag(userID(t, gen))
+	type user struct {
+		id  idtype.ID
+		tok string
+		s   Session
+	}
+	users := make([]user, 8)
+	for i := range users {
+		users[i].id = sameTagUser(t, gen, tag)
+		users[i].tok, users[i].s = issue(t, plain, users[i].id, Metadata{})
+	}
+	tooFew := func(name string, err error) {
+		t.Helper()
+		if !errors.Is(err, errTooFewReplicas) {
+			t.Errorf("%s = %v, want ErrUnavailable for too few replicas", name, err)
+		}
+	}
+	slot, err := cl.KeySlot(ctx, plain.keys.index(tag, users[0].id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := cl.SlotOwner(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := (from + 1) % 3
+	source := cl.Nodes()[from].Client()
+	// moved reports whether key has left the source: a migrating slot
+	// answers ASK for a key it no longer has.
+	moved := func(key string) bool {
+		err := source.Exists(ctx, key).Err()
+		if err != nil && !strings.HasPrefix(err.Error(), "ASK ") {
+			t.Fatalf("EXISTS %s on the source: %v", key, err)
+		}
+		return err != nil
+	}
+	next, movedOps := 0, 0
+	_, err = cl.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 2, Step: func(int) error {
+		// Revoke every user whose session key or index has left, but
+		// leave the last three for after the move.
+		for ; next < len(users)-3; next++ {
+			u := users[next]
+			switch {
+			case moved(plain.keys.session(tag, u.s.ID)):
+				tooFew("Revoke of a moved session", waiting.Revoke(ctx, u.tok))
+			case moved(plain.keys.index(tag, u.id)):
+				_, err := waiting.RevokeAll(ctx, u.id)
+				tooFew("RevokeAll of a moved index", err)
+			default:
+				return nil
+			}
+			movedOps++
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if movedOps == 0 || redirects.count("ASK") == 0 || next != len(users)-3 {
+		t.Fatalf("mid-migration: %d revocations of moved keys, %d ASK redirections: the test does not reach the migration",
+			movedOps, redirects.count("ASK"))
+	}
+	// After the move the client's slot map may still name the source,
+	// which answers MOVED.
+	for ; next < len(users); next++ {
+		_, err := waiting.RevokeAll(ctx, users[next].id)
+		tooFew("RevokeAll after the move", err)
+	}
+	if redirects.count("MOVED") == 0 {
+		t.Error("no MOVED after the move: the test does not reach a stale slot map")
+	}
+	for i, u := range users {
+		if _, err := plain.Validate(ctx, u.tok); err != ErrInvalidToken {
+			t.Errorf("user %d after its revocation: Validate = %v", i, err)
+		}
+	}
+	t.Logf("%d revocations of keys that had moved mid-migration; redirections followed: %d ASK, %d MOVED, %d TRYAGAIN",
+		movedOps, redirects.count("ASK"), redirects.count("MOVED"), redirects.count("TRYAGAIN"))
+}
+
+// redirectCounter counts the Cluster redirections that pipelines sent to
+// node clients met.
+type redirectCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *redirectCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *redirectCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (r *redirectCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if e := c.Err(); e != nil {
+				kind, _, _ := strings.Cut(e.Error(), " ")
+				r.mu.Lock()
+				if r.n == nil {
+					r.n = map[string]int{}
+				}
+				r.n[kind]++
+				r.mu.Unlock()
+			}
+		}
+		return err
+	}
+}
+
+func (r *redirectCounter) count(kind string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[kind]
+}
+
+// sameTagUser returns a new user ID with the given slot tag.
+func sameTagUser(t *testing.T, gen *idtype.Generator, tag uint16) idtype.ID {
+	t.Helper()
+	for range 1 << 20 {
+		if u := userID(t, gen); slotTag(u) == tag {
+			return u
+		}
+	}
+	t.Fatalf("no user ID with slot tag %d in 2^20 tries", tag)
+	return 0
+}
