@@ -68,6 +68,8 @@ func TestNewGeneratorRefuses(t *testing.T) {
 		"worker -1":             {Config{Worker: -1}, ErrInvalidConfig},
 		"worker 1024":           {Config{Worker: 1024}, ErrInvalidConfig},
 		"negative drift":        {Config{MaxDrift: -time.Second}, ErrInvalidConfig},
+		"drift over the cap":    {Config{MaxDrift: MaxDriftCap + time.Millisecond}, ErrInvalidConfig},
+		"drift of a day":        {Config{MaxDrift: 24 * time.Hour}, ErrInvalidConfig},
 		"bad layout":            {Config{Layout: Layout{WorkerBits: 10}}, ErrInvalidLayout},
 		"NotBefore past layout": {Config{NotBefore: DefaultLayout.MaxTime().Add(time.Hour)}, ErrInvalidConfig},
 		"layout already spent": {Config{Layout: Layout{Epoch: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
@@ -99,6 +101,86 @@ func TestNextDecodes(t *testing.T) {
 		if p := l.Decode(is.mustNext()); !p.Time.Equal(now) || p.Sequence != 0 {
 			t.Errorf("%s: after the clock moved on, the ID decodes to %+v; want sequence 0 of %v", name, p, now)
 		}
+	}
+}
+
+// TestNeverIDZero: worker 0 in the epoch's first millisecond would issue
+// ID 0, which means "not assigned"; the generator starts it at sequence 1,
+// on every layout, with Next and NextN, and after a floor or a clock before
+// the epoch alike.
+func TestNeverIDZero(t *testing.T) {
+	for name, l := range testLayouts {
+		for _, c := range []struct {
+			what  string
+			start time.Duration // clock, from the epoch
+			cfg   Config
+		}{
+			{"clock at the epoch", 0, Config{}},
+			{"clock 3ms before the epoch", -3 * time.Millisecond, Config{}},
+			{"NotBefore before the epoch", 0, Config{NotBefore: l.Epoch.Add(-time.Hour)}},
+		} {
+			for _, batch := range []int{0, 5} {
+				cfg := c.cfg
+				cfg.Layout = l
+				clock := newFakeClock(l.Epoch.Add(c.start))
+				cfg.Clock = clock
+				g, err := NewGenerator(cfg)
+				if err != nil {
+					t.Fatalf("%s, %s: %v", name, c.what, err)
+				}
+				var first ID
+				if batch == 0 {
+					first, err = g.Next()
+				} else {
+					ids := make([]ID, batch)
+					err = g.NextN(ids)
+					first = ids[0]
+				}
+				if err != nil {
+					t.Fatalf("%s, %s, batch %d: %v", name, c.what, batch, err)
+				}
+				if first == 0 {
+					t.Errorf("%s, %s, batch %d: the first ID is 0, which means \"not assigned\"", name, c.what, batch)
+				}
+				// Without sequence bits, ID 0 is the epoch's first millisecond's
+				// only ID: the first goes to the next.
+				want := l.Epoch
+				if l.MaxSequence() == 0 {
+					want = want.Add(time.Millisecond)
+				}
+				if p := l.Decode(first); !p.Time.Equal(want) || p.Worker != 0 {
+					t.Errorf("%s, %s, batch %d: first ID %d decodes to %+v; want worker 0 at %s", name, c.what, batch, first, p, want)
+				}
+				if st := g.Stats(); st.IDs != int64(max(batch, 1)) {
+					t.Errorf("%s, %s, batch %d: Stats().IDs = %d", name, c.what, batch, st.IDs)
+				}
+			}
+		}
+	}
+}
+
+// TestBurstNeverPastCap: a batch far larger than the drift allowance, at
+// the largest MaxDrift a generator accepts, issues IDs no further ahead of
+// the clock than MaxDriftCap; it waits for the clock instead.
+func TestBurstNeverPastCap(t *testing.T) {
+	// 4 IDs a millisecond: three caps' worth of IDs is 120,000.
+	l := Layout{Epoch: DefaultLayout.Epoch, WorkerBits: 10, SequenceBits: 2}
+	perCap := int(MaxDriftCap/time.Millisecond) * 4
+	g, clock := newTestGenerator(t, Config{Layout: l, MaxDrift: MaxDriftCap, MaxWait: time.Minute})
+	ids := make([]ID, 3*perCap)
+	if err := g.NextN(ids); err != nil {
+		t.Fatal(err)
+	}
+	st := g.Stats()
+	if st.MaxDrift > MaxDriftCap || st.MaxDrift < MaxDriftCap-time.Millisecond {
+		t.Errorf("Stats().MaxDrift = %v; want just under the cap %v", st.MaxDrift, MaxDriftCap)
+	}
+	now := time.Unix(0, clock.UnixNano())
+	if last := l.Decode(ids[len(ids)-1]).Time; last.After(now.Add(MaxDriftCap)) {
+		t.Errorf("last ID at %s, %v after the clock's %s: past the cap %v", last, last.Sub(now), now, MaxDriftCap)
+	}
+	if sum(clock.Sleeps()) < 2*MaxDriftCap-time.Second {
+		t.Errorf("slept %v in all; a batch of three caps' worth must wait about two", sum(clock.Sleeps()))
 	}
 }
 
@@ -241,13 +323,13 @@ func TestNotBefore(t *testing.T) {
 	}
 	// A floor further ahead than MaxWait fails at once, and in burst mode
 	// it is issued ahead of the clock.
-	g, clock = newTestGenerator(t, Config{NotBefore: testStart.Add(10 * time.Second)})
+	g, clock = newTestGenerator(t, Config{NotBefore: testStart.Add(5 * time.Second)})
 	if _, err := g.Next(); !errors.Is(err, ErrClockBehind) || len(clock.Sleeps()) != 0 {
-		t.Errorf("NotBefore 10s ahead: %v after sleeping %v; want ErrClockBehind at once", err, clock.Sleeps())
+		t.Errorf("NotBefore 5s ahead: %v after sleeping %v; want ErrClockBehind at once", err, clock.Sleeps())
 	}
-	g, _ = newTestGenerator(t, Config{NotBefore: testStart.Add(10 * time.Second), MaxDrift: 11 * time.Second})
-	if id, err := g.Next(); err != nil || !DefaultLayout.Decode(id).Time.After(testStart.Add(10*time.Second)) {
-		t.Errorf("NotBefore 10s ahead in burst mode: %d, %v", id, err)
+	g, _ = newTestGenerator(t, Config{NotBefore: testStart.Add(5 * time.Second), MaxDrift: 6 * time.Second})
+	if id, err := g.Next(); err != nil || !DefaultLayout.Decode(id).Time.After(testStart.Add(5*time.Second)) {
+		t.Errorf("NotBefore 5s ahead in burst mode: %d, %v", id, err)
 	}
 }
 
