@@ -55,7 +55,8 @@
 //
 // Acquire takes a free number from a random start in one round trip
 // (Redis: one script; PostgreSQL: one statement, retried when concurrent
-// Acquires pick the same number). When every number is held it fails with
+// Acquires pick the same number, or when a stricter
+// default_transaction_isolation fails it with a serialization failure). When every number is held it fails with
 // ErrNoFreeWorker, which says how many there are.
 //
 // # Clocks

@@ -411,7 +411,14 @@ func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
 func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, rec.Level.String()+" "+rec.Message)
+	m := rec.Level.String() + " " + rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "error" {
+			m += " error=" + a.Value.String()
+		}
+		return true
+	})
+	r.msgs = append(r.msgs, m)
 	return nil
 }
 

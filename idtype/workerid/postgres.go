@@ -3,9 +3,12 @@ package workerid
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
+	"time"
 )
 
 // Postgres returns a Pool that keeps its leases in PostgreSQL, in the
@@ -18,9 +21,18 @@ import (
 // changed it.
 //
 // db may use any driver (pgx's stdlib, lib/pq); the queries bind only
-// text and integers. Acquire is one statement that finds a free number from a
-// random start and takes it; when concurrent Acquires pick the same
-// number, the losers try again (see Pool.Acquire).
+// text, integers and booleans. Acquire is one statement that finds a free
+// number from a random start and takes it; when concurrent Acquires pick
+// the same number, the losers try again (see Pool.Acquire).
+//
+// Every statement is one implicit transaction, so a lost reply means it
+// ran or it did not, and each works under any default_transaction_isolation.
+// Under REPEATABLE READ or SERIALIZABLE, PostgreSQL fails statements that
+// overlap on a row with a serialization failure (SQLSTATE 40001), or a
+// deadlock (40P01); the pool runs such a statement again, up to 10 times
+// with a jittered backoff from 2 ms to 100 ms, within the call's context.
+// It reads the SQLSTATE from the driver's error through a
+// SQLState() string method, which pgx's and lib/pq's errors have.
 func Postgres(db *sql.DB, opts Options) (*Pool, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOptions)
@@ -104,6 +116,37 @@ UPDATE snowkey_worker_leases SET
 	high_water = GREATEST($4::bigint, COALESCE(start_after, 0))
 WHERE namespace = $1 AND worker = $2 AND owner = $3`
 
+// Retries of a statement that PostgreSQL failed with a serialization
+// failure (40001) or a deadlock (40P01), which a database whose
+// default_transaction_isolation is REPEATABLE READ or SERIALIZABLE
+// reports when statements on one row overlap. Each statement is one
+// implicit transaction, rolled back when it fails, so running it again is
+// safe; the backoff is jittered so that the takers that collided spread
+// out.
+const (
+	serialRetries    = 10
+	serialBackoff    = 2 * time.Millisecond
+	serialBackoffMax = 100 * time.Millisecond
+)
+
+// sqlState is what drivers' errors tell of a PostgreSQL error: pgx's
+// *pgconn.PgError and lib/pq's *pq.Error both have it.
+type sqlState interface{ SQLState() string }
+
+// serialFailure reports whether err is a serialization failure or a
+// deadlock, after which the statement can run again.
+func serialFailure(err error) bool {
+	var st sqlState
+	if !errors.As(err, &st) {
+		return false
+	}
+	switch st.SQLState() {
+	case "40001", "40P01":
+		return true
+	}
+	return false
+}
+
 type pgStore struct {
 	db    *sql.DB
 	ns    string
@@ -111,10 +154,25 @@ type pgStore struct {
 	trips *atomic.Int64
 }
 
-// do runs one statement by f.
-func (s *pgStore) do(_ context.Context, f func() error) error {
-	s.trips.Add(1)
-	return f()
+// do runs one statement by f, again after a serialization failure or a
+// deadlock, up to serialRetries times, while ctx lasts.
+func (s *pgStore) do(ctx context.Context, f func() error) error {
+	backoff := serialBackoff
+	for retry := 0; ; retry++ {
+		s.trips.Add(1)
+		err := f()
+		if err == nil || s.ctl.noSerialRetry || retry == serialRetries || !serialFailure(err) {
+			return err
+		}
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, serialBackoffMax)
+	}
 }
 
 func (s *pgStore) kind() string { return "postgres" }
