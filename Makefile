@@ -1,6 +1,6 @@
 # Entry points of the repository. `make test` is what CI runs (.ci/run).
 
-.PHONY: test bench fuzz run fmt vet
+.PHONY: test bench fuzz chaos run fmt vet
 
 # gofmt check, go vet, and go test -race of every module against real
 # PostgreSQL and Redis servers.
@@ -14,6 +14,12 @@ bench:
 # Every fuzz target alone for FUZZTIME (default 15s).
 fuzz:
 	bash scripts/fuzz.sh
+
+# The fault-injection suite's long randomized schedule: every TestChaos
+# test for CHAOS_TIME (default 10m) per package, then the table of fault
+# kinds, runs, IDs and tokens checked, violations and control violations.
+chaos:
+	bash scripts/chaos.sh
 
 # The example backend (examples/, a module of its own) on embedded
 # defaults, or on PostgreSQL and Redis with DATABASE_URL and REDIS_URL set.

@@ -1,18 +1,19 @@
 package testenv
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv/redisctl"
 )
 
 // RedisServer is a redis-server process that belongs to one test, which may
@@ -30,6 +31,8 @@ type RedisServer struct {
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
+
+	client *redis.Client // made by Client
 }
 
 // StartRedis starts a private redis-server on a free loopback port, with its
@@ -42,6 +45,13 @@ type RedisServer struct {
 // The binary is SNOWKEY_TEST_REDIS_SERVER, else redis-server in PATH;
 // without either the test is skipped, or fails when CI=true.
 func StartRedis(t testing.TB, extraArgs ...string) *RedisServer {
+	t.Helper()
+	return startRedis(t, func() (int, error) { return FreePort(t), nil }, func(string) []string { return extraArgs })
+}
+
+// startRedis starts a private redis-server on a port from pickPort, with
+// the options args gives for its working directory.
+func startRedis(t testing.TB, pickPort func() (int, error), args func(dir string) []string) *RedisServer {
 	t.Helper()
 	bin := os.Getenv(EnvRedisServer)
 	if bin == "" {
@@ -61,7 +71,9 @@ func StartRedis(t testing.TB, extraArgs ...string) *RedisServer {
 	// A free port can be taken before redis-server binds it: try another.
 	var err error
 	for range 3 {
-		s.port = FreePort(t)
+		if s.port, err = pickPort(); err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
 		s.args = append([]string{
 			"--port", strconv.Itoa(s.port),
 			"--bind", "127.0.0.1",
@@ -70,10 +82,14 @@ func StartRedis(t testing.TB, extraArgs ...string) *RedisServer {
 			"--appendonly", "no",
 			"--logfile", s.logPath(),
 			"--daemonize", "no",
-		}, extraArgs...)
-		if err = s.start(); err == nil || !strings.Contains(err.Error(), "Address already in use") {
+			// A replica's full sync starts at once, not after the default 5s
+			// wait for more replicas.
+			"--repl-diskless-sync-delay", "0",
+		}, args(s.dir)...)
+		if err = s.start(); err == nil || !redisctl.IsBindError(err) {
 			break
 		}
+		_ = os.Remove(filepath.Join(s.dir, "nodes.conf")) // a cluster node's, naming the taken port
 	}
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
@@ -197,25 +213,15 @@ func (s *RedisServer) start() error {
 	}
 }
 
-// ping sends an inline PING and expects +PONG.
+// ping sends PING and expects PONG.
 func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	reply, err := redisctl.Do(ctx, addr, "PING")
+	if err == nil && reply != "PONG" {
+		err = fmt.Errorf("PING answered %q", reply)
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := io.WriteString(conn, "PING\r\n"); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line = strings.TrimSpace(line); line != "+PONG" {
-		return fmt.Errorf("PING answered %q", line)
-	}
-	return nil
+	return err
 }
 
 // tail returns the end of a log file for error messages.

@@ -1,6 +1,19 @@
 // Package testenv gives snowkey's tests the real servers they run against:
-// PostgreSQL, a standalone Redis, a Redis Cluster, and private redis-server
-// processes that a test may kill and restart.
+// PostgreSQL, a standalone Redis, a Redis Cluster, and private servers that
+// a test may break:
+//
+//   - StartRedis: a redis-server to kill, restart and reconfigure
+//     (ConfigSet, for maxmemory and its policy);
+//   - StartRedisReplica: a replica of a primary, possibly through a
+//     faults.Proxy so that replication can be frozen and the replica lag;
+//     Promote fails over to it, WaitSynced and ReplicationOffset tell how
+//     far it got;
+//   - StartRedisCluster: a Redis Cluster of masters whose slots a test may
+//     move with MigrateSlot, with a hook between batches.
+//
+// testenv is the one owner of server launchers; the shared servers of
+// cmd/testservers and the private ones here make clusters with the same
+// code (package redisctl).
 //
 // The shared servers are started by `make test`, which runs the tests under
 // internal/testenv/cmd/testservers; it passes their addresses in these

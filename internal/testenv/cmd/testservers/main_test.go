@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testenv/redisctl"
 )
 
 // need skips the test (fails it in CI) when err says a binary is missing.
@@ -81,10 +82,10 @@ func TestStartRedisAndCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply, err := redisDo(ctx, addr, "SET", "k", "v"); err != nil || reply != "OK" {
+	if reply, err := redisctl.Do(ctx, addr, "SET", "k", "v"); err != nil || reply != "OK" {
 		t.Errorf("SET: %q, %v", reply, err)
 	}
-	if reply, err := redisDo(ctx, addr, "GET", "k"); err != nil || reply != "v" {
+	if reply, err := redisctl.Do(ctx, addr, "GET", "k"); err != nil || reply != "v" {
 		t.Errorf("GET: %q, %v", reply, err)
 	}
 	if err := p.stop(syscall.SIGTERM, 10*time.Second); err != nil {
@@ -111,7 +112,7 @@ func TestStartRedisAndCluster(t *testing.T) {
 		if port+10000 > 65535 {
 			t.Errorf("node %s: bus port %d out of range", a, port+10000)
 		}
-		info, err := redisDo(ctx, a, "CLUSTER", "INFO")
+		info, err := redisctl.Do(ctx, a, "CLUSTER", "INFO")
 		if err != nil || !strings.Contains(info, "cluster_state:ok") {
 			t.Errorf("CLUSTER INFO on %s: %q, %v", a, info, err)
 		}

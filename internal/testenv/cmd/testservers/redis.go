@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -16,30 +13,20 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv/redisctl"
 )
 
 // clusterSize is the number of master nodes of the test cluster.
 const clusterSize = 3
 
-// findRedis returns absolute paths of redis-server and redis-cli. The
-// server comes from SNOWKEY_TEST_REDIS_SERVER when set, else PATH; redis-cli
-// is looked for beside it first, so both come from the same install.
+// findRedis returns absolute paths of redis-server and redis-cli: the
+// server from SNOWKEY_TEST_REDIS_SERVER when set, else PATH; redis-cli
+// beside it first, so both come from the same install.
 func findRedis() (server, cli string, err error) {
-	server = os.Getenv(envRedisServer)
-	if server == "" {
-		if server, err = exec.LookPath("redis-server"); err != nil {
-			return "", "", errors.New("redis-server not found in PATH " +
-				"(Debian: apt-get install redis-server redis-tools; or run with -redis=false -cluster=false)")
-		}
-	}
-	if server, err = filepath.Abs(server); err != nil {
-		return "", "", err
-	}
-	cli = filepath.Join(filepath.Dir(server), "redis-cli")
-	if _, err := os.Stat(cli); err != nil {
-		if cli, err = exec.LookPath("redis-cli"); err != nil {
-			cli = "" // only the cluster needs it; reported there
-		}
+	server, cli, err = redisctl.Find(os.Getenv(envRedisServer))
+	if err != nil {
+		return "", "", fmt.Errorf("%w; or run with -redis=false -cluster=false", err)
 	}
 	return server, cli, nil
 }
@@ -73,7 +60,7 @@ func startRedisServer(ctx context.Context, name, server, dir string, port int, a
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	var last error
 	for {
-		reply, err := redisDo(ctx, addr, "PING")
+		reply, err := redisctl.Do(ctx, addr, "PING")
 		if err == nil && reply == "PONG" {
 			return p, nil
 		}
@@ -108,16 +95,11 @@ func startRedis(ctx context.Context, server, dir string, logf func(string, ...an
 			logf("redis %s ready", addr)
 			return p, addr, nil
 		}
-		if attempt < 3 && isBindError(err) {
+		if attempt < 3 && redisctl.IsBindError(err) {
 			continue
 		}
 		return nil, "", err
 	}
-}
-
-func isBindError(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "Address already in use") || strings.Contains(s, "Could not create server TCP")
 }
 
 // startCluster starts clusterSize cluster-enabled servers, joins them with
@@ -143,17 +125,14 @@ func startCluster(ctx context.Context, server, cli, dir string, logf func(string
 		wg.Go(func() {
 			nodeDir := filepath.Join(dir, fmt.Sprintf("node%d", i))
 			for attempt := 1; ; attempt++ {
-				port, err := freeClusterPort()
+				port, err := redisctl.FreeClusterPort()
 				if err != nil {
 					errs[i] = err
 					return
 				}
 				p, err := startRedisServer(ctx, fmt.Sprintf("redis cluster node %d", i), server, nodeDir, port,
-					"--cluster-enabled", "yes",
-					"--cluster-config-file", filepath.Join(nodeDir, "nodes.conf"),
-					"--cluster-node-timeout", "5000",
-				)
-				if err != nil && attempt < 3 && isBindError(err) {
+					redisctl.ClusterArgs(nodeDir)...)
+				if err != nil && attempt < 3 && redisctl.IsBindError(err) {
 					_ = os.Remove(filepath.Join(nodeDir, "nodes.conf"))
 					continue
 				}
@@ -168,99 +147,12 @@ func startCluster(ctx context.Context, server, cli, dir string, logf func(string
 		return nil, nil, err
 	}
 
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(cctx, cli, args...).CombinedOutput()
-	if err != nil {
+	if err := redisctl.JoinCluster(ctx, cli, addrs); err != nil {
 		stopAll()
-		return nil, nil, fmt.Errorf("redis-cli --cluster create %s: %v\n%s", strings.Join(addrs, " "), err, indent(string(out)))
-	}
-	for i, addr := range addrs {
-		if err := waitClusterOK(ctx, addr); err != nil {
-			stopAll()
-			return nil, nil, fmt.Errorf("%v\n%s", err, logTail(procs[i].logPath))
-		}
+		return nil, nil, fmt.Errorf("%v\n%s", err, logTail(procs[0].logPath))
 	}
 	logf("redis cluster %s ready", strings.Join(addrs, ","))
 	return procs, addrs, nil
-}
-
-// waitClusterOK polls CLUSTER INFO on one node until the cluster is usable
-// from it.
-func waitClusterOK(ctx context.Context, addr string) error {
-	want := []string{"cluster_state:ok", "cluster_slots_ok:16384", "cluster_known_nodes:" + strconv.Itoa(clusterSize)}
-	var info string
-	for {
-		var err error
-		info, err = redisDo(ctx, addr, "CLUSTER", "INFO")
-		if err == nil && containsAll(info, want) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis cluster node %s not ready: %v; CLUSTER INFO: %q (error %v)",
-				addr, ctx.Err(), info, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
-}
-
-// redisDo sends one command and returns the reply, for simple-string,
-// error, integer and bulk-string replies. It is all testservers needs, and
-// it keeps a client library's retries and logging out of the wait loops.
-func redisDo(ctx context.Context, addr string, args ...string) (string, error) {
-	d := net.Dialer{Timeout: time.Second}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	var req strings.Builder
-	fmt.Fprintf(&req, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := conn.Write([]byte(req.String())); err != nil {
-		return "", err
-	}
-	r := bufio.NewReader(conn)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimRight(line, "\r\n")
-	if line == "" {
-		return "", errors.New("empty reply")
-	}
-	switch line[0] {
-	case '+', ':':
-		return line[1:], nil
-	case '-':
-		return "", errors.New(line[1:])
-	case '$':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
-			return "", fmt.Errorf("bad bulk reply %q", line)
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	}
-	return "", fmt.Errorf("unexpected reply %q", line)
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
@@ -271,32 +163,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// freeClusterPort returns a port P such that P and its cluster bus port
-// P+10000 are both free. It draws from 20000-32767, below Linux's ephemeral
-// range, so that P+10000 stays a valid port and outgoing connections are
-// unlikely to grab either.
-func freeClusterPort() (int, error) {
-	for range 200 {
-		p := 20000 + rand.IntN(12768)
-		if portFree(p) && portFree(p+10000) {
-			return p, nil
-		}
-	}
-	return 0, errors.New("no free port pair (P, P+10000) found in 20000-42767")
-}
-
-func portFree(port int) bool {
-	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
-}
-
-func indent(s string) string {
-	s = strings.TrimRight(s, "\n")
-	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }

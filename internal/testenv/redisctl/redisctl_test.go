@@ -1,0 +1,66 @@
+package redisctl_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testenv/redisctl"
+)
+
+func TestDoAndInfo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	addr := testenv.StartRedis(t).Addr()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"PING"}, "PONG"},
+		{[]string{"SET", "k", "a b"}, "OK"},
+		{[]string{"GET", "k"}, "a b"},
+		{[]string{"INCR", "n"}, "1"},
+	} {
+		if got, err := redisctl.Do(ctx, addr, tt.args...); err != nil || got != tt.want {
+			t.Errorf("%v: %q, %v; want %q", tt.args, got, err, tt.want)
+		}
+	}
+	if _, err := redisctl.Do(ctx, addr, "NOSUCHCOMMAND"); err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("error reply: %v", err)
+	}
+	if _, err := redisctl.Do(ctx, addr, "GET", "missing"); err == nil {
+		t.Error("nil bulk reply: no error")
+	}
+	info, err := redisctl.Info(ctx, addr, "replication")
+	if err != nil || info["role"] != "master" {
+		t.Errorf("INFO replication: %v, %v", info, err)
+	}
+}
+
+func TestFreeClusterPort(t *testing.T) {
+	p, err := redisctl.FreeClusterPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []int{p, p + 10000} {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Fatalf("port %d not free: %v", port, err)
+		}
+		l.Close()
+	}
+}
+
+func TestIsBindError(t *testing.T) {
+	if !redisctl.IsBindError(errors.New("Warning: Could not create server TCP listening socket 127.0.0.1:1: bind: Address already in use")) {
+		t.Error("bind failure not recognised")
+	}
+	if redisctl.IsBindError(errors.New("exited")) {
+		t.Error("other error taken for a bind failure")
+	}
+}
