@@ -117,6 +117,20 @@
 // (60 s: the TTL plus the time between the lost writes and now, at
 // least.)
 //
+// # Redis Cluster
+//
+// A namespace's keys share one hash slot, and every script declares each
+// key it touches (the take script: the hash of marks and every
+// candidate's lease key). While the slot migrates between nodes (a
+// reshard), a script whose keys are not all on one node is refused with
+// ASK or TRYAGAIN, which go-redis retries a few times, rather than run on
+// one node and find a lease key that has moved away absent there. So
+// during a migration Acquire may fail with ErrStore (TRYAGAIN), and
+// renewals may fail: a generator stops after TTL - Margin if the
+// migration lasts that long, and goes on by itself when it is done. The
+// slot holds one key per held number and one hash, so it moves in
+// moments.
+//
 // # What is in the store
 //
 // Redis, with the namespace as hash tag so that a Cluster keeps a
