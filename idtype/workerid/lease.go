@@ -120,7 +120,10 @@ func (l *Lease) Bind(grant func(idtype.Grant) time.Time) error {
 // current is the grant the lease's state allows. l.mu is held.
 func (l *Lease) current() idtype.Grant {
 	g := idtype.Grant{NotBefore: msTime(l.floor), Until: msTime(l.until)}
-	if l.expired {
+	switch {
+	case l.pool.ctl.noUntil:
+		g.Until = l.pool.opts.Layout.MaxTime()
+	case l.expired:
 		g.Err = l.expiredErr()
 	}
 	return g
@@ -186,6 +189,9 @@ func (l *Lease) renew(start int64) bool {
 	if err != nil {
 		l.failed(p.wrap("renew", err))
 		return false
+	}
+	if p.ctl.untilFromReply {
+		start = p.nowMs()
 	}
 	if r.held {
 		l.confirmed(start, r.prev, l.heldFloor(r), l.isUnsure())

@@ -49,6 +49,15 @@ type controls struct {
 	// undeclaredKeys: Redis's take script builds lease keys itself
 	// instead of declaring them in KEYS.
 	undeclaredKeys bool
+	// noFloor: a new owner does not start after the number's high-water
+	// mark (nor wait out a number without a record).
+	noFloor bool
+	// noUntil: the generator is not stopped when renewals fail; only a
+	// lost lease stops it.
+	noUntil bool
+	// untilFromReply: a confirmed renewal extends the generator's time
+	// from when its reply arrived, not from when it was sent.
+	untilFromReply bool
 }
 
 // store is what a Pool needs of Redis or PostgreSQL. Times are Unix
@@ -180,6 +189,9 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 // that may have lost it, one TTL from now, by when any owner the store
 // forgot has stopped.
 func (p *Pool) floor(t taken) int64 {
+	if p.ctl.noFloor {
+		return 0
+	}
 	floor := t.prev
 	if !t.hadRecord && !p.store.durable() {
 		floor = max(floor, p.nowMs()+p.opts.TTL.Milliseconds())
