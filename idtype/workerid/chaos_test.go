@@ -29,9 +29,10 @@ import (
 // switched off in the processes, and the control must find duplicates:
 // that proves the schedule reached the fault.
 //
-// Lease timings are short (TTL 1-2 s), so that numbers change hands many
-// times in a few seconds; the margins the package doc asks for still hold
-// between the processes' clocks.
+// Lease timings are short (TTL 1 s for most kinds, up to 4 s where a
+// fault needs room), so that numbers change hands many times in a few
+// seconds; the margins the package doc asks for still hold between the
+// processes' clocks.
 
 // chaosTiming is the lease timing of a run's processes.
 type chaosTiming struct{ ttl, margin, renew time.Duration }
@@ -184,9 +185,10 @@ func (r *chaosRun) setup() {
 	t := r.t
 	switch r.store {
 	case "redis":
-		r.addr = testenv.Redis(t)
 		if r.spec.server != nil {
 			r.addr = r.spec.server(r)
+		} else {
+			r.addr = testenv.Redis(t)
 		}
 		r.prefix = testenv.KeyPrefix(t)
 		c := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1})
