@@ -3,6 +3,7 @@ package workerid
 import (
 	"context"
 	"database/sql"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -104,7 +105,7 @@ type chaosProc struct {
 // a share of the package's chaos budget, and reports its row.
 func chaosTest(t *testing.T, spec chaosSpec) {
 	t.Parallel()
-	budget := faults.Budget(t) / time.Duration(len(chaosSpecs))
+	budget := chaosShare(t)
 	row := faults.Row{Package: "idtype/workerid", Fault: spec.fault, Seed: faults.Seed(t)}
 	start := time.Now()
 	var mu sync.Mutex
@@ -158,6 +159,22 @@ func chaosTest(t *testing.T, spec chaosSpec) {
 	wg.Wait()
 	row.Seconds = time.Since(start).Seconds()
 	faults.Report(t, row)
+}
+
+// chaosShare is one chaos test's share of the package's chaos budget. The
+// tests run -parallel at a time, so in the long schedule (CHAOS_TIME) each
+// gets that many shares and together they fill the budget; the short one
+// keeps to its share, which is one run a side.
+func chaosShare(t *testing.T) time.Duration {
+	share := faults.Budget(t) / time.Duration(len(chaosSpecs))
+	if faults.Long() {
+		n, err := strconv.Atoi(flag.Lookup("test.parallel").Value.String())
+		if err != nil || n < 1 {
+			n = 1
+		}
+		share *= time.Duration(min(n, len(chaosSpecs)))
+	}
+	return share
 }
 
 // runChaos runs one run and returns how many IDs the processes wrote and

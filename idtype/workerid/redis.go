@@ -201,8 +201,8 @@ func replyStrings(v any, n int) ([]string, error) {
 	return out, nil
 }
 
-// flag is a script's boolean argument.
-func flag(on bool) string {
+// luaBool is a script's boolean argument.
+func luaBool(on bool) string {
 	if on {
 		return "1"
 	}
@@ -231,7 +231,7 @@ func (s *redisStore) take(ctx context.Context, r takeRequest) (taken, error) {
 		prefix = s.base
 	}
 	args := make([]any, 0, 6+len(r.cands))
-	args = append(args, r.token, r.ttl, r.reserve, r.now, flag(!s.ctl.noOwnToken), prefix)
+	args = append(args, r.token, r.ttl, r.reserve, r.now, luaBool(!s.ctl.noOwnToken), prefix)
 	for _, w := range r.cands {
 		args = append(args, w)
 		if prefix == "" {
@@ -281,6 +281,6 @@ func (s *redisStore) renew(ctx context.Context, worker int64, token string, ttl,
 }
 
 func (s *redisStore) release(ctx context.Context, worker int64, token string, final int64) error {
-	_, err := s.run(ctx, s.releaseSc, []string{s.key(worker), s.hw}, token, worker, final, flag(!s.ctl.noReleaseClamp))
+	_, err := s.run(ctx, s.releaseSc, []string{s.key(worker), s.hw}, token, worker, final, luaBool(!s.ctl.noReleaseClamp))
 	return err
 }
