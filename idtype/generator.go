@@ -29,6 +29,20 @@ var (
 // Config.MaxWait is zero.
 const DefaultMaxWait = time.Second
 
+// MaxDriftCap is the largest Config.MaxDrift a generator accepts: 10 s.
+//
+// A burst borrows IDs from the future, and everything that keeps IDs
+// unique across a restart reckons with how far: a process with a fixed
+// worker number that ran MaxDrift ahead and comes back sooner than that
+// repeats IDs unless it is given NotBefore, and the time an ID tells is
+// off by as much. 10 s keeps both within what an operator already waits
+// for a restart and reads as "now" in a log, while it still lends 40.96
+// million IDs on the default layout (4,096 a millisecond), far more than
+// one batch should ever take; a larger batch waits for the clock at the
+// cap instead of running further ahead. It equals workerid's default
+// lease TTL, whose grants bound a leased generator's drift anyway.
+const MaxDriftCap = 10 * time.Second
+
 // Config configures a Generator. The zero value of each field is a safe
 // default, except Worker, which must be this process's own number.
 type Config struct {
@@ -57,7 +71,7 @@ type Config struct {
 	// uid-generator borrows future seconds. IDs then carry times up to
 	// MaxDrift in the future, and a burst that outruns the allowance waits
 	// like strict mode. Zero, the default, is strict: no ID carries a time
-	// later than the clock's.
+	// later than the clock's. At most MaxDriftCap.
 	MaxDrift time.Duration
 	// Lease, when set, is where the worker number comes from (see Lease
 	// and package workerid): the generator takes the lease's number,
@@ -183,8 +197,8 @@ func NewGenerator(cfg Config) (*Generator, error) {
 		return nil, fmt.Errorf("%w: Worker %d is outside 0..%d for %d worker bits",
 			ErrInvalidConfig, cfg.Worker, l.MaxWorker(), l.WorkerBits)
 	}
-	if cfg.MaxDrift < 0 {
-		return nil, fmt.Errorf("%w: MaxDrift %v is negative", ErrInvalidConfig, cfg.MaxDrift)
+	if cfg.MaxDrift < 0 || cfg.MaxDrift > MaxDriftCap {
+		return nil, fmt.Errorf("%w: MaxDrift %v is outside 0..%v (MaxDriftCap)", ErrInvalidConfig, cfg.MaxDrift, MaxDriftCap)
 	}
 	g := &Generator{
 		clock:      cfg.Clock,
@@ -220,6 +234,11 @@ func NewGenerator(cfg Config) (*Generator, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, g.exhausted(now))
 	}
 	g.initState = floor<<g.seqBits | g.seqMask
+	if cfg.Worker == 0 {
+		// Worker 0's first ID in the epoch's first millisecond would be
+		// ID 0, which means "not assigned": count it as used.
+		g.initState = max(g.initState, 0)
+	}
 	g.state.Store(g.initState)
 	g.limit.Store(g.maxTime)
 	if cfg.Lease != nil {

@@ -60,7 +60,7 @@ var ErrInvalidLayout = errors.New("idtype: invalid layout")
 // can go to the sequence instead, doubling the per-millisecond rate.
 type Layout struct {
 	// Epoch is time zero of the layout, kept to the millisecond. It must
-	// not be in the future.
+	// be in 1970 or later and not in the future.
 	Epoch time.Time
 	// WorkerBits is the width of the worker number.
 	WorkerBits uint
@@ -105,7 +105,7 @@ func (l Layout) maxTimeField() int64 { return 1<<l.TimeBits() - 1 }
 
 // Validate reports whether the layout can work: the widths leave at least
 // 20 time bits (17 minutes; the default has 41), each width is at most 31
-// bits, and the epoch is set and not in the future. The error wraps
+// bits, and the epoch is set, not before 1970 and not in the future. The error wraps
 // ErrInvalidLayout and names the bad field.
 func (l Layout) Validate() error {
 	switch {
@@ -118,6 +118,10 @@ func (l Layout) Validate() error {
 			ErrInvalidLayout, l.WorkerBits, l.SequenceBits, l.TimeBits())
 	case l.Epoch.IsZero():
 		return fmt.Errorf("%w: Epoch is not set", ErrInvalidLayout)
+	case l.Epoch.UnixMilli() < 0:
+		// A generator counts from the epoch in Unix nanoseconds, which
+		// overflow before 1678, and times before 1970 are negative.
+		return fmt.Errorf("%w: Epoch %s is before 1970-01-01T00:00:00Z", ErrInvalidLayout, l.Epoch.Format(time.RFC3339Nano))
 	case l.Epoch.After(time.Now()):
 		return fmt.Errorf("%w: Epoch %s is in the future", ErrInvalidLayout, l.Epoch.Format(time.RFC3339Nano))
 	}

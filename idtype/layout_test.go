@@ -3,6 +3,7 @@ package idtype
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,11 +35,28 @@ func TestLayoutValidate(t *testing.T) {
 		"worker bits":    {Epoch: DefaultLayout.Epoch, WorkerBits: 40, SequenceBits: 1},
 		"sequence bits":  {Epoch: DefaultLayout.Epoch, WorkerBits: 1, SequenceBits: 40},
 		"wrapping sum":   {Epoch: DefaultLayout.Epoch, WorkerBits: math.MaxUint - 1, SequenceBits: 12},
+		"before 1970":    {Epoch: time.Date(1969, 12, 31, 23, 59, 59, 999e6, time.UTC), WorkerBits: 10, SequenceBits: 12},
+		"year 1600":      {Epoch: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), WorkerBits: 10, SequenceBits: 12},
 	}
 	for name, l := range bad {
 		if err := l.Validate(); !errors.Is(err, ErrInvalidLayout) {
 			t.Errorf("%s: Validate() = %v; want ErrInvalidLayout", name, err)
 		}
+	}
+	// An epoch before 1970 is named in the error, and a generator refuses
+	// it rather than failing every call (its nanoseconds overflow before
+	// 1678, and the time field is counted from a negative Unix time).
+	l := bad["year 1600"]
+	if err := l.Validate(); err == nil || !strings.Contains(err.Error(), "1600-01-01T00:00:00Z") {
+		t.Errorf("Validate() of an epoch in 1600 = %v; want an error naming it", err)
+	}
+	if _, err := NewGenerator(Config{Layout: l}); !errors.Is(err, ErrInvalidLayout) {
+		t.Errorf("NewGenerator with an epoch in 1600: %v; want ErrInvalidLayout", err)
+	}
+	// 1970 itself is fine.
+	unix := Layout{Epoch: time.Unix(0, 0).UTC(), WorkerBits: 10, SequenceBits: 12}
+	if err := unix.Validate(); err != nil {
+		t.Errorf("Validate() of the Unix epoch = %v", err)
 	}
 }
 

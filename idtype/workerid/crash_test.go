@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/faults"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
@@ -31,6 +32,7 @@ import (
 const crashHelperEnv = "WORKERID_CRASH_HELPER"
 
 func TestMain(m *testing.M) {
+	faults.HelperMain(map[string]func() int{chaosHelper: chaosIssuer})
 	if os.Getenv(crashHelperEnv) != "" {
 		os.Exit(crashHelper())
 	}

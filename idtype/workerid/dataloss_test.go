@@ -113,62 +113,66 @@ func duplicateIDs(lists map[string][]idtype.ID) []idtype.ID {
 func TestRedisDataLoss(t *testing.T) {
 	t.Parallel() // slow, and mostly waiting: overlap with the rest
 	twoBits := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
-	for _, fence := range []bool{true, false} {
-		name := map[bool]string{true: "waits out a TTL", false: "control: no wait"}[fence]
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			srv := testenv.StartRedis(t) // no persistence
-			px := startProxy(t, srv.Addr())
-			o := Options{Layout: twoBits}
-			olds := redisPool(t, px.Addr(), "loss:", o)
-			news := redisPool(t, srv.Addr(), "loss:", o)
-			if !fence {
-				olds.store, news.store = trusting{olds.store}, trusting{news.store}
-			}
-			c := newCollector()
-			oldLeases := acquireN(t, olds, 4)
-			for i, l := range oldLeases {
-				c.run("old "+string(rune('0'+i)), generator(t, l))
-			}
-			time.Sleep(300 * time.Millisecond)
+	// run runs the scenario and returns how many duplicates it found.
+	run := func(t *testing.T, fence bool) int {
+		srv := testenv.StartRedis(t) // no persistence
+		px := startProxy(t, srv.Addr())
+		o := Options{Layout: twoBits}
+		olds := redisPool(t, px.Addr(), "loss:", o)
+		news := redisPool(t, srv.Addr(), "loss:", o)
+		if !fence {
+			olds.store, news.store = trusting{olds.store}, trusting{news.store}
+		}
+		c := newCollector()
+		oldLeases := acquireN(t, olds, 4)
+		for i, l := range oldLeases {
+			c.run("old "+string(rune('0'+i)), generator(t, l))
+		}
+		time.Sleep(300 * time.Millisecond)
 
-			px.Cut()
-			srv.Kill()
-			srv.Restart()
-			restarted := time.Now()
-			newLeases := acquireN(t, news, 4)
-			waited := time.Since(restarted)
-			for i, l := range newLeases {
-				c.run("new "+string(rune('0'+i)), generator(t, l))
+		px.Cut()
+		srv.Kill()
+		srv.Restart()
+		restarted := time.Now()
+		newLeases := acquireN(t, news, 4)
+		waited := time.Since(restarted)
+		for i, l := range newLeases {
+			c.run("new "+string(rune('0'+i)), generator(t, l))
+		}
+		time.Sleep(300 * time.Millisecond)
+		px.Restore()
+		for _, l := range oldLeases {
+			select {
+			case <-l.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatalf("old owner of worker %d did not learn it lost it", l.Worker())
 			}
-			time.Sleep(300 * time.Millisecond)
-			px.Restore()
-			for _, l := range oldLeases {
-				select {
-				case <-l.Done():
-				case <-time.After(5 * time.Second):
-					t.Fatalf("old owner of worker %d did not learn it lost it", l.Worker())
-				}
+		}
+		time.Sleep(200 * time.Millisecond)
+		lists := c.finish()
+		for who, ids := range lists {
+			if len(ids) == 0 {
+				t.Fatalf("%s issued no ID: the test proves nothing", who)
 			}
-			time.Sleep(200 * time.Millisecond)
-			lists := c.finish()
-			for who, ids := range lists {
-				if len(ids) == 0 {
-					t.Fatalf("%s issued no ID: the test proves nothing", who)
-				}
-			}
-			dups, total := duplicates(lists)
-			t.Logf("new owners ready %v after the restart; %d IDs, %d duplicates", waited.Round(time.Millisecond), total, dups)
-			switch {
-			case fence && dups > 0:
-				t.Fatalf("%d duplicate IDs among %d", dups, total)
-			case fence && waited < news.opts.TTL:
-				t.Fatalf("new owners issued %v after the restart, before one TTL (%v)", waited, news.opts.TTL)
-			case !fence && dups == 0:
-				t.Fatalf("control run without the wait found no duplicate among %d IDs: the test cannot see them", total)
-			}
-		})
+		}
+		dups, total := duplicates(lists)
+		t.Logf("new owners ready %v after the restart; %d IDs, %d duplicates", waited.Round(time.Millisecond), total, dups)
+		switch {
+		case fence && dups > 0:
+			t.Fatalf("%d duplicate IDs among %d", dups, total)
+		case fence && waited < news.opts.TTL:
+			t.Fatalf("new owners issued %v after the restart, before one TTL (%v)", waited, news.opts.TTL)
+		}
+		return dups
 	}
+	t.Run("waits out a TTL", func(t *testing.T) {
+		t.Parallel()
+		run(t, true)
+	})
+	t.Run("control: no wait", func(t *testing.T) {
+		t.Parallel()
+		tryControl(t, func(t *testing.T) bool { return run(t, false) > 0 })
+	})
 }
 
 // TestRedisFailoverToLaggingReplica fails over to a replica that stopped
@@ -183,77 +187,80 @@ func TestRedisDataLoss(t *testing.T) {
 func TestRedisFailoverToLaggingReplica(t *testing.T) {
 	t.Parallel() // slow, and mostly waiting: overlap with the rest
 	twoBits := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
-	for _, defended := range []bool{true, false} {
-		name := map[bool]string{true: "defended", false: "control: undefended"}[defended]
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			master := testenv.StartRedis(t)
-			host, port, _ := strings.Cut(master.Addr(), ":")
-			replica := testenv.StartRedis(t, "--replicaof", host, port)
-			rc := redisClient(t, replica.Addr())
-			waitFor(t, 30*time.Second, "the replica to sync", func() bool {
-				info, _ := rc.Info(t.Context(), "replication").Result()
-				return strings.Contains(info, "master_link_status:up")
-			})
-			px := startProxy(t, master.Addr())
-			o := Options{Layout: twoBits}
-			olds := redisPool(t, px.Addr(), "fo:", o)
-			news := redisPool(t, replica.Addr(), "fo:", o)
-			if !defended {
-				olds.store, news.store = trusting{olds.store}, trusting{news.store}
-			}
-			c := newCollector()
-			before := map[int64]bool{} // the workers leased before the replica stopped
-			for i, l := range acquireN(t, olds, 2) {
-				before[l.Worker()] = true
-				c.run(fmt.Sprintf("old %d (worker %d, before)", i, l.Worker()), generator(t, l))
-			}
-			hw := markKey(olds)
-			waitFor(t, 5*time.Second, "the replica to have two records", func() bool {
-				return rc.HLen(t.Context(), hw).Val() == 2
-			})
-
-			// The replica stops following: from here on it lags.
-			if err := rc.ReplicaOf(t.Context(), "NO", "ONE").Err(); err != nil {
-				t.Fatal(err)
-			}
-			frozen := time.Now()
-			for i, l := range acquireN(t, olds, 2) {
-				c.run(fmt.Sprintf("old %d (worker %d, after)", i+2, l.Worker()), generator(t, l))
-			}
-			time.Sleep(600*time.Millisecond - time.Since(frozen))
-
-			// Failover: the old owners cannot reach the new master yet.
-			px.Cut()
-			for i, l := range acquireNWhenFree(t, news, 4, 30*time.Second) {
-				c.run(fmt.Sprintf("new %d (worker %d)", i, l.Worker()), generator(t, l))
-			}
-			time.Sleep(300 * time.Millisecond)
-			px.Retarget(replica.Addr())
-			px.Restore()
-			time.Sleep(300 * time.Millisecond)
-			lists := c.finish()
-			for who, ids := range lists {
-				if len(ids) == 0 {
-					t.Fatalf("%s issued no ID: the test proves nothing", who)
-				}
-			}
-			dups, total := duplicates(lists)
-			// Which kind of number repeated: stale record, or none.
-			kinds := map[bool]int{}
-			for _, id := range duplicateIDs(lists) {
-				kinds[before[twoBits.Decode(id).Worker]]++
-			}
-			t.Logf("%d IDs, %d duplicates (%d on numbers with a stale record, %d on numbers without one)",
-				total, dups, kinds[true], kinds[false])
-			switch {
-			case defended && dups > 0:
-				t.Fatalf("%d duplicate IDs among %d", dups, total)
-			case !defended && dups == 0:
-				// It finds them on both kinds of number, unless a loaded
-				// machine delayed the old owners' renewals in the window.
-				t.Fatalf("control run found no duplicate among %d IDs: the test cannot see them", total)
-			}
+	// run runs the scenario and returns how many duplicates it found.
+	run := func(t *testing.T, defended bool) int {
+		master := testenv.StartRedis(t)
+		host, port, _ := strings.Cut(master.Addr(), ":")
+		replica := testenv.StartRedis(t, "--replicaof", host, port)
+		rc := redisClient(t, replica.Addr())
+		waitFor(t, 30*time.Second, "the replica to sync", func() bool {
+			info, _ := rc.Info(t.Context(), "replication").Result()
+			return strings.Contains(info, "master_link_status:up")
 		})
+		px := startProxy(t, master.Addr())
+		o := Options{Layout: twoBits}
+		olds := redisPool(t, px.Addr(), "fo:", o)
+		news := redisPool(t, replica.Addr(), "fo:", o)
+		if !defended {
+			olds.store, news.store = trusting{olds.store}, trusting{news.store}
+		}
+		c := newCollector()
+		before := map[int64]bool{} // the workers leased before the replica stopped
+		for i, l := range acquireN(t, olds, 2) {
+			before[l.Worker()] = true
+			c.run(fmt.Sprintf("old %d (worker %d, before)", i, l.Worker()), generator(t, l))
+		}
+		hw := markKey(olds)
+		waitFor(t, 5*time.Second, "the replica to have two records", func() bool {
+			return rc.HLen(t.Context(), hw).Val() == 2
+		})
+
+		// The replica stops following: from here on it lags.
+		if err := rc.ReplicaOf(t.Context(), "NO", "ONE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		frozen := time.Now()
+		for i, l := range acquireN(t, olds, 2) {
+			c.run(fmt.Sprintf("old %d (worker %d, after)", i+2, l.Worker()), generator(t, l))
+		}
+		time.Sleep(600*time.Millisecond - time.Since(frozen))
+
+		// Failover: the old owners cannot reach the new master yet.
+		px.Cut()
+		for i, l := range acquireNWhenFree(t, news, 4, 30*time.Second) {
+			c.run(fmt.Sprintf("new %d (worker %d)", i, l.Worker()), generator(t, l))
+		}
+		time.Sleep(300 * time.Millisecond)
+		px.Retarget(replica.Addr())
+		px.Restore()
+		time.Sleep(300 * time.Millisecond)
+		lists := c.finish()
+		for who, ids := range lists {
+			if len(ids) == 0 {
+				t.Fatalf("%s issued no ID: the test proves nothing", who)
+			}
+		}
+		dups, total := duplicates(lists)
+		// Which kind of number repeated: stale record, or none.
+		kinds := map[bool]int{}
+		for _, id := range duplicateIDs(lists) {
+			kinds[before[twoBits.Decode(id).Worker]]++
+		}
+		t.Logf("%d IDs, %d duplicates (%d on numbers with a stale record, %d on numbers without one)",
+			total, dups, kinds[true], kinds[false])
+		if defended && dups > 0 {
+			t.Fatalf("%d duplicate IDs among %d", dups, total)
+		}
+		// The control finds them on both kinds of number, unless a
+		// loaded machine delayed the old owners' renewals in the window.
+		return dups
 	}
+	t.Run("defended", func(t *testing.T) {
+		t.Parallel()
+		run(t, true)
+	})
+	t.Run("control: undefended", func(t *testing.T) {
+		t.Parallel()
+		tryControl(t, func(t *testing.T) bool { return run(t, false) > 0 })
+	})
 }

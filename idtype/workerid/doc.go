@@ -39,12 +39,24 @@
 //     lost: Done is closed, Err wraps idtype.ErrLeaseLost and ErrTaken,
 //     and the generator never issues again.
 //
+// The store keeps, with each lease, the mark its ownership started after,
+// and every renewal returns it: the lease raises its generator's floor to
+// it before it grants more time. So a take-back whose reply was lost (it
+// ran; the lease heard nothing) is learned from the next renewal, and the
+// lease still starts after the IDs of the owner it took the number back
+// from. A take that finds the number held by its own token (a take sent
+// again, by go-redis's retries, after its first attempt ran) knows it as
+// its own and keeps that mark.
+//
 // Close stops the generator first, then gives the number back, lowering
-// its mark to the generator's last ID, so the next owner starts at once.
+// its mark to the generator's last ID, so the next owner starts at once;
+// never below the mark the ownership started after, and, when a
+// take-back's outcome is unknown, never below that take's reservation.
 //
 // Acquire takes a free number from a random start in one round trip
 // (Redis: one script; PostgreSQL: one statement, retried when concurrent
-// Acquires pick the same number). When every number is held it fails with
+// Acquires pick the same number, or when a stricter
+// default_transaction_isolation fails it with a serialization failure). When every number is held it fails with
 // ErrNoFreeWorker, which says how many there are.
 //
 // # Clocks
@@ -105,13 +117,30 @@
 // (60 s: the TTL plus the time between the lost writes and now, at
 // least.)
 //
+// # Redis Cluster
+//
+// A namespace's keys share one hash slot, and every script declares each
+// key it touches (the take script: the hash of marks and every
+// candidate's lease key). While the slot migrates between nodes (a
+// reshard), a script whose keys are not all on one node is refused with
+// ASK or TRYAGAIN, which go-redis retries a few times, rather than run on
+// one node and find a lease key that has moved away absent there. So
+// during a migration Acquire may fail with ErrStore (TRYAGAIN), and
+// renewals may fail: a generator stops after TTL - Margin if the
+// migration lasts that long, and goes on by itself when it is done. The
+// slot holds one key per held number and one hash, so it moves in
+// moments.
+//
 // # What is in the store
 //
 // Redis, with the namespace as hash tag so that a Cluster keeps a
 // namespace in one slot:
 //
-//	snowkey:workerid:{api}:17   "host:pid/<token>", PX = TTL   the lease on 17
-//	snowkey:workerid:{api}:hw   hash 17 -> Unix ms             high-water marks
+//	snowkey:workerid:{api}:17   "host:pid/<token>|<start>", PX = TTL   the lease on 17
+//	snowkey:workerid:{api}:hw   hash 17 -> Unix ms                     high-water marks
+//
+// where <start> is the mark the lease's ownership started after (empty
+// when the number had none).
 //
 // PostgreSQL: table snowkey_worker_leases (namespace, worker, owner,
 // holder, expires_at, high_water, start_after, acquired_at, renewed_at),

@@ -1,15 +1,19 @@
 package workerid
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,9 +135,13 @@ func migrate(t testing.TB, dsn string) {
 	_ = db.Close()
 }
 
-// forKinds runs f as a parallel subtest for each store.
-func forKinds(t *testing.T, f func(t *testing.T, b backend)) {
+// forKinds runs f as a parallel subtest for each store, or for those
+// named in only.
+func forKinds(t *testing.T, f func(t *testing.T, b backend), only ...string) {
 	for _, k := range kinds {
+		if len(only) > 0 && !slices.Contains(only, k.name) {
+			continue
+		}
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			f(t, k.open(t))
@@ -249,6 +257,8 @@ type proxy struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
+	drop  []byte // a request holding it has its reply dropped (DropReplies)
+	drops int    // how many more replies to drop
 }
 
 func startProxy(t testing.TB, target string) *proxy {
@@ -304,9 +314,64 @@ func (p *proxy) forward(c net.Conn) {
 	}
 	p.conns[s] = struct{}{}
 	p.mu.Unlock()
-	go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-	_, _ = io.Copy(c, s)
+	// dropping is set when a request whose reply is to be dropped has
+	// gone to the server.
+	var dropping atomic.Bool
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				if p.drops > 0 && bytes.Contains(buf[:n], p.drop) {
+					p.drops--
+					dropping.Store(true)
+				}
+				p.mu.Unlock()
+				if _, werr := s.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		_ = s.Close()
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := s.Read(buf)
+		if n > 0 {
+			if dropping.Load() {
+				// The server ran the request; its reply never arrives.
+				break
+			}
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	_ = c.Close()
+	_ = s.Close()
+}
+
+// DropReplies lets the next n requests that contain match through to the
+// server, then drops each one's reply and closes its connection: the
+// request ran, and the client never hears of it.
+func (p *proxy) DropReplies(match []byte, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drop, p.drops = match, n
+}
+
+// Dropping returns how many replies DropReplies still has to drop.
+func (p *proxy) Dropping() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.drops
 }
 
 // Cut drops every connection and refuses new ones.
@@ -347,7 +412,14 @@ func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
 func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, rec.Level.String()+" "+rec.Message)
+	m := rec.Level.String() + " " + rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "error" {
+			m += " error=" + a.Value.String()
+		}
+		return true
+	})
+	r.msgs = append(r.msgs, m)
 	return nil
 }
 
@@ -367,6 +439,26 @@ func (r *logRecorder) String() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return strings.Join(r.msgs, "\n")
+}
+
+// controlTries is how often a control scenario runs before its test
+// concludes that it cannot reach its fault: on a loaded machine one run
+// may miss the window of time the fault needs.
+const controlTries = 3
+
+// tryControl runs the control scenario found in subtests "try 1", "try 2",
+// … until one finds the violation it looks for, and fails t if none of
+// controlTries does.
+func tryControl(t *testing.T, found func(t *testing.T) bool) {
+	t.Helper()
+	for i := 1; i <= controlTries; i++ {
+		ok := false
+		t.Run(fmt.Sprintf("try %d", i), func(t *testing.T) { ok = found(t) })
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("%d control runs found no violation: the test does not reach its fault", controlTries)
 }
 
 // waitFor polls cond until it holds or the timeout passes.

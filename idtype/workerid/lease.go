@@ -52,7 +52,12 @@ type Lease struct {
 	renewals    int64
 	failures    int64 // renewals failed in a row
 	lastErr     error
-	grant       func(idtype.Grant) time.Time
+	// unsure is the reservation of a take-back whose outcome the lease
+	// does not know (no reply came), 0 when there is none: the take may
+	// have run, leaving the number this lease's again, after a mark the
+	// lease has not seen.
+	unsure int64
+	grant  func(idtype.Grant) time.Time
 }
 
 func newLease(p *Pool, worker int64, token string, start, floor int64) *Lease {
@@ -115,7 +120,10 @@ func (l *Lease) Bind(grant func(idtype.Grant) time.Time) error {
 // current is the grant the lease's state allows. l.mu is held.
 func (l *Lease) current() idtype.Grant {
 	g := idtype.Grant{NotBefore: msTime(l.floor), Until: msTime(l.until)}
-	if l.expired {
+	switch {
+	case l.pool.ctl.noUntil:
+		g.Until = l.pool.opts.Layout.MaxTime()
+	case l.expired:
 		g.Err = l.expiredErr()
 	}
 	return g
@@ -182,8 +190,11 @@ func (l *Lease) renew(start int64) bool {
 		l.failed(p.wrap("renew", err))
 		return false
 	}
+	if p.ctl.untilFromReply {
+		start = p.nowMs()
+	}
 	if r.held {
-		l.confirmed(start, r.prev, 0, false)
+		l.confirmed(start, r.prev, l.heldFloor(r), l.isUnsure())
 		return true
 	}
 	if r.holder != "" {
@@ -193,10 +204,19 @@ func (l *Lease) renew(start int64) bool {
 	}
 	// The store has no lease on the number: it expired while this process
 	// could not renew it, or the store lost it. Take it again if free.
+	reserve := p.reserve(start)
+	l.mu.Lock()
+	l.unsure = reserve
+	l.mu.Unlock()
 	t, err := p.store.take(ctx, takeRequest{
 		cands: []int64{l.worker}, token: l.token, holder: p.opts.Holder,
-		ttl: ttl, reserve: p.reserve(start), now: start,
+		ttl: ttl, reserve: reserve, now: start,
 	})
+	if err == nil && t.worker < 0 {
+		l.mu.Lock()
+		l.unsure = 0
+		l.mu.Unlock()
+	}
 	switch {
 	case err != nil:
 		l.failed(p.wrap("take back", err))
@@ -213,9 +233,34 @@ func (l *Lease) renew(start int64) bool {
 	return true
 }
 
+// heldFloor is the floor that a renewal which found the lease held
+// implies: the mark the ownership started after. The lease's floor is at
+// least that already, unless the ownership began with a take-back whose
+// reply was lost; then this renewal is how the lease learns of it, and
+// the floor is what that reply would have set. Without it the lease
+// would go on after its own old IDs while the number's owner in between
+// had issued later ones.
+func (l *Lease) heldFloor(r renewal) int64 {
+	p := l.pool
+	switch {
+	case p.ctl.noStartFloor:
+		return 0
+	case l.isUnsure():
+		return p.floor(taken{prev: r.startAfter, hadRecord: r.hadStart})
+	}
+	return r.startAfter
+}
+
+func (l *Lease) isUnsure() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.unsure != 0
+}
+
 // confirmed records a renewal sent at start that the store confirmed:
-// found is the high-water mark the store had; retaken says the number was
-// taken anew, after floor.
+// found is the high-water mark the store had, and floor the mark the
+// ownership started after, which the lease's floor rises to before the
+// generator is granted more; retaken says the number was taken anew.
 func (l *Lease) confirmed(start, found, floor int64, retaken bool) {
 	p := l.pool
 	l.mu.Lock()
@@ -229,21 +274,28 @@ func (l *Lease) confirmed(start, found, floor int64, retaken bool) {
 		l.log.Warn("workerid: the store had lost the lease's high-water mark; restored",
 			"found", msTime(found), "persisted", msTime(l.highWater))
 	}
-	wasExpired, failures := l.expired, l.failures
+	wasExpired, failures, unsure := l.expired, l.failures, l.unsure != 0
 	l.highWater = max(l.highWater, p.reserve(start))
 	l.until = start + p.opts.TTL.Milliseconds() - p.opts.Margin.Milliseconds()
+	l.floor = max(l.floor, floor)
 	l.lastRenewal = msTime(start)
 	l.renewals++
 	l.failures = 0
 	l.expired = false
-	if retaken {
-		l.floor = max(l.floor, floor)
+	l.unsure = 0
+	switch {
+	case retaken && unsure:
+		l.log.Warn("workerid: lease had lapsed in the store; worker number taken back (learned from a renewal: the take-back's reply was lost)",
+			"floor", msTime(l.floor), "last_error", l.lastErr)
+	case retaken:
 		l.log.Warn("workerid: lease had lapsed in the store; worker number taken back",
 			"floor", msTime(l.floor), "last_error", l.lastErr)
-	} else if wasExpired || failures > 0 {
+	case wasExpired || failures > 0:
 		l.log.Info("workerid: lease renewed again", "failed_renewals", failures, "was_expired", wasExpired)
 	}
 	l.lastErr = nil
+	// The grant raises the generator's floor before it lets it issue up
+	// to the new end.
 	l.grantLocked(l.current())
 }
 
@@ -349,6 +401,14 @@ func (l *Lease) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("workerid: close worker %d: %w", l.worker, ctx.Err())
 	}
+	// A take-back whose outcome is unknown may have made the number this
+	// lease's again after a mark it never saw (one a store without a
+	// record cannot keep for it either): leave the take's reservation.
+	l.mu.Lock()
+	if !l.pool.ctl.noReleaseClamp {
+		final = max(final, l.unsure)
+	}
+	l.mu.Unlock()
 	if err := l.pool.store.release(ctx, l.worker, l.token, final); err != nil {
 		return l.pool.wrap("release", err)
 	}

@@ -21,9 +21,43 @@ import (
 type Pool struct {
 	store store
 	opts  Options
+	ctl   *controls
 	cands []int64      // the numbers a lease may take, in order
 	trips atomic.Int64 // requests sent to the store, for benchmarks
 	takes atomic.Int64 // store.take calls by Acquire, for tests
+}
+
+// controls turn defences off, one by one, for the control runs of this
+// package's tests, which show that each test reaches the fault its
+// defence is for. The zero value, every defence on, is the only one a
+// Pool made by Redis or Postgres has; nothing outside this package's
+// tests can change it.
+type controls struct {
+	// noStartFloor: a renewal that finds the lease held does not raise
+	// the lease's floor to the mark the ownership started after.
+	noStartFloor bool
+	// noReleaseClamp: Redis's release may lower the mark below the one
+	// the ownership started after, and Close does not keep it above a
+	// take-back whose outcome it does not know.
+	noReleaseClamp bool
+	// noOwnToken: a take does not recognise a lease held by the taker's
+	// own token (a retried take whose first attempt ran) as its own.
+	noOwnToken bool
+	// noSerialRetry: PostgreSQL statements that fail with a
+	// serialization failure or a deadlock are not retried.
+	noSerialRetry bool
+	// undeclaredKeys: Redis's take script builds lease keys itself
+	// instead of declaring them in KEYS.
+	undeclaredKeys bool
+	// noFloor: a new owner does not start after the number's high-water
+	// mark (nor wait out a number without a record).
+	noFloor bool
+	// noUntil: the generator is not stopped when renewals fail; only a
+	// lost lease stops it.
+	noUntil bool
+	// untilFromReply: a confirmed renewal extends the generator's time
+	// from when its reply arrived, not from when it was sent.
+	untilFromReply bool
 }
 
 // store is what a Pool needs of Redis or PostgreSQL. Times are Unix
@@ -38,15 +72,20 @@ type store interface {
 	// lost its latest writes still covers what its owner issued.
 	durable() bool
 	// take leases the first free number of cands (in that order) to
-	// token, and raises its high-water mark to reserve.
+	// token, and raises its high-water mark to reserve. A number held by
+	// token already (a retried take whose first attempt ran) is still
+	// the token's: take extends it and reports the mark it started
+	// after then.
 	take(ctx context.Context, r takeRequest) (taken, error)
 	// renew extends the lease of worker held by token and raises its
 	// high-water mark to reserve. A lease that is no longer the token's
-	// is reported, not an error.
+	// is reported, not an error. It returns the mark the ownership
+	// started after, so that a lease whose take-back ran but whose reply
+	// was lost learns it.
 	renew(ctx context.Context, worker int64, token string, ttl, reserve int64) (renewal, error)
 	// release ends the lease of worker held by token, leaving final as
-	// its high-water mark. It does nothing when the lease is not the
-	// token's.
+	// its high-water mark, or the mark the ownership started after if
+	// that is higher. It does nothing when the lease is not the token's.
 	release(ctx context.Context, worker int64, token string, final int64) error
 }
 
@@ -65,9 +104,11 @@ type taken struct {
 	// atomic step reports it.
 	raced bool
 	// prev is the number's high-water mark before this take, and
-	// hadRecord whether it had one at all.
+	// hadRecord whether it had one at all. When the number was the
+	// token's already (own), they are what the token's first take found.
 	prev      int64
 	hadRecord bool
+	own       bool
 }
 
 // renewal is the outcome of store.renew.
@@ -76,6 +117,10 @@ type renewal struct {
 	held bool
 	// prev is the high-water mark found before raising it (held only).
 	prev int64
+	// startAfter is the high-water mark the number had when this
+	// ownership began, and hadStart whether it had one (held only).
+	startAfter int64
+	hadStart   bool
 	// holder is the token or holder found instead of ours, "" if none.
 	holder string
 }
@@ -144,6 +189,9 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 // that may have lost it, one TTL from now, by when any owner the store
 // forgot has stopped.
 func (p *Pool) floor(t taken) int64 {
+	if p.ctl.noFloor {
+		return 0
+	}
 	floor := t.prev
 	if !t.hadRecord && !p.store.durable() {
 		floor = max(floor, p.nowMs()+p.opts.TTL.Milliseconds())
@@ -181,14 +229,15 @@ func (p *Pool) wrap(op string, err error) error {
 }
 
 // newPool makes a pool on the store that newStore makes for the resolved
-// options; the store counts its round trips in trips.
-func newPool(opts Options, newStore func(o Options, trips *atomic.Int64) store) (*Pool, error) {
+// options; the store reads the pool's controls and counts its round trips
+// in trips.
+func newPool(opts Options, newStore func(o Options, ctl *controls, trips *atomic.Int64) store) (*Pool, error) {
 	opts, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{opts: opts, cands: opts.candidates()}
-	p.store = newStore(opts, &p.trips)
+	p := &Pool{opts: opts, ctl: &controls{}, cands: opts.candidates()}
+	p.store = newStore(opts, p.ctl, &p.trips)
 	if len(p.cands) == 0 {
 		return nil, fmt.Errorf("%w: Reserved leaves no worker number of %d to lease", ErrInvalidOptions,
 			opts.Layout.MaxWorker()+1)

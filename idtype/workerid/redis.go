@@ -15,65 +15,106 @@ import (
 // high-water mark. A namespace's keys share one hash tag, so the pool
 // works on a single server, with Sentinel and on a Cluster alike:
 //
-//	<KeyPrefix>{<Namespace>}:<number>   the lease: "<holder>/<token>", PX = TTL
+//	<KeyPrefix>{<Namespace>}:<number>   the lease: "<holder>/<token>|<start>", PX = TTL
 //	<KeyPrefix>{<Namespace>}:hw         hash: number -> high-water mark (Unix ms)
+//
+// where <start> is the high-water mark the number had when the lease took
+// it (empty if it had none): the lease's IDs all come after it, and the
+// lease key keeps it so that it lives and dies with the ownership.
 //
 // Acquire is one round trip (two the first time a server meets the
 // script): a script scans the numbers from a random start and takes the
 // free one that its taker can start on soonest, preferring numbers used
-// and given back before.
+// and given back before. Every script declares each key it touches, so
+// that on a Cluster whose slot is migrating Redis refuses it (ASK,
+// TRYAGAIN) rather than let it see half the keys.
 //
 // Redis can lose data; see the package doc for what a pool does about it.
 func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
 	}
-	return newPool(opts, func(o Options, trips *atomic.Int64) store {
+	return newPool(opts, func(o Options, ctl *controls, trips *atomic.Int64) store {
 		base := o.KeyPrefix + "{" + o.Namespace + "}:"
 		return &redisStore{
-			c: client, base: base, hw: base + "hw", trips: trips,
+			c: client, base: base, hw: base + "hw", ctl: ctl, trips: trips,
 			takeSc: redis.NewScript(takeScript), renewSc: redis.NewScript(renewScript), releaseSc: redis.NewScript(releaseScript),
 		}
 	})
 }
 
+// leaseParts, in the scripts, splits a lease key's value into the token
+// and the mark the ownership started after ("" for none). The mark is all
+// digits, so the last '|' separates them whatever the holder's name holds.
+// A value of another form is nobody's token.
+const leaseParts = `
+local function parts(v)
+  if not v then
+    return nil, nil
+  end
+  return string.match(v, '^(.*)|(%d*)$')
+end
+`
+
 // takeScript takes a free number of a list, atomically: the one its taker
 // can start on soonest. A number with a high-water mark in the past costs
 // no wait and ends the scan; one with a mark ahead costs the time until
 // the mark; one without a record costs one TTL (see the package doc).
-// Ties go to the earlier in the list.
+// Ties go to the earlier in the list. A number whose lease holds the
+// taker's own token is the taker's already: a retried take whose first
+// attempt ran and whose reply was lost. The script extends it, keeps the
+// mark its ownership started after, and returns that.
 //
-// KEYS[1]: the hash of high-water marks. ARGV[1]: the prefix of lease
-// keys; ARGV[2]: the token; ARGV[3]: the TTL (ms); ARGV[4]: the taker's
-// reservation (Unix ms); ARGV[5]: the numbers to try, in order, separated
-// by commas; ARGV[6]: the taker's time (Unix ms). Returns {number,
-// previous high-water mark or ""}, or {"-1", ""}.
-const takeScript = `
-local ttl, reserve, now = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
-local pick, mark, best
-for w in string.gmatch(ARGV[5], '%d+') do
-  if redis.call('EXISTS', ARGV[1] .. w) == 0 then
+// KEYS[1]: the hash of high-water marks; KEYS[2..]: the lease key of each
+// number to try, in order. ARGV[1]: the token; ARGV[2]: the TTL (ms);
+// ARGV[3]: the taker's reservation (Unix ms); ARGV[4]: the taker's time
+// (Unix ms); ARGV[5]: "1" to recognise the taker's own token; ARGV[6]:
+// "" (a test's control run sends the lease key prefix, to build keys it
+// does not declare); ARGV[7..]: the numbers to try, in the order of their
+// keys. Returns {number, the mark the ownership started after or "",
+// "1" if it was the taker's already else "0"}, or {"-1", "", "0"}.
+const takeScript = leaseParts + `
+local ttl, reserve, now = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local own, prefix = ARGV[5] == '1', ARGV[6]
+local pick, pickKey, mark, best
+for i = 7, #ARGV do
+  local w, key = ARGV[i], KEYS[i - 5]
+  if prefix ~= '' then
+    key = prefix .. w
+  end
+  local v = redis.call('GET', key)
+  if not v then
     local prev = redis.call('HGET', KEYS[1], w)
     local cost = ttl
     if prev then
       cost = math.max(tonumber(prev) - now, 0)
     end
     if not best or cost < best then
-      pick, mark, best = w, prev, cost
+      pick, pickKey, mark, best = w, key, prev, cost
       if cost == 0 then
         break
       end
     end
+  elseif own then
+    local tok, start = parts(v)
+    if tok == ARGV[1] then
+      redis.call('PEXPIRE', key, ARGV[2])
+      local prev = redis.call('HGET', KEYS[1], w)
+      if not prev or tonumber(prev) < reserve then
+        redis.call('HSET', KEYS[1], w, ARGV[3])
+      end
+      return {w, start, '1'}
+    end
   end
 end
 if not pick then
-  return {'-1', ''}
+  return {'-1', '', '0'}
 end
-redis.call('SET', ARGV[1] .. pick, ARGV[2], 'PX', ARGV[3])
+redis.call('SET', pickKey, ARGV[1] .. '|' .. (mark or ''), 'PX', ARGV[2])
 if not mark or tonumber(mark) < reserve then
-  redis.call('HSET', KEYS[1], pick, ARGV[4])
+  redis.call('HSET', KEYS[1], pick, ARGV[3])
 end
-return {pick, mark or ''}
+return {pick, mark or '', '0'}
 `
 
 // renewScript extends a lease that is still the token's.
@@ -81,38 +122,50 @@ return {pick, mark or ''}
 // KEYS[1]: the lease key; KEYS[2]: the hash of high-water marks.
 // ARGV[1]: the token; ARGV[2]: the TTL (ms); ARGV[3]: the number;
 // ARGV[4]: the new reservation (Unix ms). Returns {"1", previous
-// high-water mark or ""} when renewed, else {"0", what the key holds or
-// ""}.
-const renewScript = `
+// high-water mark or "", the mark the ownership started after or ""}
+// when renewed, else {"0", the token the key holds or "", ""}.
+const renewScript = leaseParts + `
 local v = redis.call('GET', KEYS[1])
-if v ~= ARGV[1] then
-  return {'0', v or ''}
+local tok, start = parts(v)
+if tok ~= ARGV[1] then
+  return {'0', tok or v or '', ''}
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local prev = redis.call('HGET', KEYS[2], ARGV[3])
 if not prev or tonumber(prev) < tonumber(ARGV[4]) then
   redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
 end
-return {'1', prev or ''}
+return {'1', prev or '', start}
 `
 
 // releaseScript ends a lease that is still the token's and sets the
-// number's high-water mark to what its owner really used.
+// number's high-water mark to what its owner really used, never below the
+// mark the ownership started after: a Close that did not learn of its
+// own take-back must not hand the next owner IDs that the previous one
+// issued.
 //
 // KEYS[1]: the lease key; KEYS[2]: the hash of high-water marks.
-// ARGV[1]: the token; ARGV[2]: the number; ARGV[3]: the final mark.
-const releaseScript = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-  return 1
+// ARGV[1]: the token; ARGV[2]: the number; ARGV[3]: the final mark;
+// ARGV[4]: "1" to keep the mark at or above the start (a test's control
+// run sends "0").
+const releaseScript = leaseParts + `
+local tok, start = parts(redis.call('GET', KEYS[1]))
+if tok ~= ARGV[1] then
+  return 0
 end
-return 0
+redis.call('DEL', KEYS[1])
+local final = ARGV[3]
+if ARGV[4] == '1' and start ~= '' and tonumber(start) > tonumber(final) then
+  final = start
+end
+redis.call('HSET', KEYS[2], ARGV[2], final)
+return 1
 `
 
 type redisStore struct {
 	c               redis.UniversalClient
 	base, hw        string // lease key prefix; hash of high-water marks
+	ctl             *controls
 	trips           *atomic.Int64
 	takeSc, renewSc *redis.Script
 	releaseSc       *redis.Script
@@ -133,18 +186,27 @@ func (s *redisStore) run(ctx context.Context, sc *redis.Script, keys []string, a
 	return v, err
 }
 
-// pair reads a script's {string, string} reply.
-func pair(v any) (string, string, error) {
+// replyStrings reads a script's reply of n strings.
+func replyStrings(v any, n int) ([]string, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
-		return "", "", fmt.Errorf("unexpected script reply %v", v)
+	if !ok || len(a) != n {
+		return nil, fmt.Errorf("unexpected script reply %v", v)
 	}
-	x, ok1 := a[0].(string)
-	y, ok2 := a[1].(string)
-	if !ok1 || !ok2 {
-		return "", "", fmt.Errorf("unexpected script reply %v", v)
+	out := make([]string, n)
+	for i, x := range a {
+		if out[i], ok = x.(string); !ok {
+			return nil, fmt.Errorf("unexpected script reply %v", v)
+		}
 	}
-	return x, y, nil
+	return out, nil
+}
+
+// luaBool is a script's boolean argument.
+func luaBool(on bool) string {
+	if on {
+		return "1"
+	}
+	return "0"
 }
 
 // mark parses a high-water mark; "" means no record.
@@ -159,53 +221,66 @@ func mark(s string) (int64, bool, error) {
 	return v, true, nil
 }
 
+func (s *redisStore) key(worker int64) string { return s.base + strconv.FormatInt(worker, 10) }
+
 func (s *redisStore) take(ctx context.Context, r takeRequest) (taken, error) {
-	cands := make([]byte, 0, 5*len(r.cands))
-	for i, w := range r.cands {
-		if i > 0 {
-			cands = append(cands, ',')
+	keys := make([]string, 1, 1+len(r.cands))
+	keys[0] = s.hw
+	prefix := ""
+	if s.ctl.undeclaredKeys {
+		prefix = s.base
+	}
+	args := make([]any, 0, 6+len(r.cands))
+	args = append(args, r.token, r.ttl, r.reserve, r.now, luaBool(!s.ctl.noOwnToken), prefix)
+	for _, w := range r.cands {
+		args = append(args, w)
+		if prefix == "" {
+			keys = append(keys, s.key(w))
 		}
-		cands = strconv.AppendInt(cands, w, 10)
 	}
-	v, err := s.run(ctx, s.takeSc, []string{s.hw}, s.base, r.token, r.ttl, r.reserve, cands, r.now)
+	v, err := s.run(ctx, s.takeSc, keys, args...)
 	if err != nil {
 		return taken{}, err
 	}
-	ws, prevs, err := pair(v)
+	out, err := replyStrings(v, 3)
 	if err != nil {
 		return taken{}, err
 	}
-	w, err := strconv.ParseInt(ws, 10, 64)
+	w, err := strconv.ParseInt(out[0], 10, 64)
 	if err != nil {
-		return taken{}, fmt.Errorf("worker number %q: %w", ws, err)
+		return taken{}, fmt.Errorf("worker number %q: %w", out[0], err)
 	}
-	prev, had, err := mark(prevs)
+	prev, had, err := mark(out[1])
 	if err != nil {
 		return taken{}, err
 	}
-	return taken{worker: w, prev: prev, hadRecord: had}, nil
+	return taken{worker: w, prev: prev, hadRecord: had, own: out[2] == "1"}, nil
 }
 
 func (s *redisStore) renew(ctx context.Context, worker int64, token string, ttl, reserve int64) (renewal, error) {
-	v, err := s.run(ctx, s.renewSc, []string{s.base + strconv.FormatInt(worker, 10), s.hw}, token, ttl, worker, reserve)
+	v, err := s.run(ctx, s.renewSc, []string{s.key(worker), s.hw}, token, ttl, worker, reserve)
 	if err != nil {
 		return renewal{}, err
 	}
-	ok, found, err := pair(v)
+	out, err := replyStrings(v, 3)
 	if err != nil {
 		return renewal{}, err
 	}
-	if ok != "1" {
-		return renewal{holder: found}, nil
+	if out[0] != "1" {
+		return renewal{holder: out[1]}, nil
 	}
-	prev, _, err := mark(found)
+	prev, _, err := mark(out[1])
 	if err != nil {
 		return renewal{}, err
 	}
-	return renewal{held: true, prev: prev}, nil
+	start, hadStart, err := mark(out[2])
+	if err != nil {
+		return renewal{}, err
+	}
+	return renewal{held: true, prev: prev, startAfter: start, hadStart: hadStart}, nil
 }
 
 func (s *redisStore) release(ctx context.Context, worker int64, token string, final int64) error {
-	_, err := s.run(ctx, s.releaseSc, []string{s.base + strconv.FormatInt(worker, 10), s.hw}, token, worker, final)
+	_, err := s.run(ctx, s.releaseSc, []string{s.key(worker), s.hw}, token, worker, final, luaBool(!s.ctl.noReleaseClamp))
 	return err
 }

@@ -1,0 +1,293 @@
+package workerid
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/faults"
+)
+
+// The chaos helper is a generator process of the chaos tests: this test
+// binary, run again by faults.StartHelper. It leases a number, issues IDs
+// and appends them to its ID file, gives the number back now and then
+// and leases again, and starts over whenever its lease is lost, until its
+// standard input closes; then it closes its lease and exits. Its
+// environment (set by the chaos tests only):
+//
+//	CHAOS_STORE    redis, cluster or postgres
+//	CHAOS_TARGET   Redis address, cluster node addresses (comma-separated),
+//	               or PostgreSQL URL
+//	CHAOS_PREFIX   Redis key prefix
+//	CHAOS_OUT      the ID file
+//	CHAOS_OFFSET   how far its clock is set off (a duration, may be negative)
+//	CHAOS_BITS     worker bits of the layout (number 1023 aside, every
+//	               number is leased)
+//	CHAOS_TIMING   TTL,Margin,RenewEvery (durations)
+//	CHAOS_HOLD     min,max (durations): how long it keeps a lease before
+//	               giving it back; 0,0 keeps it
+//	CHAOS_PAUSE    min,max (durations): how long it waits before leasing again
+//	CHAOS_SEED     seeds its choices of hold and pause times
+//	CHAOS_CONTROL  the defences to switch off, comma-separated (see
+//	               chaosControls): a control run
+//	CHAOS_STATUS   a file it keeps "<worker> <confirmed renewals>" in, for
+//	               the test to see renewals land (-1 0 without a lease)
+const chaosHelper = "chaos-issuer"
+
+// chaosControls switch a pool's defences off by name, for control runs.
+var chaosControls = map[string]func(p *Pool){
+	"trust":           func(p *Pool) { p.store = trusting{p.store} },
+	"start-floor":     func(p *Pool) { p.ctl.noStartFloor = true },
+	"release-clamp":   func(p *Pool) { p.ctl.noReleaseClamp = true },
+	"own-token":       func(p *Pool) { p.ctl.noOwnToken = true },
+	"serial-retry":    func(p *Pool) { p.ctl.noSerialRetry = true },
+	"undeclared-keys": func(p *Pool) { p.ctl.undeclaredKeys = true },
+	"floor":           func(p *Pool) { p.ctl.noFloor = true },
+	"until":           func(p *Pool) { p.ctl.noUntil = true },
+	"until-from-reply": func(p *Pool) {
+		p.ctl.untilFromReply = true
+	},
+}
+
+// chaosIssuer is the chaos helper's body.
+func chaosIssuer() int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	fail := func(err error) int {
+		log.Error("chaos helper", "error", err)
+		return 1
+	}
+	env := os.Getenv
+	durs := func(name string) ([]time.Duration, error) {
+		var ds []time.Duration
+		for _, f := range strings.Split(env(name), ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(f))
+			if err != nil {
+				return nil, fmt.Errorf("%s=%q: %w", name, env(name), err)
+			}
+			ds = append(ds, d)
+		}
+		return ds, nil
+	}
+	offset, err := time.ParseDuration(env("CHAOS_OFFSET"))
+	if err != nil {
+		return fail(err)
+	}
+	bits, err := strconv.Atoi(env("CHAOS_BITS"))
+	if err != nil {
+		return fail(err)
+	}
+	timing, err := durs("CHAOS_TIMING")
+	if err != nil || len(timing) != 3 {
+		return fail(fmt.Errorf("CHAOS_TIMING: %v", err))
+	}
+	hold, err := durs("CHAOS_HOLD")
+	if err != nil || len(hold) != 2 {
+		return fail(fmt.Errorf("CHAOS_HOLD: %v", err))
+	}
+	pause, err := durs("CHAOS_PAUSE")
+	if err != nil || len(pause) != 2 {
+		return fail(fmt.Errorf("CHAOS_PAUSE: %v", err))
+	}
+	seed, err := strconv.ParseInt(env("CHAOS_SEED"), 10, 64)
+	if err != nil {
+		return fail(err)
+	}
+	rng := faults.Rand(seed)
+	between := func(r []time.Duration) time.Duration {
+		if r[1] <= r[0] {
+			return r[0]
+		}
+		return r[0] + time.Duration(rng.Int64N(int64(r[1]-r[0])))
+	}
+
+	opts := Options{
+		Layout:    idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: uint(bits), SequenceBits: 12},
+		Namespace: "chaos", TTL: timing[0], Margin: timing[1], RenewEvery: timing[2],
+		Clock: offsetClock{idtype.SystemClock(), offset}, Logger: log,
+		Holder: fmt.Sprintf("chaos-%d", os.Getpid()), KeyPrefix: env("CHAOS_PREFIX"),
+	}
+	var pool *Pool
+	switch target := env("CHAOS_TARGET"); env("CHAOS_STORE") {
+	case "redis":
+		rdb := redis.NewClient(&redis.Options{Addr: target}) // go-redis's default retries
+		defer rdb.Close()
+		pool, err = Redis(rdb, opts)
+	case "cluster":
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(target, ",")})
+		defer rdb.Close()
+		pool, err = Redis(rdb, opts)
+	case "postgres":
+		var db *sql.DB
+		if db, err = sql.Open("pgx", target); err != nil {
+			return fail(err)
+		}
+		defer db.Close()
+		pool, err = Postgres(db, opts)
+	default:
+		err = fmt.Errorf("CHAOS_STORE=%q", env("CHAOS_STORE"))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	for _, c := range strings.Split(env("CHAOS_CONTROL"), ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		off, ok := chaosControls[c]
+		if !ok {
+			return fail(fmt.Errorf("CHAOS_CONTROL: no defence %q", c))
+		}
+		off(pool)
+	}
+
+	out, err := os.OpenFile(env("CHAOS_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fail(err)
+	}
+	defer out.Close()
+
+	// Standard input closing ends the process (and cancels an Acquire
+	// under way); a deadline bounds it in case the test never closes it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	stop := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(stop)
+		cancel()
+	}()
+	stopped := func() bool { return ctx.Err() != nil }
+	sleep := func(d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+
+	var (
+		mu    sync.Mutex // guards buf and lease
+		buf   = make([]byte, 0, 8*1024)
+		lease *Lease
+	)
+	status, lastStatus := env("CHAOS_STATUS"), ""
+	writeStatus := func() {
+		mu.Lock()
+		l := lease
+		mu.Unlock()
+		s := "-1 0"
+		if l != nil {
+			if st := l.Status(); st.State == Held || st.State == Expired {
+				s = fmt.Sprintf("%d %d", st.Worker, st.Renewals)
+			}
+		}
+		if s == lastStatus || status == "" {
+			return
+		}
+		lastStatus = s
+		tmp := status + ".tmp"
+		if os.WriteFile(tmp, []byte(s), 0o644) == nil {
+			_ = os.Rename(tmp, status)
+		}
+	}
+	flush := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(buf) == 0 {
+			return nil
+		}
+		_, err := out.Write(buf)
+		buf = buf[:0]
+		return err
+	}
+	// Flush every 5 ms, so that a kill loses few IDs. IDs not written (a
+	// kill, or the few issued after the last flush at the end) were never
+	// handed to anyone: the checker sees fewer IDs, never wrong ones.
+	flushed := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				writeStatus()
+				if err := flush(); err != nil {
+					flushed <- err
+					return
+				}
+			case <-ctx.Done():
+				flushed <- flush()
+				return
+			}
+		}
+	}()
+
+	for !stopped() {
+		l, err := pool.Acquire(ctx)
+		if err != nil {
+			if !errors.Is(err, ErrNoFreeWorker) && !errors.Is(err, ErrStore) && !errors.Is(err, idtype.ErrClockBehind) &&
+				!stopped() {
+				return fail(err)
+			}
+			sleep(20 * time.Millisecond)
+			continue
+		}
+		gen, err := idtype.NewGenerator(idtype.Config{Lease: l})
+		if err != nil {
+			return fail(err)
+		}
+		mu.Lock()
+		lease = l
+		mu.Unlock()
+		end := time.Time{}
+		if hold[1] > 0 {
+			end = time.Now().Add(between(hold))
+		}
+		for !stopped() && (end.IsZero() || time.Now().Before(end)) {
+			id, err := gen.Next()
+			if err == nil {
+				mu.Lock()
+				buf = faults.AppendID(buf, int64(id))
+				mu.Unlock()
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			if errors.Is(err, idtype.ErrLeaseLost) {
+				break
+			}
+			time.Sleep(2 * time.Millisecond) // expired or clock behind: wait for the lease
+		}
+		mu.Lock()
+		lease = nil
+		mu.Unlock()
+		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = l.Close(cctx) // a store out of reach keeps the number for a TTL
+		ccancel()
+		if !stopped() && pause[1] > 0 {
+			sleep(between(pause))
+		}
+	}
+	if err := <-flushed; err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// randDur returns a duration in [lo, hi) from rng.
+func randDur(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
+}
