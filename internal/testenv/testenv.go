@@ -9,11 +9,19 @@
 //     Promote fails over to it, WaitSynced and ReplicationOffset tell how
 //     far it got;
 //   - StartRedisCluster: a Redis Cluster of masters whose slots a test may
-//     move with MigrateSlot, with a hook between batches.
+//     move with MigrateSlot, with a hook between batches;
+//   - StartRedisSentinel: a Sentinel monitoring a master, and a
+//     FailoverClient that finds the master through it;
+//   - StartPostgres: a PostgreSQL server to kill and restart.
 //
-// testenv is the one owner of server launchers; the shared servers of
-// cmd/testservers and the private ones here make clusters with the same
-// code (package redisctl).
+// testenv is the one owner of server launchers: the shared servers of
+// cmd/testservers and the private ones here are started, waited for and
+// stopped by the same code (package launch), and the names of the
+// environment variables below are its constants, which testservers uses.
+//
+// Every test that waits bounds its own time with Deadline, so that a hang
+// fails within its budget with every goroutine's stack (see Deadline and
+// Main).
 //
 // The shared servers are started by `make test`, which runs the tests under
 // internal/testenv/cmd/testservers; it passes their addresses in these
@@ -53,13 +61,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv/launch"
 )
 
 // Names of the environment variables that point tests at servers.
@@ -116,12 +125,11 @@ func unavailable(t testing.TB, msg string) {
 // callers that can, retry with a new port.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := launch.FreePort()
 	if err != nil {
-		t.Fatalf("testenv: find a free port: %v", err)
+		t.Fatalf("testenv: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 var prefixes sync.Map // testing.TB -> string

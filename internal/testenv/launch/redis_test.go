@@ -1,4 +1,4 @@
-package redisctl_test
+package launch_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/internal/testenv/redisctl"
+	"github.com/snowkeyhq/snowkey/internal/testenv/launch"
 )
 
 func TestDoAndInfo(t *testing.T) {
@@ -26,24 +26,24 @@ func TestDoAndInfo(t *testing.T) {
 		{[]string{"GET", "k"}, "a b"},
 		{[]string{"INCR", "n"}, "1"},
 	} {
-		if got, err := redisctl.Do(ctx, addr, tt.args...); err != nil || got != tt.want {
+		if got, err := launch.Do(ctx, addr, tt.args...); err != nil || got != tt.want {
 			t.Errorf("%v: %q, %v; want %q", tt.args, got, err, tt.want)
 		}
 	}
-	if _, err := redisctl.Do(ctx, addr, "NOSUCHCOMMAND"); err == nil || !strings.Contains(err.Error(), "unknown command") {
+	if _, err := launch.Do(ctx, addr, "NOSUCHCOMMAND"); err == nil || !strings.Contains(err.Error(), "unknown command") {
 		t.Errorf("error reply: %v", err)
 	}
-	if _, err := redisctl.Do(ctx, addr, "GET", "missing"); err == nil {
+	if _, err := launch.Do(ctx, addr, "GET", "missing"); err == nil {
 		t.Error("nil bulk reply: no error")
 	}
-	info, err := redisctl.Info(ctx, addr, "replication")
+	info, err := launch.Info(ctx, addr, "replication")
 	if err != nil || info["role"] != "master" {
 		t.Errorf("INFO replication: %v, %v", info, err)
 	}
 }
 
 func TestFreeClusterPort(t *testing.T) {
-	p, err := redisctl.FreeClusterPort()
+	p, err := launch.FreeClusterPort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +57,10 @@ func TestFreeClusterPort(t *testing.T) {
 }
 
 func TestIsBindError(t *testing.T) {
-	if !redisctl.IsBindError(errors.New("Warning: Could not create server TCP listening socket 127.0.0.1:1: bind: Address already in use")) {
+	if !launch.IsBindError(errors.New("Warning: Could not create server TCP listening socket 127.0.0.1:1: bind: Address already in use")) {
 		t.Error("bind failure not recognised")
 	}
-	if redisctl.IsBindError(errors.New("exited")) {
+	if launch.IsBindError(errors.New("exited")) {
 		t.Error("other error taken for a bind failure")
 	}
 }
