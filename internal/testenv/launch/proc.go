@@ -96,11 +96,14 @@ func (p *Proc) ExitError() error {
 }
 
 // Stop sends sig and waits up to grace for the process to end, then kills
-// its whole process group (PostgreSQL's backends included) with SIGKILL and
-// waits up to 5s more. It returns an error if grace ran out or the process
-// outlived SIGKILL; a process that has already exited is only reaped.
+// with SIGKILL its process group and every process it had started (their
+// children included: PostgreSQL puts each backend in a session of its
+// own), and waits up to 5s more for all of them to be gone. It returns an
+// error if grace ran out or a process outlived SIGKILL; a process that has
+// already exited is only reaped.
 func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) error {
 	pid := p.Pid()
+	family := descendants(readProcs(), pid) // before they lose their parent
 	if !p.Exited() {
 		_ = p.cmd.Process.Signal(sig)
 	}
@@ -110,40 +113,105 @@ func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) error {
 	case <-time.After(grace):
 		err = fmt.Errorf("%s (pid %d) did not stop within %v after %v; killed", p.name, pid, grace, sig)
 	}
-	// Leftover children share the process group; kill them as well.
 	if kerr := syscall.Kill(-pid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) && err == nil {
 		err = fmt.Errorf("%s: kill process group %d: %w", p.name, pid, kerr)
 	}
-	// Wait for the group to be gone too: PostgreSQL's backends keep its
-	// shared memory until they exit, and a restart refuses to start
-	// while they hold it.
+	procs := readProcs()
+	for _, r := range family {
+		if r.alive(procs) {
+			_ = syscall.Kill(r.pid, syscall.SIGKILL)
+		}
+	}
+	// Wait for all of them to be gone: PostgreSQL's backends keep its
+	// shared memory until they exit, and a restart refuses to start while
+	// they hold it.
 	deadline := time.After(5 * time.Second)
-	for !p.Exited() || groupAlive(pid) {
+	for {
+		procs := readProcs()
+		alive := !p.Exited() || groupAlive(procs, pid)
+		for _, r := range family {
+			alive = alive || r.alive(procs)
+		}
+		if !alive {
+			return err
+		}
 		select {
 		case <-deadline:
 			if err == nil {
-				err = fmt.Errorf("%s (pid %d) or a process of its group still running after SIGKILL", p.name, pid)
+				err = fmt.Errorf("%s (pid %d) or a process it started still running after SIGKILL", p.name, pid)
 			}
 			return err
 		case <-p.done:
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	return err
 }
 
-// groupAlive reports whether a process of group pgid runs, zombies aside
-// (they hold nothing; their reaping is up to their new parent).
-func groupAlive(pgid int) bool {
+// procInfo is what /proc/PID/stat tells of a process.
+type procInfo struct {
+	state      string // R, S, D, Z (zombie), …
+	ppid, pgrp int
+	start      string // start time after boot, in clock ticks: with the pid, it names a process
+}
+
+// readProcs reads every process's state from /proc, by pid.
+func readProcs() map[int]procInfo {
+	procs := map[int]procInfo{}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range stats {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			continue // gone meanwhile
 		}
-		// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) >= 3 && f[0] != "Z" && f[0] != "X" && f[2] == strconv.Itoa(pgid) {
+		// "pid (comm) state ppid pgrp …", starttime the 22nd field; comm
+		// may hold spaces and parentheses, so count from the last ')'.
+		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b[:open])))
+		f := strings.Fields(string(b[end+1:]))
+		if err != nil || len(f) < 20 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		pgrp, _ := strconv.Atoi(f[2])
+		procs[pid] = procInfo{state: f[0], ppid: ppid, pgrp: pgrp, start: f[19]}
+	}
+	return procs
+}
+
+// A relative is a process started, directly or not, by a Proc.
+type relative struct {
+	pid   int
+	start string
+}
+
+// alive reports whether the relative still runs, zombies aside (they hold
+// nothing; their reaping is up to their new parent).
+func (r relative) alive(procs map[int]procInfo) bool {
+	p, ok := procs[r.pid]
+	return ok && p.start == r.start && p.state != "Z" && p.state != "X"
+}
+
+// descendants returns every process below pid in procs.
+func descendants(procs map[int]procInfo, pid int) []relative {
+	var out []relative
+	for parents := []int{pid}; len(parents) > 0; parents = parents[1:] {
+		for child, p := range procs {
+			if p.ppid == parents[0] {
+				out = append(out, relative{child, p.start})
+				parents = append(parents, child)
+			}
+		}
+	}
+	return out
+}
+
+// groupAlive reports whether a process of group pgid runs, zombies aside.
+func groupAlive(procs map[int]procInfo, pgid int) bool {
+	for _, p := range procs {
+		if p.pgrp == pgid && p.state != "Z" && p.state != "X" {
 			return true
 		}
 	}
