@@ -199,7 +199,7 @@ GO_TEST_TIMEOUT=5m
 # as a block when it ends; every failing one is reported. vet_all has run
 # the whole of go vet, so go test's own subset is off.
 go_test_all() {
-	local tmp m pkgs names=() pids=() failed=() i status
+	local tmp m pkgs names=() pids=() failed=() i status start=$SECONDS
 	tmp=$(mktemp -d)
 	for m in $(go_modules); do
 		names+=("$m")
@@ -220,7 +220,7 @@ go_test_all() {
 	for i in "${!pids[@]}"; do
 		status=0
 		wait "${pids[$i]}" || status=$?
-		echo "go test: ${names[$i]}"
+		echo "go test: ${names[$i]} (ended by $((SECONDS - start))s)"
 		cat "$tmp/$i"
 		((status == 0)) || failed+=("${names[$i]}")
 	done
