@@ -19,9 +19,27 @@
 // stopped by the same code (package launch), and the names of the
 // environment variables below are its constants, which testservers uses.
 //
-// Every test that waits bounds its own time with Deadline, so that a hang
-// fails within its budget with every goroutine's stack (see Deadline and
-// Main).
+// Every test that waits bounds its own time, so that a hang fails within
+// seconds with every goroutine's stack instead of running to go test's
+// -timeout. A test that waits on anything (a server, a clock, another
+// goroutine) starts with
+//
+//	ctx := testenv.Deadline(t, 30*time.Second)
+//
+// and passes ctx to what it waits on: the context ends first and the test
+// fails with its own message; if the code ignores it, the watchdog ends the
+// binary at the budget with the stacks. A package's TestMain runs its tests
+// under Main, a budget for the whole package that catches a hang in a test
+// without a Deadline of its own:
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(testenv.Main(m, 3*time.Minute))
+//	}
+//
+// (A TestMain that does more, such as faults.HelperMain or a quiet go-redis
+// logger, calls Main where it called m.Run.) Budgets are several times the
+// usual time, for a shared 2-core machine under -race; make test's go test
+// -timeout (5m a package) stays the last resort.
 //
 // The shared servers are started by `make test`, which runs the tests under
 // internal/testenv/cmd/testservers; it passes their addresses in these
