@@ -102,6 +102,10 @@ const (
 	// EnvRedisServer holds the path of a redis-server binary, for
 	// StartRedis. When unset, StartRedis looks in PATH.
 	EnvRedisServer = "SNOWKEY_TEST_REDIS_SERVER"
+	// EnvChromium holds the path of a Chromium binary, for the example
+	// server's browser test; scripts/lib.sh does not install chromium when
+	// it is set.
+	EnvChromium = "SNOWKEY_TEST_CHROMIUM"
 )
 
 // opTimeout bounds every single operation on a server made here.
