@@ -3,7 +3,6 @@ package launch_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,59 +34,6 @@ func redisBinaries(t *testing.T) (bin, cli string) {
 	bin, cli, err := launch.FindRedis(os.Getenv(testenv.EnvRedisServer))
 	need(t, err)
 	return bin, cli
-}
-
-func TestProcStopKillsTheGroup(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	// The shell ignores SIGTERM and has two children: one in its process
-	// group, one in a session of its own (as PostgreSQL's backends are).
-	// Stop's grace runs out, and SIGKILL takes all three.
-	cmd := exec.Command("sh", "-c", `trap "" TERM
-sleep 60 & echo $! > `+filepath.Join(dir, "group.pid")+`
-setsid sleep 60 & echo $! > `+filepath.Join(dir, "session.pid")+`
-wait`)
-	p, err := launch.StartProc("stubborn", filepath.Join(dir, "log"), cmd, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	children := map[string]int{"group": 0, "session": 0}
-	for name := range children {
-		for deadline := time.Now().Add(10 * time.Second); children[name] == 0; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the shell did not start its %s child", name)
-			}
-			b, _ := os.ReadFile(filepath.Join(dir, name+".pid"))
-			children[name], _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		}
-	}
-	// setsid may still be on its way to exec sleep; wait for its session.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(children["session"]) + "/stat")
-		if f := strings.Fields(string(b)); len(f) > 5 && f[5] == strconv.Itoa(children["session"]) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the session child did not start a session of its own")
-		}
-	}
-	err = p.Stop(syscall.SIGTERM, 200*time.Millisecond)
-	if err == nil || !strings.Contains(err.Error(), "did not stop within") {
-		t.Errorf("Stop of a process that ignores SIGTERM: %v; want a did-not-stop error", err)
-	}
-	if !p.Exited() {
-		t.Error("process still running after Stop")
-	}
-	// Stop returns once they are gone; they may linger as zombies until
-	// init reaps them.
-	for name, pid := range children {
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
-			t.Errorf("the %s child %d of the stopped process still runs: %s", name, pid, b)
-		}
-	}
-	if err := p.Stop(syscall.SIGTERM, time.Second); err != nil {
-		t.Errorf("Stop of an exited process: %v", err)
-	}
 }
 
 func TestStartRedisRestart(t *testing.T) {

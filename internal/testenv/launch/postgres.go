@@ -65,7 +65,7 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 	// On timeout or signal, end initdb's children (postgres in bootstrap
 	// mode) too, so that the directory can be removed.
 	initdb.Cancel = func() error { return syscall.Kill(-initdb.Process.Pid, syscall.SIGKILL) }
-	p, err := StartProc("initdb", initLog, initdb, cred)
+	p, err := startProc("initdb", initLog, initdb, cred, false)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (pg *Postgres) Restart(ctx context.Context) error {
 	)
 	cmd.Dir = pg.dir
 	cmd.Env = pgEnv(pg.dir)
-	p, err := StartProc("postgres", logPath, cmd, pg.cred)
+	p, err := startProc("postgres", logPath, cmd, pg.cred, true)
 	if err != nil {
 		return err
 	}

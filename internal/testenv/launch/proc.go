@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,12 +37,14 @@ type Proc struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process has exited
 	err     error         // the exit error; valid once done is closed
+	tree    bool          // Stop kills and waits for every descendant
 }
 
-// StartProc starts cmd, named name in messages, with its standard output
+// startProc starts cmd, named name in messages, with its standard output
 // and error appended to logPath. cred, when not nil, runs the process as
-// another user (PostgreSQL refuses to run as root).
-func StartProc(name, logPath string, cmd *exec.Cmd, cred *syscall.Credential) (*Proc, error) {
+// another user (PostgreSQL refuses to run as root). With tree, Stop also
+// kills and waits for every process it started, in its group or not.
+func startProc(name, logPath string, cmd *exec.Cmd, cred *syscall.Credential, tree bool) (*Proc, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s: open log: %w", name, err)
@@ -56,7 +59,7 @@ func StartProc(name, logPath string, cmd *exec.Cmd, cred *syscall.Credential) (*
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: start %s: %w", name, cmd.Path, err)
 	}
-	p := &Proc{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Proc{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{}), tree: tree}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -64,7 +67,7 @@ func StartProc(name, logPath string, cmd *exec.Cmd, cred *syscall.Credential) (*
 	return p, nil
 }
 
-// Name returns the name given to StartProc.
+// Name returns the name the process was started with.
 func (p *Proc) Name() string { return p.name }
 
 // LogPath returns the file that holds the process's output.
@@ -96,14 +99,18 @@ func (p *Proc) ExitError() error {
 }
 
 // Stop sends sig and waits up to grace for the process to end, then kills
-// with SIGKILL its process group and every process it had started (their
-// children included: PostgreSQL puts each backend in a session of its
-// own), and waits up to 5s more for all of them to be gone. It returns an
-// error if grace ran out or a process outlived SIGKILL; a process that has
-// already exited is only reaped.
+// its process group with SIGKILL and waits up to 5s more for it to be gone.
+// A process started with its tree tracked (PostgreSQL, whose backends each
+// run in a session of their own, out of its group) has every process it
+// had started killed too, and waited for. It returns an error if grace ran
+// out or a process outlived SIGKILL; a process that has already exited is
+// only reaped.
 func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) error {
 	pid := p.Pid()
-	family := descendants(readProcs(), pid) // before they lose their parent
+	var family []relative
+	if p.tree {
+		family = descendants(readProcs(), pid) // before they lose their parent
+	}
 	if !p.Exited() {
 		_ = p.cmd.Process.Signal(sig)
 	}
@@ -116,25 +123,15 @@ func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) error {
 	if kerr := syscall.Kill(-pid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) && err == nil {
 		err = fmt.Errorf("%s: kill process group %d: %w", p.name, pid, kerr)
 	}
-	procs := readProcs()
 	for _, r := range family {
-		if r.alive(procs) {
+		if r.alive() {
 			_ = syscall.Kill(r.pid, syscall.SIGKILL)
 		}
 	}
-	// Wait for all of them to be gone: PostgreSQL's backends keep its
-	// shared memory until they exit, and a restart refuses to start while
-	// they hold it.
+	// Wait for them all: PostgreSQL's backends keep its shared memory until
+	// they exit, and a restart refuses to start while they hold it.
 	deadline := time.After(5 * time.Second)
-	for {
-		procs := readProcs()
-		alive := !p.Exited() || groupAlive(procs, pid)
-		for _, r := range family {
-			alive = alive || r.alive(procs)
-		}
-		if !alive {
-			return err
-		}
+	for !p.Exited() || slices.ContainsFunc(family, relative.alive) {
 		select {
 		case <-deadline:
 			if err == nil {
@@ -145,38 +142,49 @@ func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	return err
 }
 
 // procInfo is what /proc/PID/stat tells of a process.
 type procInfo struct {
-	state      string // R, S, D, Z (zombie), …
-	ppid, pgrp int
-	start      string // start time after boot, in clock ticks: with the pid, it names a process
+	state string // R, S, D, Z (zombie), …
+	ppid  int
+	start string // start time after boot, in clock ticks: with the pid, it names a process
 }
 
-// readProcs reads every process's state from /proc, by pid.
+// readProc reads /proc/PID/stat.
+func readProc(pid int) (procInfo, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procInfo{}, false
+	}
+	// "pid (comm) state ppid …", starttime the 22nd field; comm may hold
+	// spaces and parentheses, so count from the last ')'.
+	end := bytes.LastIndexByte(b, ')')
+	if end < 0 {
+		return procInfo{}, false
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 20 {
+		return procInfo{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return procInfo{state: f[0], ppid: ppid, start: f[19]}, true
+}
+
+// readProcs reads every process's /proc/PID/stat, by pid. It takes some
+// milliseconds, so only processes with their tree tracked pay for it.
 func readProcs() map[int]procInfo {
 	procs := map[int]procInfo{}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, path := range stats {
-		b, err := os.ReadFile(path)
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(dir))
 		if err != nil {
-			continue // gone meanwhile
-		}
-		// "pid (comm) state ppid pgrp …", starttime the 22nd field; comm
-		// may hold spaces and parentheses, so count from the last ')'.
-		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-		if open < 0 || end < open {
 			continue
 		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b[:open])))
-		f := strings.Fields(string(b[end+1:]))
-		if err != nil || len(f) < 20 {
-			continue
+		if p, ok := readProc(pid); ok {
+			procs[pid] = p
 		}
-		ppid, _ := strconv.Atoi(f[1])
-		pgrp, _ := strconv.Atoi(f[2])
-		procs[pid] = procInfo{state: f[0], ppid: ppid, pgrp: pgrp, start: f[19]}
 	}
 	return procs
 }
@@ -189,8 +197,8 @@ type relative struct {
 
 // alive reports whether the relative still runs, zombies aside (they hold
 // nothing; their reaping is up to their new parent).
-func (r relative) alive(procs map[int]procInfo) bool {
-	p, ok := procs[r.pid]
+func (r relative) alive() bool {
+	p, ok := readProc(r.pid)
 	return ok && p.start == r.start && p.state != "Z" && p.state != "X"
 }
 
@@ -206,16 +214,6 @@ func descendants(procs map[int]procInfo, pid int) []relative {
 		}
 	}
 	return out
-}
-
-// groupAlive reports whether a process of group pgid runs, zombies aside.
-func groupAlive(procs map[int]procInfo, pgid int) bool {
-	for _, p := range procs {
-		if p.pgrp == pgid && p.state != "Z" && p.state != "X" {
-			return true
-		}
-	}
-	return false
 }
 
 // Kill ends the process and its group at once with SIGKILL, as a crash

@@ -268,7 +268,7 @@ func (r *Redis) Restart(ctx context.Context) error {
 	cmd.Dir = r.dir
 	// redis-server logs to its logfile; its output catches what comes
 	// before it opens it.
-	p, err := StartProc(r.name, r.LogPath(), cmd, nil)
+	p, err := startProc(r.name, r.LogPath(), cmd, nil, false)
 	if err != nil {
 		return err
 	}
