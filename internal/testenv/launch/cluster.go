@@ -48,8 +48,8 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) ([]*Redis, error) {
 				Bin:  cfg.Bin,
 				Dir:  dir,
 				Name: "redis cluster node " + strconv.Itoa(i),
-				Port: FreeClusterPort,
-				Args: append(ClusterArgs(dir), cfg.Args...),
+				Port: freeClusterPort,
+				Args: append(clusterArgs(dir), cfg.Args...),
 			})
 		})
 	}
@@ -76,9 +76,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) ([]*Redis, error) {
 	return nodes, nil
 }
 
-// ClusterArgs returns the redis-server options that make a cluster node
+// clusterArgs returns the redis-server options that make a cluster node
 // keeping its cluster state in dir.
-func ClusterArgs(dir string) []string {
+func clusterArgs(dir string) []string {
 	return []string{
 		"--cluster-enabled", "yes",
 		"--cluster-config-file", filepath.Join(dir, "nodes.conf"),

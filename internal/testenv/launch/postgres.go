@@ -28,7 +28,7 @@ type Postgres struct {
 	dir  string
 	cred *syscall.Credential
 	port int
-	proc *Proc
+	proc *proc
 }
 
 // StartPostgres creates a database cluster in dir/data (initdb, superuser
@@ -108,7 +108,7 @@ func (pg *Postgres) Running() bool { return pg.proc != nil && !pg.proc.Exited() 
 
 // Stop sends sig (SIGINT is PostgreSQL's fast shutdown, as pg_ctl stop -m
 // fast; SIGKILL a crash, which the next start recovers from) and waits up
-// to grace for the server and its backends to exit (see Proc.Stop). It
+// to grace for the server and its backends to exit (see proc.Stop). It
 // does nothing if the server is not running.
 func (pg *Postgres) Stop(sig syscall.Signal, grace time.Duration) error {
 	if !pg.Running() {
@@ -150,7 +150,7 @@ func (pg *Postgres) Restart(ctx context.Context) error {
 
 // waitPostgres polls until the server answers a query, it exits, or ctx
 // ends.
-func waitPostgres(ctx context.Context, p *Proc, url string) error {
+func waitPostgres(ctx context.Context, p *proc, url string) error {
 	for {
 		if p.Exited() {
 			return p.ExitError()

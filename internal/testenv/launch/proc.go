@@ -27,11 +27,11 @@ import (
 	"time"
 )
 
-// Proc is one server process. It runs in a process group of its own, so
+// proc is one server process. It runs in a process group of its own, so
 // that a Ctrl-C typed at the terminal reaches the command under test but
 // not the servers, which are stopped by their owner; and it is killed if
 // the process that started it dies first, so no server outlives its run.
-type Proc struct {
+type proc struct {
 	name    string
 	logPath string
 	cmd     *exec.Cmd
@@ -44,7 +44,7 @@ type Proc struct {
 // and error appended to logPath. cred, when not nil, runs the process as
 // another user (PostgreSQL refuses to run as root). With tree, Stop also
 // kills and waits for every process it started, in its group or not.
-func startProc(name, logPath string, cmd *exec.Cmd, cred *syscall.Credential, tree bool) (*Proc, error) {
+func startProc(name, logPath string, cmd *exec.Cmd, cred *syscall.Credential, tree bool) (*proc, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s: open log: %w", name, err)
@@ -59,7 +59,7 @@ func startProc(name, logPath string, cmd *exec.Cmd, cred *syscall.Credential, tr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: start %s: %w", name, cmd.Path, err)
 	}
-	p := &Proc{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{}), tree: tree}
+	p := &proc{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{}), tree: tree}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -68,19 +68,19 @@ func startProc(name, logPath string, cmd *exec.Cmd, cred *syscall.Credential, tr
 }
 
 // Name returns the name the process was started with.
-func (p *Proc) Name() string { return p.name }
+func (p *proc) Name() string { return p.name }
 
 // LogPath returns the file that holds the process's output.
-func (p *Proc) LogPath() string { return p.logPath }
+func (p *proc) LogPath() string { return p.logPath }
 
 // Pid returns the process ID.
-func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+func (p *proc) Pid() int { return p.cmd.Process.Pid }
 
 // Done is closed when the process has exited.
-func (p *Proc) Done() <-chan struct{} { return p.done }
+func (p *proc) Done() <-chan struct{} { return p.done }
 
 // Exited reports whether the process has already ended.
-func (p *Proc) Exited() bool {
+func (p *proc) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -91,10 +91,10 @@ func (p *Proc) Exited() bool {
 
 // Err returns how the process ended (nil for exit status 0); it must be
 // called only after Done is closed.
-func (p *Proc) Err() error { return p.err }
+func (p *proc) Err() error { return p.err }
 
 // ExitError describes an exit during startup, with the end of the log.
-func (p *Proc) ExitError() error {
+func (p *proc) ExitError() error {
 	return fmt.Errorf("%s exited during startup (%v)\n%s", p.name, p.err, LogTail(p.logPath))
 }
 
@@ -105,7 +105,7 @@ func (p *Proc) ExitError() error {
 // had started killed too, and waited for. It returns an error if grace ran
 // out or a process outlived SIGKILL; a process that has already exited is
 // only reaped.
-func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) error {
+func (p *proc) Stop(sig syscall.Signal, grace time.Duration) error {
 	pid := p.Pid()
 	var family []relative
 	if p.tree {
@@ -189,7 +189,7 @@ func readProcs() map[int]procInfo {
 	return procs
 }
 
-// A relative is a process started, directly or not, by a Proc.
+// A relative is a process started, directly or not, by a proc.
 type relative struct {
 	pid   int
 	start string
@@ -218,7 +218,7 @@ func descendants(procs map[int]procInfo, pid int) []relative {
 
 // Kill ends the process and its group at once with SIGKILL, as a crash
 // would, and waits for it.
-func (p *Proc) Kill() error {
+func (p *proc) Kill() error {
 	return p.Stop(syscall.SIGKILL, 5*time.Second)
 }
 

@@ -14,7 +14,7 @@ import (
 // startStubborn starts a shell that ignores SIGTERM and has two children:
 // one in its process group, one in a session of its own (as PostgreSQL's
 // backends are); it returns the shell and the children's pids.
-func startStubborn(t *testing.T, tree bool) (*Proc, map[string]int) {
+func startStubborn(t *testing.T, tree bool) (*proc, map[string]int) {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command("sh", "-c", `trap "" TERM

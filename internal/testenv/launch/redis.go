@@ -108,11 +108,11 @@ func Info(ctx context.Context, addr, section string) (map[string]string, error) 
 	return fields, nil
 }
 
-// FreeClusterPort returns a port P such that P and its cluster bus port
+// freeClusterPort returns a port P such that P and its cluster bus port
 // P+10000 were both free a moment ago. It draws from 20000-32767, below
 // Linux's ephemeral range, so that P+10000 stays a valid port and outgoing
 // connections are unlikely to grab either.
-func FreeClusterPort() (int, error) {
+func freeClusterPort() (int, error) {
 	for range 200 {
 		p := 20000 + rand.IntN(12768)
 		if portFree(p) && portFree(p+10000) {
@@ -141,9 +141,9 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// IsBindError reports whether err, from starting a server, says its port
+// isBindError reports whether err, from starting a server, says its port
 // was taken, so that a retry on another port may succeed.
-func IsBindError(err error) bool {
+func isBindError(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "Address already in use") || strings.Contains(s, "Could not create server TCP")
 }
@@ -156,7 +156,7 @@ type Redis struct {
 	dir  string
 	port int
 	args []string // all arguments, the same at every (re)start
-	proc *Proc
+	proc *proc
 }
 
 // RedisConfig says how to start a redis-server.
@@ -226,7 +226,7 @@ func startRedis(ctx context.Context, cfg RedisConfig, args func(port int) []stri
 		if err == nil {
 			return r, nil
 		}
-		if attempt == 3 || !IsBindError(err) {
+		if attempt == 3 || !isBindError(err) {
 			return nil, err
 		}
 		// A cluster node's state names the port that was taken.
@@ -273,16 +273,16 @@ func (r *Redis) Restart(ctx context.Context) error {
 		return err
 	}
 	r.proc = p
-	if err := WaitPing(ctx, r.Addr(), p); err != nil {
+	if err := waitPing(ctx, r.Addr(), p); err != nil {
 		_ = p.Kill()
 		return err
 	}
 	return nil
 }
 
-// WaitPing polls the server at addr, run by p, until it answers PING with
+// waitPing polls the server at addr, run by p, until it answers PING with
 // PONG, p exits or ctx ends.
-func WaitPing(ctx context.Context, addr string, p *Proc) error {
+func waitPing(ctx context.Context, addr string, p *proc) error {
 	for {
 		reply, err := Do(ctx, addr, "PING")
 		if err == nil && reply == "PONG" {

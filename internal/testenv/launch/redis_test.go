@@ -2,9 +2,6 @@ package launch_test
 
 import (
 	"context"
-	"errors"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,28 +36,5 @@ func TestDoAndInfo(t *testing.T) {
 	info, err := launch.Info(ctx, addr, "replication")
 	if err != nil || info["role"] != "master" {
 		t.Errorf("INFO replication: %v, %v", info, err)
-	}
-}
-
-func TestFreeClusterPort(t *testing.T) {
-	p, err := launch.FreeClusterPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, port := range []int{p, p + 10000} {
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			t.Fatalf("port %d not free: %v", port, err)
-		}
-		l.Close()
-	}
-}
-
-func TestIsBindError(t *testing.T) {
-	if !launch.IsBindError(errors.New("Warning: Could not create server TCP listening socket 127.0.0.1:1: bind: Address already in use")) {
-		t.Error("bind failure not recognised")
-	}
-	if launch.IsBindError(errors.New("exited")) {
-		t.Error("other error taken for a bind failure")
 	}
 }
