@@ -1,9 +1,9 @@
 # Entry points of the repository. `make test` is what CI runs (.ci/run).
 
-.PHONY: test bench fuzz chaos run fmt vet
+.PHONY: test bench fuzz chaos run fmt vet lint
 
-# gofmt check, go vet, and go test -race of every module against real
-# PostgreSQL and Redis servers.
+# gofmt check, go vet, staticcheck, and go test -race of every module
+# against real PostgreSQL and Redis servers.
 test:
 	bash scripts/test.sh
 
@@ -31,3 +31,7 @@ fmt:
 
 vet:
 	bash scripts/lib.sh vet_all
+
+# staticcheck, pinned in scripts/lib.sh, on every module.
+lint:
+	bash scripts/lib.sh staticcheck_all

@@ -19,48 +19,17 @@ source scripts/lib.sh
 out=bench-results
 raw=$out/raw.txt
 
-run_benchmarks() {
-	local m failed=()
-	for m in $(go_modules); do
-		echo "go test -bench: $m"
-		(cd "$m" && go test -run '^$' -bench "${BENCH:-.}" -benchmem -count "${BENCHCOUNT:-5}" \
-			-benchtime "${BENCHTIME:-1s}" -timeout "${BENCHTIMEOUT:-60m}" ./...) 2>&1 |
-			tee -a "$raw" || failed+=("$m")
-	done
-	# Benchmarks named ...JSONv2 exist only under GOEXPERIMENT=jsonv2.
-	local pkgs
-	pkgs=$(jsonv2_packages)
-	if [[ -n "$pkgs" ]]; then
-		echo "go test -bench (GOEXPERIMENT=jsonv2):" $pkgs
-		# shellcheck disable=SC2086 # a list of packages
-		GOEXPERIMENT=jsonv2 go test -run '^$' -bench 'JSONv2' -benchmem -count "${BENCHCOUNT:-5}" \
-			-benchtime "${BENCHTIME:-1s}" -timeout "${BENCHTIMEOUT:-60m}" $pkgs 2>&1 |
-			tee -a "$raw" || failed+=("jsonv2")
-	fi
-	if ((${#failed[@]})); then
-		echo "benchmarks failed in: ${failed[*]}" >&2
-		return 1
-	fi
-}
-
-if [[ "${1:-}" == "--inside-testservers" ]]; then
-	run_benchmarks
-	exit
-fi
-
-bash scripts/test.sh --ensure-only
+ensure_all
 mkdir -p "$out"
 : >"$raw"
 testservers=$(build_testservers)
 go build -o bin/benchratio ./internal/benchratio/cmd/benchratio
 
 status=0
-"$testservers" -- bash scripts/bench.sh --inside-testservers || status=$?
+"$testservers" -- bash scripts/lib.sh bench_all "$raw" || status=$?
 
 specs=()
-while IFS= read -r -d '' f; do specs+=("$f"); done < <(
-	find . \( -name .git -o -name testdata -o -name node_modules -o -path ./bench-results \) -prune -o \
-		-name '*.ratios' -type f -print0 | LC_ALL=C sort -z)
+while IFS= read -r -d '' f; do specs+=("$f"); done < <(repo_find -name '*.ratios' -type f -print0 | LC_ALL=C sort -z)
 
 : >"$out/ratios.md"
 if ((${#specs[@]} == 0)); then

@@ -31,7 +31,7 @@ while IFS= read -r -d '' file; do
 	while IFS= read -r name; do
 		targets+=("$mod $dir $name")
 	done < <(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\(.*\*testing\.F\).*/\1/p' "$file" | grep -E -- "$filter" || true)
-done < <(find . \( -name .git -o -name testdata -o -name node_modules -o -name vendor \) -prune -o \
+done < <(repo_find \
 	-name '*_test.go' -type f -print0 | LC_ALL=C sort -z)
 
 if ((${#targets[@]} == 0)); then

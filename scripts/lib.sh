@@ -1,26 +1,63 @@
 #!/usr/bin/env bash
-# Shared helpers of the scripts in this folder and the Makefile.
+# Shared functions of the scripts in this folder and the Makefile.
 #
 # Sourced:  source scripts/lib.sh   (from the repository root)
-# Run:      bash scripts/lib.sh FUNCTION   (for example: gofmt_check, vet_all, fmt_all)
+# Run:      bash scripts/lib.sh FUNCTION [ARG...]   (any function below, for
+#           example gofmt_check, vet_all, staticcheck_all, go_test_all)
+#
+# The scripts never re-run themselves: what must run under the test servers
+# is a function here, run by internal/testenv/cmd/testservers as
+# `bash scripts/lib.sh FUNCTION`.
 
-# The scripts build and test each module with exactly the versions its own
-# go.mod selects; go.work exists only so that `go run ./examples/server`
-# works from the root.
+# Each module is built and tested with exactly the versions its own go.mod
+# selects, even if a developer keeps a go.work of their own.
 export GOWORK=off
 
-# Every Go module of the repository, one directory a line, "." first: any
-# folder with its own go.mod, such as bench/ or an example.
-go_modules() {
+# The pinned linter: staticcheck 2026.2.2, which supports Go 1.26 and 1.27.
+STATICCHECK_VERSION=v0.8.2
+
+# repo_find [EXPRESSION...] runs find over the repository from the root,
+# with the one list of what no script looks into: version control,
+# testdata (fixtures, some deliberately malformed), vendored and node
+# trees, and what builds and runs write (bin/, bench-results/,
+# .testservers/).
+repo_find() {
 	find . \( -name .git -o -name testdata -o -name node_modules -o -name vendor \
-		-o -path ./bin -o -path ./bench-results \) -prune -o \
-		-name go.mod -type f -printf '%h\n' | LC_ALL=C sort
+		-o -path ./bin -o -path ./bench-results -o -path ./.testservers \) -prune -o \
+		"$@"
+}
+
+# Every Go module of the repository, one directory a line, "." first: any
+# folder with its own go.mod, such as bench/ or examples/.
+go_modules() {
+	repo_find -name go.mod -type f -printf '%h\n' | LC_ALL=C sort
 }
 
 # Every Go source file that gofmt checks, NUL-separated.
 go_files0() {
-	find . \( -name .git -o -name testdata -o -name node_modules -o -name vendor \) -prune -o \
-		-name '*.go' -type f -print0
+	repo_find -name '*.go' -type f -print0
+}
+
+# Every package directory (./path form, relative to the root module) with a
+# file built only under GOEXPERIMENT=jsonv2: make test and make bench run
+# these once more with the experiment on, so both JSON paths are covered.
+jsonv2_packages() {
+	repo_find -path ./bench -prune -o -name '*.go' -type f -print0 |
+		xargs -0 -r grep -l '^//go:build goexperiment.jsonv2' | xargs -r -n1 dirname | LC_ALL=C sort -u
+}
+
+# step NAME COMMAND... runs one step of a script, timed; the step's own
+# output comes first, then "NAME: ok (Ns)" or "NAME: FAILED (Ns)".
+step() {
+	local name=$1 start=$SECONDS status=0
+	shift
+	"$@" || status=$?
+	if ((status == 0)); then
+		echo "$name: ok ($((SECONDS - start))s)"
+	else
+		echo "$name: FAILED ($((SECONDS - start))s)" >&2
+	fi
+	return "$status"
 }
 
 # Fails, naming the files, when any Go file is not gofmt-formatted.
@@ -32,7 +69,6 @@ gofmt_check() {
 		echo "$bad" | sed 's/^/    /' >&2
 		return 1
 	fi
-	echo "gofmt: ok"
 }
 
 # Formats every Go file in place.
@@ -40,19 +76,21 @@ fmt_all() {
 	go_files0 | xargs -0 -r gofmt -w
 }
 
-# go vet ./... in every module; reports every failing module.
+# go vet ./... in every module, and on the GOEXPERIMENT=jsonv2 packages;
+# reports every failing module. It builds with -race, as the tests do, so
+# that the tests reuse what vet compiled instead of compiling every
+# dependency a second time.
 vet_all() {
-	local m failed=()
+	local m failed=() pkgs
 	for m in $(go_modules); do
 		echo "go vet: $m"
-		(cd "$m" && go vet ./...) || failed+=("$m")
+		(cd "$m" && go vet -race ./...) || failed+=("$m")
 	done
-	local pkgs
 	pkgs=$(jsonv2_packages)
 	if [[ -n "$pkgs" ]]; then
 		echo "go vet (GOEXPERIMENT=jsonv2):" $pkgs
 		# shellcheck disable=SC2086 # a list of packages
-		GOEXPERIMENT=jsonv2 go vet $pkgs || failed+=("jsonv2")
+		GOEXPERIMENT=jsonv2 go vet -race $pkgs || failed+=("jsonv2")
 	fi
 	if ((${#failed[@]})); then
 		echo "go vet failed in: ${failed[*]}" >&2
@@ -60,50 +98,239 @@ vet_all() {
 	fi
 }
 
-# Every package directory (./path form, relative to the root module) with a
-# file built only under GOEXPERIMENT=jsonv2: make test and make bench run
-# these once more with the experiment on, so both JSON paths are covered.
-jsonv2_packages() {
-	grep -rl --include='*.go' '^//go:build goexperiment.jsonv2' . 2>/dev/null |
-		grep -v -e '^./bench/' -e '/testdata/' | xargs -r -n1 dirname | LC_ALL=C sort -u
+# Prints the path of staticcheck $STATICCHECK_VERSION, installing it into
+# bin/ through the module proxy first if bin/ holds no such binary.
+staticcheck_bin() {
+	local bin=$PWD/bin/staticcheck
+	if [[ ! -x "$bin" ]] || ! "$bin" -version 2>/dev/null | grep -qF "(${STATICCHECK_VERSION#v})"; then
+		GOBIN=$PWD/bin go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" >&2 || return 1
+	fi
+	echo "$bin"
+}
+
+# staticcheck (the pinned version, default checks, tests included) on every
+# module and on the GOEXPERIMENT=jsonv2 packages; any finding fails.
+staticcheck_all() {
+	local sc m failed=() pkgs
+	sc=$(staticcheck_bin) || return 1
+	for m in $(go_modules); do
+		echo "staticcheck: $m"
+		(cd "$m" && "$sc" ./...) || failed+=("$m")
+	done
+	pkgs=$(jsonv2_packages)
+	if [[ -n "$pkgs" ]]; then
+		echo "staticcheck (GOEXPERIMENT=jsonv2):" $pkgs
+		# shellcheck disable=SC2086 # a list of packages
+		GOEXPERIMENT=jsonv2 "$sc" $pkgs || failed+=("jsonv2")
+	fi
+	if ((${#failed[@]})); then
+		echo "staticcheck found problems in: ${failed[*]}" >&2
+		return 1
+	fi
 }
 
 # Builds internal/testenv/cmd/testservers to bin/testservers and prints its
 # path. A built binary passes on the command's exit status and signals,
-# which `go run` would not do as faithfully.
+# which `go run` would not do as faithfully. It is built with -race like
+# the tests, which then find its dependencies compiled.
 build_testservers() {
-	go build -o bin/testservers ./internal/testenv/cmd/testservers
+	go build -race -o bin/testservers ./internal/testenv/cmd/testservers >&2 || return 1
 	echo "$PWD/bin/testservers"
 }
 
-# True when running as root, where missing packages can be installed.
-is_root() {
-	[[ "$(id -u)" == 0 ]]
+# --- what the tests need: servers and tools, installed with apt-get when
+# --- running as root. Each need_x function prints the Debian packages
+# --- that x needs and that are missing; add new ones to ensure_all.
+
+need_redis() {
+	command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
+		echo redis-server redis-tools
 }
 
-_apt_updated=
-# Installs Debian packages as root (apt-get update once per run), or fails
-# with the command a root user would run.
-apt_install() {
-	if ! is_root; then
-		echo "missing: $* — install with: sudo apt-get install -y $*" >&2
+need_postgres() {
+	command -v initdb >/dev/null || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ||
+		echo postgresql
+}
+
+need_cc() {
+	# go test -race needs cgo, so a C compiler.
+	command -v "$(go env CC)" >/dev/null || echo gcc libc6-dev
+}
+
+need_chromium() {
+	# examples/server's browser test drives Debian's chromium, headless.
+	[[ -n "${SNOWKEY_TEST_CHROMIUM:-}" ]] || command -v chromium >/dev/null || echo chromium
+}
+
+need_node() {
+	# examples/server's JS client test runs node (18 or later: built-in fetch).
+	command -v node >/dev/null || echo nodejs
+}
+
+# Installs, in one apt-get run, every missing package the tests need, or
+# fails with the command a root user would run. (Debian's redis-server
+# package may start a system server; the tests start their own.)
+ensure_all() {
+	local missing
+	missing=$(need_redis; need_postgres; need_cc; need_chromium; need_node)
+	missing=$(echo $missing)
+	[[ -z "$missing" ]] && return
+	if [[ "$(id -u)" != 0 ]]; then
+		echo "missing: $missing — install with: sudo apt-get install -y $missing" >&2
 		return 1
 	fi
-	if [[ -z "$_apt_updated" ]]; then
-		DEBIAN_FRONTEND=noninteractive apt-get update -q
-		_apt_updated=1
+	echo "installing: $missing"
+	# shellcheck disable=SC2086 # a list of packages
+	DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing
+}
+
+# --- run under the test servers (bin/testservers -- bash scripts/lib.sh F).
+
+# The go test -timeout of one package's test binary: several times the
+# slowest package's usual time on a loaded 2-core machine, so that a hang
+# in a test without a Deadline of its own (see internal/testenv) ends in
+# minutes, not half an hour. GOTESTFLAGS=-timeout=… overrides it.
+GO_TEST_TIMEOUT=5m
+
+# The root module's packages whose tests take longest (about 50s each),
+# named first to go test so that they start first: it runs packages in
+# the order it is given them, two at a time on two cores, and the slow ones
+# otherwise start last and run one after the other. A hint only: a package
+# no longer there is left out, and one missing here merely starts later.
+SLOW_PACKAGES=(./idtype/workerid ./tokens)
+
+# go test -race of every module, and of the GOEXPERIMENT=jsonv2 packages,
+# run at the same time: the long integration tests mostly wait on servers
+# and clocks, while another module compiles. Each run's output is printed
+# as a block when it ends; every failing one is reported. vet_all has run
+# the whole of go vet, so go test's own subset is off.
+go_test_all() {
+	local tmp m p first pkgs names=() pids=() failed=() i status start=$SECONDS
+	tmp=$(mktemp -d)
+	for m in $(go_modules); do
+		names+=("$m")
+		first=()
+		if [[ "$m" == . ]]; then
+			for p in "${SLOW_PACKAGES[@]}"; do
+				if [[ -d "$p" ]]; then first+=("$p"); fi
+			done
+		fi
+		# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
+		(cd "$m" && go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" ${GOTESTFLAGS:-} "${first[@]}" ./...) \
+			>"$tmp/${#pids[@]}" 2>&1 &
+		pids+=($!)
+	done
+	pkgs=$(jsonv2_packages)
+	if [[ -n "$pkgs" ]]; then
+		names+=("GOEXPERIMENT=jsonv2 $(echo $pkgs)")
+		# shellcheck disable=SC2086 # lists of flags and packages
+		GOEXPERIMENT=jsonv2 go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" ${GOTESTFLAGS:-} $pkgs \
+			>"$tmp/${#pids[@]}" 2>&1 &
+		pids+=($!)
 	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"
+	echo "go test: ${names[*]} (at once; each prints when it ends)"
+	for i in "${!pids[@]}"; do
+		status=0
+		wait "${pids[$i]}" || status=$?
+		echo "go test: ${names[$i]} (ended by $((SECONDS - start))s)"
+		cat "$tmp/$i"
+		((status == 0)) || failed+=("${names[$i]}")
+	done
+	rm -rf "$tmp"
+	if ((${#failed[@]})); then
+		echo "go test failed in: ${failed[*]}" >&2
+		return 1
+	fi
+}
+
+# Every benchmark of every module (and the JSONv2 ones under
+# GOEXPERIMENT=jsonv2), one module after another so that they do not
+# disturb each other, appended to the file $1. See scripts/bench.sh.
+bench_all() {
+	local raw=$1 m failed=() pkgs
+	for m in $(go_modules); do
+		echo "go test -bench: $m"
+		(cd "$m" && go test -run '^$' -bench "${BENCH:-.}" -benchmem -count "${BENCHCOUNT:-5}" \
+			-benchtime "${BENCHTIME:-1s}" -timeout "${BENCHTIMEOUT:-60m}" ./...) 2>&1 |
+			tee -a "$raw" || failed+=("$m")
+	done
+	# Benchmarks named ...JSONv2 exist only under GOEXPERIMENT=jsonv2.
+	pkgs=$(jsonv2_packages)
+	if [[ -n "$pkgs" ]]; then
+		echo "go test -bench (GOEXPERIMENT=jsonv2):" $pkgs
+		# shellcheck disable=SC2086 # a list of packages
+		GOEXPERIMENT=jsonv2 go test -run '^$' -bench 'JSONv2' -benchmem -count "${BENCHCOUNT:-5}" \
+			-benchtime "${BENCHTIME:-1s}" -timeout "${BENCHTIMEOUT:-60m}" $pkgs 2>&1 |
+			tee -a "$raw" || failed+=("jsonv2")
+	fi
+	if ((${#failed[@]})); then
+		echo "benchmarks failed in: ${failed[*]}" >&2
+		return 1
+	fi
+}
+
+# Prints the seconds in a Go duration made of h, m, s and ms parts (the
+# forms CHAOS_TIME takes), or fails.
+duration_seconds() {
+	local d=$1 total=0 n unit
+	[[ "$d" =~ ^([0-9]+(h|m|s|ms))+$ ]] || {
+		echo "CHAOS_TIME=$d: want a Go duration such as 10m, 90s or 1h30m" >&2
+		return 1
+	}
+	while [[ -n "$d" ]]; do
+		[[ "$d" =~ ^([0-9]+)(ms|h|m|s)(.*)$ ]]
+		n=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]} d=${BASH_REMATCH[3]}
+		case $unit in
+		h) total=$((total + n * 3600)) ;;
+		m) total=$((total + n * 60)) ;;
+		s) total=$((total + n)) ;;
+		ms) total=$((total + n / 1000)) ;;
+		esac
+	done
+	echo "$total"
+}
+
+# Every package (./path form) of the module in the current directory whose
+# tests declare a TestChaos… function; go list leaves nested modules out.
+chaos_packages() {
+	go list -f '{{$d := .Dir}}{{range .TestGoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .XTestGoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}' ./... |
+		{ xargs -r grep -l -E '^func TestChaos' || true; } | xargs -r -n1 dirname | LC_ALL=C sort -u |
+		sed "s|^$PWD\$|.|; s|^$PWD/|./|"
+}
+
+# Every TestChaos test of every module with -race, for CHAOS_TIME each
+# package. See scripts/chaos.sh.
+chaos_all() {
+	local secs timeout m pkgs failed=() found=0
+	secs=$(duration_seconds "$CHAOS_TIME") || return 1
+	# A package's tests share its budget, but each may overrun it by one
+	# run, and the machine is shared: twice the budget plus ten minutes.
+	timeout="$((2 * secs + 600))s"
+	for m in $(go_modules); do
+		pkgs=$(cd "$m" && chaos_packages)
+		[[ -z "$pkgs" ]] && continue
+		found=1
+		echo "chaos: $m:" $pkgs "(CHAOS_TIME=$CHAOS_TIME, -timeout $timeout)"
+		# shellcheck disable=SC2086 # lists of flags and packages
+		(cd "$m" && go test -race -count=1 -run '^TestChaos' -timeout "$timeout" ${GOTESTFLAGS:-} $pkgs) ||
+			failed+=("$m")
+	done
+	if ((!found)); then
+		echo "chaos: no package declares a TestChaos test yet"
+	fi
+	if ((${#failed[@]})); then
+		echo "chaos: go test failed in: ${failed[*]}" >&2
+		return 1
+	fi
 }
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
 	set -euo pipefail
 	cd "$(dirname "${BASH_SOURCE[0]}")/.."
-	case "${1:-}" in
-	go_modules | gofmt_check | fmt_all | vet_all) "$1" ;;
-	*)
-		echo "usage: $0 go_modules|gofmt_check|fmt_all|vet_all" >&2
+	if [[ $# -eq 0 ]] || [[ "$(type -t "$1")" != function ]]; then
+		echo "usage: $0 FUNCTION [ARG...], a function of $0, such as gofmt_check, vet_all, staticcheck_all" >&2
 		exit 2
-		;;
-	esac
+	fi
+	"$@"
 fi

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv/redisctl"
+	"github.com/snowkeyhq/snowkey/internal/testenv/launch"
 )
 
 // PrivateCluster is a private Redis Cluster of master nodes that belongs to
@@ -25,30 +26,25 @@ type PrivateCluster struct {
 // StartRedisCluster starts n (at least 3) cluster-enabled redis-servers,
 // each as StartRedis does with extraArgs added, joins them into one
 // cluster of masters sharing the slots evenly (as the shared test cluster
-// is made, with redis-cli --cluster create), and returns once every node
+// is made: both use launch.StartCluster), and returns once every node
 // reports the cluster ok. Needs redis-cli beside redis-server or in PATH.
 func StartRedisCluster(t testing.TB, n int, extraArgs ...string) *PrivateCluster {
 	t.Helper()
-	if n < 3 {
-		t.Fatalf("testenv: a Redis Cluster needs at least 3 masters, not %d", n)
+	bin, cli := redisBinaries(t)
+	if cli == "" {
+		unavailable(t, "redis-cli not found beside redis-server or in PATH "+
+			"(Debian: apt-get install redis-tools), or run `make test`")
 	}
-	c := &PrivateCluster{t: t}
-	for range n {
-		c.nodes = append(c.nodes, startRedis(t, redisctl.FreeClusterPort, func(dir string) []string {
-			return append(redisctl.ClusterArgs(dir), extraArgs...)
-		}))
-	}
-	_, cli, err := redisctl.Find(c.nodes[0].bin)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	defer cancel()
+	nodes, err := launch.StartCluster(ctx, launch.ClusterConfig{Bin: bin, Cli: cli, Dir: dir, Nodes: n, Args: extraArgs})
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
-	defer cancel()
-	if err := redisctl.JoinCluster(ctx, cli, c.Addrs()); err != nil {
-		if cli == "" {
-			unavailable(t, err.Error())
-		}
-		t.Fatalf("testenv: %v", err)
+	c := &PrivateCluster{t: t}
+	for _, r := range nodes {
+		c.nodes = append(c.nodes, ownRedis(t, r))
 	}
 	for _, node := range c.nodes {
 		c.ids = append(c.ids, node.do("CLUSTER", "MYID"))
@@ -84,13 +80,19 @@ func (c *PrivateCluster) KeySlot(ctx context.Context, key string) (int, error) {
 // SlotOwner returns the index of the node that serves slot, as node 0
 // sees the cluster.
 func (c *PrivateCluster) SlotOwner(ctx context.Context, slot int) (int, error) {
-	slots, err := c.nodes[0].Client().ClusterSlots(ctx).Result()
+	shards, err := c.nodes[0].Client().ClusterShards(ctx).Result()
 	if err != nil {
-		return 0, fmt.Errorf("testenv: CLUSTER SLOTS: %w", err)
+		return 0, fmt.Errorf("testenv: CLUSTER SHARDS: %w", err)
 	}
-	for _, s := range slots {
-		if s.Start <= slot && slot <= s.End && len(s.Nodes) > 0 {
-			return c.index(s.Nodes[0].ID, s.Nodes[0].Addr)
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if r.Start <= int64(slot) && int64(slot) <= r.End {
+				for _, n := range sh.Nodes {
+					if n.Role == "master" {
+						return c.index(n.ID, net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)))
+					}
+				}
+			}
 		}
 	}
 	return 0, fmt.Errorf("testenv: slot %d is served by no node", slot)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/internal/faults"
@@ -225,5 +226,65 @@ func TestRedisClusterMigrateResume(t *testing.T) {
 	}
 	if err := c.Nodes()[from].Client().Get(ctx, "{r}:0").Err(); err == nil || err == redis.Nil {
 		t.Fatalf("old owner answers %v; want MOVED", err)
+	}
+}
+
+// TestRedisSentinel writes through a FailoverClient and finds the write on
+// the master the Sentinel monitors.
+func TestRedisSentinel(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	master := StartRedis(t)
+	s := StartRedisSentinel(t, master.Addr())
+	addr, err := s.Client().Do(ctx, "SENTINEL", "get-master-addr-by-name", SentinelMaster).StringSlice()
+	if err != nil || strings.Join(addr, ":") != master.Addr() {
+		t.Fatalf("SENTINEL get-master-addr-by-name %s: %v, %v; want %s", SentinelMaster, addr, err, master.Addr())
+	}
+	c := s.FailoverClient()
+	if c != s.FailoverClient() {
+		t.Error("FailoverClient made a second client")
+	}
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := master.Client().Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("the master has k=%q, %v; want the write made through the Sentinel", v, err)
+	}
+	s.Kill()
+	if err := s.Client().Ping(ctx).Err(); err == nil {
+		t.Fatal("the Sentinel answers PING after Kill")
+	}
+	s.Restart()
+	if err := s.Client().Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING the Sentinel after Restart: %v", err)
+	}
+}
+
+// TestStartPostgres kills a private PostgreSQL and restarts it.
+func TestStartPostgres(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s := StartPostgres(t)
+	ping := func() error {
+		conn, err := pgx.Connect(ctx, s.URL())
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		return conn.Ping(ctx)
+	}
+	if err := ping(); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	if err := ping(); err == nil {
+		t.Fatal("PostgreSQL accepts connections after Kill")
+	}
+	s.Kill() // a no-op on a dead server
+	s.Restart()
+	if err := ping(); err != nil {
+		t.Fatalf("after Restart: %v", err)
 	}
 }

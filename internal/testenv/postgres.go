@@ -1,11 +1,18 @@
 package testenv
 
 import (
+	"context"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv/launch"
 )
 
 // Postgres creates an empty database for t alone on the server named by
@@ -52,4 +59,80 @@ func Postgres(t testing.TB) string {
 	db.Path = "/" + name
 	db.RawPath = ""
 	return db.String()
+}
+
+// PostgresServer is a PostgreSQL server that belongs to one test, which may
+// kill and restart it, unlike the shared server of Postgres(t). Make one
+// with StartPostgres.
+//
+// Its methods report failures with t.Fatal and so must be called from the
+// test's goroutine.
+type PostgresServer struct {
+	t  testing.TB
+	pg *launch.Postgres
+}
+
+// StartPostgres starts a private PostgreSQL server as the shared one of
+// `make test` is started (launch.StartPostgres: a fresh database cluster
+// on a free loopback port, trust authentication, fsync off) and returns
+// once it accepts connections. It is stopped, and its files removed, when
+// the test ends. Starting one takes a few seconds (initdb); a test that
+// only needs a database of its own uses Postgres(t).
+//
+// Without initdb and postgres (in PATH or /usr/lib/postgresql/*/bin) the
+// test is skipped, or fails when CI=true.
+func StartPostgres(t testing.TB) *PostgresServer {
+	t.Helper()
+	if _, err := launch.FindPostgres(); err != nil {
+		unavailable(t, err.Error()+", or run `make test`")
+	}
+	dir, err := launch.TempDir()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	defer cancel()
+	pg, err := launch.StartPostgres(ctx, filepath.Join(dir, "pg"))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Stop(syscall.SIGKILL, 10*time.Second) })
+	return &PostgresServer{t: t, pg: pg}
+}
+
+// URL returns a superuser URL of the server's "postgres" database, such as
+// postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable. It stays
+// the same across restarts.
+func (s *PostgresServer) URL() string { return s.pg.URL() }
+
+// Kill ends the server and its backends at once with SIGKILL, as a crash
+// would; Restart recovers. It does nothing if the server is not running.
+func (s *PostgresServer) Kill() {
+	s.t.Helper()
+	if err := s.pg.Stop(syscall.SIGKILL, 10*time.Second); err != nil {
+		s.t.Fatalf("testenv: kill postgres: %v", err)
+	}
+}
+
+// Stop shuts the server down cleanly (a fast shutdown, which ends open
+// sessions) and waits for it to exit. It does nothing if the server is not
+// running.
+func (s *PostgresServer) Stop() {
+	s.t.Helper()
+	if err := s.pg.Stop(syscall.SIGINT, 30*time.Second); err != nil {
+		s.t.Fatalf("testenv: stop postgres: %v", err)
+	}
+}
+
+// Restart stops the server if it is running and starts it again on the
+// same port and data, and waits until it accepts connections.
+func (s *PostgresServer) Restart() {
+	s.t.Helper()
+	s.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	defer cancel()
+	if err := s.pg.Restart(ctx); err != nil {
+		s.t.Fatalf("testenv: restart postgres: %v", err)
+	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv/redisctl"
+	"github.com/snowkeyhq/snowkey/internal/testenv/launch"
 )
 
 // StartRedisReplica starts a private redis-server, as StartRedis does, that
@@ -58,7 +58,7 @@ func (s *RedisServer) Info(section string) map[string]string {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	info, err := redisctl.Info(ctx, s.Addr(), section)
+	info, err := launch.Info(ctx, s.Addr(), section)
 	if err != nil {
 		s.t.Fatalf("testenv: INFO %s on %s: %v", section, s.Addr(), err)
 	}
@@ -110,7 +110,7 @@ func (s *RedisServer) WaitSynced(primary string, timeout time.Duration) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	info, err := redisctl.Info(ctx, primary, "replication")
+	info, err := launch.Info(ctx, primary, "replication")
 	if err != nil {
 		s.t.Fatalf("testenv: INFO replication on primary %s: %v", primary, err)
 	}
@@ -144,7 +144,7 @@ func (s *RedisServer) waitLinkUp(timeout time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			s.t.Fatalf("testenv: replica %s: link to its primary %s after %v\n%s",
-				s.Addr(), r["master_link_status"], timeout, tail(s.logPath()))
+				s.Addr(), r["master_link_status"], timeout, launch.LogTail(s.logPath()))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -170,7 +170,7 @@ func (s *RedisServer) do(args ...string) string {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	reply, err := redisctl.Do(ctx, s.Addr(), args...)
+	reply, err := launch.Do(ctx, s.Addr(), args...)
 	if err != nil {
 		s.t.Fatalf("testenv: %v on %s: %v", args, s.Addr(), err)
 	}

@@ -9,11 +9,37 @@
 //     Promote fails over to it, WaitSynced and ReplicationOffset tell how
 //     far it got;
 //   - StartRedisCluster: a Redis Cluster of masters whose slots a test may
-//     move with MigrateSlot, with a hook between batches.
+//     move with MigrateSlot, with a hook between batches;
+//   - StartRedisSentinel: a Sentinel monitoring a master, and a
+//     FailoverClient that finds the master through it;
+//   - StartPostgres: a PostgreSQL server to kill and restart.
 //
-// testenv is the one owner of server launchers; the shared servers of
-// cmd/testservers and the private ones here make clusters with the same
-// code (package redisctl).
+// testenv is the one owner of server launchers: the shared servers of
+// cmd/testservers and the private ones here are started, waited for and
+// stopped by the same code (package launch), and the names of the
+// environment variables below are its constants, which testservers uses.
+//
+// Every test that waits bounds its own time, so that a hang fails within
+// seconds with every goroutine's stack instead of running to go test's
+// -timeout. A test that waits on anything (a server, a clock, another
+// goroutine) starts with
+//
+//	ctx := testenv.Deadline(t, 30*time.Second)
+//
+// and passes ctx to what it waits on: the context ends first and the test
+// fails with its own message; if the code ignores it, the watchdog ends the
+// binary at the budget with the stacks. A package's TestMain runs its tests
+// under Main, a budget for the whole package that catches a hang in a test
+// without a Deadline of its own:
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(testenv.Main(m, 3*time.Minute))
+//	}
+//
+// (A TestMain that does more, such as faults.HelperMain or a quiet go-redis
+// logger, calls Main where it called m.Run.) Budgets are several times the
+// usual time, for a shared 2-core machine under -race; make test's go test
+// -timeout (5m a package) stays the last resort.
 //
 // The shared servers are started by `make test`, which runs the tests under
 // internal/testenv/cmd/testservers; it passes their addresses in these
@@ -53,13 +79,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv/launch"
 )
 
 // Names of the environment variables that point tests at servers.
@@ -75,6 +102,10 @@ const (
 	// EnvRedisServer holds the path of a redis-server binary, for
 	// StartRedis. When unset, StartRedis looks in PATH.
 	EnvRedisServer = "SNOWKEY_TEST_REDIS_SERVER"
+	// EnvChromium holds the path of a Chromium binary, for the example
+	// server's browser test; scripts/lib.sh does not install chromium when
+	// it is set.
+	EnvChromium = "SNOWKEY_TEST_CHROMIUM"
 )
 
 // opTimeout bounds every single operation on a server made here.
@@ -116,12 +147,11 @@ func unavailable(t testing.TB, msg string) {
 // callers that can, retry with a new port.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := launch.FreePort()
 	if err != nil {
-		t.Fatalf("testenv: find a free port: %v", err)
+		t.Fatalf("testenv: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 var prefixes sync.Map // testing.TB -> string

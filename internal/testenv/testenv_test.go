@@ -55,10 +55,12 @@ func (r *recorder) call(f func(testing.TB)) {
 
 func TestMissingServerSkipsOrFails(t *testing.T) {
 	helpers := map[string]func(testing.TB){
-		"Postgres":     func(t testing.TB) { Postgres(t) },
-		"Redis":        func(t testing.TB) { Redis(t) },
-		"RedisCluster": func(t testing.TB) { RedisCluster(t) },
-		"StartRedis":   func(t testing.TB) { StartRedis(t) },
+		"Postgres":           func(t testing.TB) { Postgres(t) },
+		"Redis":              func(t testing.TB) { Redis(t) },
+		"RedisCluster":       func(t testing.TB) { RedisCluster(t) },
+		"StartRedis":         func(t testing.TB) { StartRedis(t) },
+		"StartRedisCluster":  func(t testing.TB) { StartRedisCluster(t, 3) },
+		"StartRedisSentinel": func(t testing.TB) { StartRedisSentinel(t, "127.0.0.1:6379") },
 	}
 	for _, ci := range []string{"", "false", "true", "1"} {
 		for name, helper := range helpers {

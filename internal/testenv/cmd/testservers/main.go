@@ -11,7 +11,8 @@
 //	go run ./internal/testenv/cmd/testservers -- go test -race ./...
 //
 // It starts, on free loopback ports, in a temporary directory that it
-// removes afterwards:
+// removes afterwards, with the launchers that testenv's private servers
+// use too (package internal/testenv/launch):
 //
 //   - PostgreSQL (initdb + postgres; as user "postgres" when run as root,
 //     because PostgreSQL refuses root), trust authentication on 127.0.0.1,
@@ -19,12 +20,9 @@
 //   - one standalone redis-server without persistence;
 //   - a Redis Cluster of three masters, made with redis-cli --cluster create.
 //
-// and exports to the command:
-//
-//	SNOWKEY_TEST_POSTGRES       postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable
-//	SNOWKEY_TEST_REDIS          127.0.0.1:PORT
-//	SNOWKEY_TEST_REDIS_CLUSTER  127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
-//	SNOWKEY_TEST_REDIS_SERVER   absolute path of redis-server
+// and exports their addresses to the command in the environment variables
+// that package internal/testenv reads (testenv.EnvPostgres and the
+// others; see its documentation).
 //
 // A variable that is already set is passed on unchanged and its server is
 // not started, so tests can be pointed at servers of one's own. The flags
@@ -44,19 +42,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-)
 
-// The environment variables read by package internal/testenv.
-const (
-	envPostgres     = "SNOWKEY_TEST_POSTGRES"
-	envRedis        = "SNOWKEY_TEST_REDIS"
-	envRedisCluster = "SNOWKEY_TEST_REDIS_CLUSTER"
-	envRedisServer  = "SNOWKEY_TEST_REDIS_SERVER"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testenv/launch"
 )
 
 // exitSetup is the exit status when testservers itself fails.
@@ -76,9 +68,9 @@ type options struct {
 func parseFlags() (options, error) {
 	var o options
 	fs := flag.NewFlagSet("testservers", flag.ContinueOnError)
-	fs.BoolVar(&o.postgres, "postgres", true, "start PostgreSQL and export "+envPostgres)
-	fs.BoolVar(&o.redis, "redis", true, "start a standalone redis-server and export "+envRedis)
-	fs.BoolVar(&o.cluster, "cluster", true, "start a 3-node Redis Cluster and export "+envRedisCluster)
+	fs.BoolVar(&o.postgres, "postgres", true, "start PostgreSQL and export "+testenv.EnvPostgres)
+	fs.BoolVar(&o.redis, "redis", true, "start a standalone redis-server and export "+testenv.EnvRedis)
+	fs.BoolVar(&o.cluster, "cluster", true, "start a 3-node Redis Cluster and export "+testenv.EnvRedisCluster)
 	fs.DurationVar(&o.timeout, "timeout", 90*time.Second, "how long to wait for all servers to start")
 	fs.BoolVar(&o.quiet, "q", false, "print nothing but errors")
 	fs.Usage = func() {
@@ -141,79 +133,105 @@ func run() int {
 type session struct {
 	logf func(string, ...any)
 
-	mu    sync.Mutex
-	dir   string
-	procs []*proc
-	env   []string
+	mu      sync.Mutex
+	dir     string
+	servers []server
+	env     []string
 }
 
-func (s *session) add(env string, procs ...*proc) {
+// server is one started server, with how cleanup stops it.
+type server interface {
+	Stop(sig syscall.Signal, grace time.Duration) error
+}
+
+// stopSignal is how cleanup asks a server to stop: PostgreSQL's "fast"
+// shutdown (as pg_ctl stop -m fast) on SIGINT, Redis's on SIGTERM.
+func stopSignal(s server) syscall.Signal {
+	if _, ok := s.(*launch.Postgres); ok {
+		return syscall.SIGINT
+	}
+	return syscall.SIGTERM
+}
+
+func (s *session) add(env string, servers ...server) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.procs = append(s.procs, procs...)
+	s.servers = append(s.servers, servers...)
 	if env != "" {
 		s.env = append(s.env, env)
 	}
 }
+
+// clusterSize is the number of master nodes of the test cluster.
+const clusterSize = 3
 
 // start brings up every requested server that the environment does not
 // already name, in parallel.
 func (s *session) start(ctx context.Context, o options) error {
 	t0 := time.Now()
 	var err error
-	if s.dir, err = makeTempDir(); err != nil {
+	if s.dir, err = launch.TempDir(); err != nil {
 		return err
 	}
 
-	needRedis := (o.redis && os.Getenv(envRedis) == "") || (o.cluster && os.Getenv(envRedisCluster) == "")
-	server, cli, rerr := findRedis()
+	needRedis := (o.redis && os.Getenv(testenv.EnvRedis) == "") || (o.cluster && os.Getenv(testenv.EnvRedisCluster) == "")
+	bin, cli, rerr := launch.FindRedis(os.Getenv(testenv.EnvRedisServer))
 	switch {
-	case rerr == nil && os.Getenv(envRedisServer) == "":
-		s.add(envRedisServer + "=" + server)
+	case rerr == nil && os.Getenv(testenv.EnvRedisServer) == "":
+		s.add(testenv.EnvRedisServer + "=" + bin)
 	case rerr != nil && needRedis:
-		return rerr
+		return fmt.Errorf("%w; or run with -redis=false -cluster=false", rerr)
 	}
 
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
-	if o.postgres {
-		if os.Getenv(envPostgres) != "" {
-			s.logf("using %s from the environment", envPostgres)
-		} else {
-			wg.Go(func() {
-				p, url, err := startPostgres(ctx, filepath.Join(s.dir, "pg"), s.logf)
-				if err == nil {
-					s.add(envPostgres+"="+url, p)
-				}
-				errs[0] = err
-			})
+	// use reports whether a server named by env is to be started.
+	use := func(want bool, env string) bool {
+		if want && os.Getenv(env) != "" {
+			s.logf("using %s from the environment", env)
+			return false
 		}
+		return want
 	}
-	if o.redis {
-		if os.Getenv(envRedis) != "" {
-			s.logf("using %s from the environment", envRedis)
-		} else {
-			wg.Go(func() {
-				p, addr, err := startRedis(ctx, server, filepath.Join(s.dir, "redis"), s.logf)
-				if err == nil {
-					s.add(envRedis+"="+addr, p)
-				}
+	if use(o.postgres, testenv.EnvPostgres) {
+		wg.Go(func() {
+			pg, err := launch.StartPostgres(ctx, filepath.Join(s.dir, "pg"))
+			if err != nil {
+				errs[0] = fmt.Errorf("%w; or run with -postgres=false", err)
+				return
+			}
+			s.add(testenv.EnvPostgres+"="+pg.URL(), pg)
+			s.logf("postgres %s ready (data in %s)", pg.URL(), pg.DataDir())
+		})
+	}
+	if use(o.redis, testenv.EnvRedis) {
+		wg.Go(func() {
+			r, err := launch.StartRedis(ctx, launch.RedisConfig{Bin: bin, Dir: filepath.Join(s.dir, "redis")})
+			if err != nil {
 				errs[1] = err
-			})
-		}
+				return
+			}
+			s.add(testenv.EnvRedis+"="+r.Addr(), r)
+			s.logf("redis %s ready", r.Addr())
+		})
 	}
-	if o.cluster {
-		if os.Getenv(envRedisCluster) != "" {
-			s.logf("using %s from the environment", envRedisCluster)
-		} else {
-			wg.Go(func() {
-				procs, addrs, err := startCluster(ctx, server, cli, filepath.Join(s.dir, "cluster"), s.logf)
-				if err == nil {
-					s.add(envRedisCluster+"="+strings.Join(addrs, ","), procs...)
-				}
-				errs[2] = err
+	if use(o.cluster, testenv.EnvRedisCluster) {
+		wg.Go(func() {
+			nodes, err := launch.StartCluster(ctx, launch.ClusterConfig{
+				Bin: bin, Cli: cli, Dir: filepath.Join(s.dir, "cluster"), Nodes: clusterSize,
 			})
-		}
+			if err != nil {
+				errs[2] = fmt.Errorf("%w; or run with -cluster=false", err)
+				return
+			}
+			addrs := make([]string, len(nodes))
+			servers := make([]server, len(nodes))
+			for i, n := range nodes {
+				addrs[i], servers[i] = n.Addr(), n
+			}
+			s.add(testenv.EnvRedisCluster+"="+strings.Join(addrs, ","), servers...)
+			s.logf("redis cluster %s ready", strings.Join(addrs, ","))
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -266,20 +284,16 @@ func exitStatus(ps *os.ProcessState) int {
 	return ps.ExitCode()
 }
 
-// cleanup stops every server (PostgreSQL with a fast shutdown, Redis with
-// SIGTERM; SIGKILL for any that lingers) and removes the temporary directory.
+// cleanup stops every server (SIGKILL for any that lingers) and removes
+// the temporary directory.
 func (s *session) cleanup() {
 	s.mu.Lock()
-	procs := s.procs
+	servers := s.servers
 	s.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, p := range procs {
+	for _, srv := range servers {
 		wg.Go(func() {
-			sig := syscall.SIGTERM
-			if p.name == "postgres" {
-				sig = syscall.SIGINT // PostgreSQL's "fast" shutdown, as pg_ctl stop -m fast
-			}
-			if err := p.stop(sig, 15*time.Second); err != nil {
+			if err := srv.Stop(stopSignal(srv), 15*time.Second); err != nil {
 				fmt.Fprintln(os.Stderr, "testservers:", err)
 			}
 		})
@@ -289,71 +303,5 @@ func (s *session) cleanup() {
 		if err := os.RemoveAll(s.dir); err != nil {
 			fmt.Fprintln(os.Stderr, "testservers: remove temp dir:", err)
 		}
-	}
-}
-
-// makeTempDir makes the session's directory. When running as root it lies
-// under a directory that every user can traverse, for PostgreSQL's user.
-func makeTempDir() (string, error) {
-	base := os.TempDir()
-	if os.Geteuid() == 0 && !traversable(base) {
-		base = "/tmp"
-	}
-	removeStale(base)
-	dir, err := os.MkdirTemp(base, tempPrefix)
-	if err != nil {
-		return "", fmt.Errorf("make temp dir: %w", err)
-	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return "", fmt.Errorf("make temp dir: %w", err)
-	}
-	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), pid, 0o644); err != nil {
-		return "", fmt.Errorf("make temp dir: %w", err)
-	}
-	return dir, nil
-}
-
-const (
-	tempPrefix = "snowkey-testservers-"
-	ownerFile  = "testservers.pid" // the pid of the testservers that owns the directory
-)
-
-// removeStale removes the directories of earlier sessions whose testservers
-// is gone, killed before it could clean up (its servers died with it).
-// Directories of live sessions are left alone.
-func removeStale(base string) {
-	dirs, _ := filepath.Glob(filepath.Join(base, tempPrefix+"*"))
-	for _, dir := range dirs {
-		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
-		if err != nil {
-			continue // not ours, or still being made
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 0 {
-			continue
-		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			_ = os.RemoveAll(dir)
-		}
-	}
-}
-
-// traversable reports whether others may search every directory on path.
-func traversable(path string) bool {
-	path, err := filepath.Abs(path)
-	if err != nil {
-		return false
-	}
-	for {
-		st, err := os.Stat(path)
-		if err != nil || st.Mode().Perm()&0o001 == 0 {
-			return false
-		}
-		parent := filepath.Dir(path)
-		if parent == path {
-			return true
-		}
-		path = parent
 	}
 }

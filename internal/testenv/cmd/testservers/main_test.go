@@ -4,144 +4,85 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/internal/testenv/redisctl"
+	"github.com/snowkeyhq/snowkey/internal/testenv/launch"
 )
 
-// need skips the test (fails it in CI) when err says a binary is missing.
-func need(t *testing.T, err error) {
-	t.Helper()
-	if err == nil {
-		return
+// TestSession starts every server as testservers does, checks the
+// environment it would pass on, and that cleanup stops the servers and
+// removes the directory.
+func TestSession(t *testing.T) {
+	if _, err := launch.FindPostgres(); err != nil {
+		if testenv.InCI() {
+			t.Fatal(err)
+		}
+		t.Skip(err)
 	}
-	if testenv.InCI() {
-		t.Fatal(err)
+	for _, v := range []string{testenv.EnvPostgres, testenv.EnvRedis, testenv.EnvRedisCluster, testenv.EnvRedisServer} {
+		t.Setenv(v, "")
+		os.Unsetenv(v) // set to "" by t.Setenv, which restores it afterwards
 	}
-	t.Skip(err)
-}
-
-// sessionDir makes a directory as testservers does, removed after the test.
-func sessionDir(t *testing.T) string {
-	t.Helper()
-	dir, err := makeTempDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-func TestStartPostgres(t *testing.T) {
-	t.Parallel()
-	_, err := findPostgresBin()
-	need(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	p, url, err := startPostgres(ctx, filepath.Join(sessionDir(t), "pg"), t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := &session{logf: t.Logf}
+	cleaned := false
 	defer func() {
-		if err := p.stop(syscall.SIGINT, 15*time.Second); err != nil {
-			t.Error(err)
+		if !cleaned {
+			s.cleanup()
 		}
 	}()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
+	if err := s.start(ctx, options{postgres: true, redis: true, cluster: true}); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	var maxConns, fsync, listen string
-	err = conn.QueryRow(ctx, "SELECT current_setting('max_connections'), current_setting('fsync'), "+
-		"current_setting('listen_addresses')").Scan(&maxConns, &fsync, &listen)
+	env := map[string]string{}
+	for _, kv := range s.env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	conn, err := pgx.Connect(ctx, env[testenv.EnvPostgres])
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s=%q: %v", testenv.EnvPostgres, env[testenv.EnvPostgres], err)
 	}
-	if maxConns != "200" || fsync != "off" || listen != "127.0.0.1" {
-		t.Errorf("max_connections=%s fsync=%s listen_addresses=%s; want 200, off, 127.0.0.1", maxConns, fsync, listen)
+	conn.Close(ctx)
+	if reply, err := launch.Do(ctx, env[testenv.EnvRedis], "PING"); err != nil || reply != "PONG" {
+		t.Errorf("%s=%q: PING %q, %v", testenv.EnvRedis, env[testenv.EnvRedis], reply, err)
 	}
-}
-
-func TestStartRedisAndCluster(t *testing.T) {
-	t.Parallel()
-	server, cli, err := findRedis()
-	need(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	dir := sessionDir(t)
-
-	p, addr, err := startRedis(ctx, server, filepath.Join(dir, "redis"), t.Logf)
-	if err != nil {
-		t.Fatal(err)
+	cluster := strings.Split(env[testenv.EnvRedisCluster], ",")
+	if len(cluster) != clusterSize {
+		t.Errorf("%s=%q: want %d nodes", testenv.EnvRedisCluster, env[testenv.EnvRedisCluster], clusterSize)
 	}
-	if reply, err := redisctl.Do(ctx, addr, "SET", "k", "v"); err != nil || reply != "OK" {
-		t.Errorf("SET: %q, %v", reply, err)
-	}
-	if reply, err := redisctl.Do(ctx, addr, "GET", "k"); err != nil || reply != "v" {
-		t.Errorf("GET: %q, %v", reply, err)
-	}
-	if err := p.stop(syscall.SIGTERM, 10*time.Second); err != nil {
-		t.Error(err)
-	}
-	if !p.exited() {
-		t.Error("redis-server still running after stop")
-	}
-
-	procs, addrs, err := startCluster(ctx, server, cli, filepath.Join(dir, "cluster"), t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, p := range procs {
-			_ = p.stop(syscall.SIGTERM, 10*time.Second)
-		}
-	}()
-	if len(addrs) != clusterSize {
-		t.Fatalf("%d cluster nodes, want %d", len(addrs), clusterSize)
-	}
-	for _, a := range addrs {
-		port, _ := strconv.Atoi(a[strings.LastIndexByte(a, ':')+1:])
-		if port+10000 > 65535 {
-			t.Errorf("node %s: bus port %d out of range", a, port+10000)
-		}
-		info, err := redisctl.Do(ctx, a, "CLUSTER", "INFO")
-		if err != nil || !strings.Contains(info, "cluster_state:ok") {
+	for _, a := range cluster {
+		if info, err := launch.Do(ctx, a, "CLUSTER", "INFO"); err != nil || !strings.Contains(info, "cluster_state:ok") {
 			t.Errorf("CLUSTER INFO on %s: %q, %v", a, info, err)
 		}
 	}
-}
-
-func TestRemoveStale(t *testing.T) {
-	base := t.TempDir()
-	mk := func(name, pid string) string {
-		dir := filepath.Join(base, name)
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if pid != "" {
-			if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(pid), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return dir
+	if _, err := os.Stat(env[testenv.EnvRedisServer]); err != nil {
+		t.Errorf("%s=%q: %v", testenv.EnvRedisServer, env[testenv.EnvRedisServer], err)
 	}
-	live := mk(tempPrefix+"live", strconv.Itoa(os.Getpid()))
-	dead := mk(tempPrefix+"dead", "2147483646") // above any pid_max
-	noPid := mk(tempPrefix+"nopid", "")
-	other := mk("other", "2147483646")
-	removeStale(base)
-	for dir, want := range map[string]bool{live: true, dead: false, noPid: true, other: true} {
-		if _, err := os.Stat(dir); (err == nil) != want {
-			t.Errorf("%s: exists=%v, want %v", filepath.Base(dir), err == nil, want)
+	if len(s.servers) != 2+clusterSize {
+		t.Errorf("%d servers to stop, want %d", len(s.servers), 2+clusterSize)
+	}
+
+	s.cleanup()
+	cleaned = true
+	for _, a := range append(cluster, env[testenv.EnvRedis]) {
+		if _, err := launch.Do(ctx, a, "PING"); err == nil {
+			t.Errorf("%s still answers after cleanup", a)
 		}
+	}
+	if c, err := pgx.Connect(ctx, env[testenv.EnvPostgres]); err == nil {
+		c.Close(ctx)
+		t.Error("postgres still accepts connections after cleanup")
+	}
+	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
+		t.Errorf("session directory %s after cleanup: %v", s.dir, err)
 	}
 }
 
@@ -160,23 +101,5 @@ func TestExitStatus(t *testing.T) {
 		if got := exitStatus(cmd.ProcessState); got != tt.want {
 			t.Errorf("%q: exit status %d, want %d", tt.script, got, tt.want)
 		}
-	}
-}
-
-func TestTraversable(t *testing.T) {
-	dir := t.TempDir()
-	closed := filepath.Join(dir, "closed")
-	if err := os.Mkdir(closed, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	open := filepath.Join(closed, "open")
-	if err := os.Mkdir(open, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if traversable(open) {
-		t.Errorf("%s reported traversable under a 0700 directory", open)
-	}
-	if !traversable("/") {
-		t.Error("/ reported not traversable")
 	}
 }
