@@ -21,7 +21,7 @@ var wideLayout = idtype.Layout{Epoch: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC
 // burst mode, not the ceiling it falls back to once the allowance is spent.
 const burstSize = 1_000_000
 
-func snowkeyGen(b *testing.B, cfg idtype.Config) *idtype.Generator {
+func snowkeyGen(b *testing.B, cfg idtype.GeneratorOptions) *idtype.Generator {
 	b.Helper()
 	g, err := idtype.NewGenerator(cfg)
 	if err != nil {
@@ -54,7 +54,7 @@ func BenchmarkNext(b *testing.B) {
 		l    idtype.Layout
 	}{{"strict", idtype.DefaultLayout}, {"wide", wideLayout}} {
 		b.Run(layout.name+"/snowkey", func(b *testing.B) {
-			g := snowkeyGen(b, idtype.Config{Worker: 1, Layout: layout.l})
+			g := snowkeyGen(b, idtype.GeneratorOptions{Worker: 1, Layout: layout.l})
 			for b.Loop() {
 				if _, err := g.Next(); err != nil {
 					b.Fatal(err)
@@ -69,7 +69,7 @@ func BenchmarkNext(b *testing.B) {
 		})
 	}
 	b.Run("burst/snowkey", func(b *testing.B) {
-		cfg := idtype.Config{Worker: 1, MaxDrift: time.Second}
+		cfg := idtype.GeneratorOptions{Worker: 1, MaxDrift: time.Second}
 		g := snowkeyGen(b, cfg)
 		taken := 0
 		for i := 0; i < b.N; i++ {
@@ -93,7 +93,7 @@ func BenchmarkNextParallel(b *testing.B) {
 		l    idtype.Layout
 	}{{"strict", idtype.DefaultLayout}, {"wide", wideLayout}} {
 		b.Run(layout.name+"/snowkey", func(b *testing.B) {
-			g := snowkeyGen(b, idtype.Config{Worker: 1, Layout: layout.l})
+			g := snowkeyGen(b, idtype.GeneratorOptions{Worker: 1, Layout: layout.l})
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if _, err := g.Next(); err != nil {
@@ -120,7 +120,7 @@ func BenchmarkNextParallel(b *testing.B) {
 func BenchmarkNextN(b *testing.B) {
 	const batch = 1000
 	b.Run("wide/snowkey", func(b *testing.B) {
-		g := snowkeyGen(b, idtype.Config{Worker: 1, Layout: wideLayout})
+		g := snowkeyGen(b, idtype.GeneratorOptions{Worker: 1, Layout: wideLayout})
 		dst := make([]idtype.ID, batch)
 		for b.Loop() {
 			if err := g.NextN(dst); err != nil {
@@ -149,7 +149,7 @@ func BenchmarkNextN(b *testing.B) {
 func BenchmarkPaired(b *testing.B) {
 	const chunk = 2048
 	b.Run("next-wide", func(b *testing.B) {
-		g := snowkeyGen(b, idtype.Config{Worker: 1, Layout: wideLayout})
+		g := snowkeyGen(b, idtype.GeneratorOptions{Worker: 1, Layout: wideLayout})
 		n := bwmarrinNode(b, wideLayout)
 		ours := func() {
 			for range chunk {
@@ -166,7 +166,7 @@ func BenchmarkPaired(b *testing.B) {
 		pairedRatio(b, ours, theirs, chunk)
 	})
 	b.Run("nextn-1000-wide", func(b *testing.B) {
-		g := snowkeyGen(b, idtype.Config{Worker: 1, Layout: wideLayout})
+		g := snowkeyGen(b, idtype.GeneratorOptions{Worker: 1, Layout: wideLayout})
 		n := bwmarrinNode(b, wideLayout)
 		dst := make([]idtype.ID, 1000)
 		their := make([]snowflake.ID, 1000)

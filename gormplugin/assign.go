@@ -183,7 +183,7 @@ func (r *directRows) row(i int) unsafe.Pointer {
 // taken with one NextN, in row order. It counts them first and sets them
 // in a second pass, so that it keeps no list of addresses (whose every
 // store would cost the garbage collector a write barrier).
-func fillDirect(r directRows, offs []uintptr, src Source) (int, error) {
+func fillDirect(r directRows, offs []uintptr, src idtype.Source) (int, error) {
 	zeros := 0
 	for i := 0; i < r.n; i++ {
 		if base := r.row(i); base != nil {

@@ -29,6 +29,14 @@ func (s *failingSource) NextN(dst []idtype.ID) error {
 	return s.gen.NextN(dst)
 }
 
+func (s *failingSource) Next() (idtype.ID, error) {
+	var one [1]idtype.ID
+	err := s.NextN(one[:])
+	return one[0], err
+}
+
+func (s *failingSource) Layout() idtype.Layout { return s.gen.Layout() }
+
 // TestCreateInBatchesSourceFails: the Source fails on the second of three
 // batches. The failing batch and the ones after it keep zero keys; what the
 // first batch leaves depends on the transaction, as the package doc says.
@@ -40,7 +48,7 @@ func TestCreateInBatchesSourceFails(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			gen, err := idtype.NewGenerator(idtype.Config{Worker: 1})
+			gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

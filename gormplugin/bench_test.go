@@ -54,7 +54,7 @@ func benchDBs(b *testing.B) (withPlugin, plain *gorm.DB, gen *idtype.Generator) 
 		}
 		return db
 	}
-	gen, err = idtype.NewGenerator(idtype.Config{Worker: 1})
+	gen, err = idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func truncate(b *testing.B, db *gorm.DB, table string) {
 // the noise.
 func BenchmarkAssign(b *testing.B) {
 	withPlugin, plain := dryRun(), dryRun()
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 1})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

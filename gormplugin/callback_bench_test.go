@@ -32,7 +32,7 @@ func BenchmarkCallback(b *testing.B) {
 	// IDs per millisecond (4,096 with DefaultLayout, 244 ns an ID) does not
 	// stand in for the callback's cost.
 	wide := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 1, SequenceBits: 21}
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 1, Layout: wide})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1, Layout: wide})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -253,7 +253,7 @@ func TestRules(t *testing.T) {
 	db := e.db
 
 	t.Run("preset key kept", func(t *testing.T) {
-		gen, _ := idtype.NewGenerator(idtype.Config{Worker: 9})
+		gen, _ := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 9})
 		preset, _ := gen.Next()
 		cs := []Company{{ID: preset, Name: "preset"}, {Name: "zero"}}
 		if err := db.Create(&cs).Error; err != nil {
@@ -414,7 +414,7 @@ func TestErrors(t *testing.T) {
 	t.Run("generator fails", func(t *testing.T) {
 		// A generator whose floor is an hour ahead and that may not wait:
 		// NextN fails with ErrClockBehind.
-		gen, err := idtype.NewGenerator(idtype.Config{Worker: 2, NotBefore: nowPlus(3600), MaxWait: -1})
+		gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 2, NotBefore: nowPlus(3600), MaxWait: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,7 @@
 // Package gormplugin makes GORM fill snowflake primary keys before rows
 // reach the database:
 //
-//	gen, err := idtype.NewGenerator(idtype.Config{Worker: 7})
+//	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 7})
 //	...
 //	err = db.Use(gormplugin.New(gen))
 //

@@ -27,7 +27,7 @@ func dryRun() *gorm.DB {
 func Example() {
 	db := dryRun() // gorm.Open(postgres.Open(dsn)) in a real app
 
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 7})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 7})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func Example() {
 // A field that is not the key can be a snowflake too: tag it.
 func Example_tagged() {
 	db := dryRun()
-	gen, _ := idtype.NewGenerator(idtype.Config{Worker: 1})
+	gen, _ := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	_ = db.Use(gormplugin.New(gen))
 
 	type Order struct {
@@ -74,7 +74,7 @@ func Example_tagged() {
 // the struct ends up with the key of the row that really exists.
 func Example_upsert() {
 	db := dryRun()
-	gen, _ := idtype.NewGenerator(idtype.Config{Worker: 1})
+	gen, _ := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	_ = db.Use(gormplugin.New(gen))
 
 	type Account struct {
@@ -96,7 +96,7 @@ func Example_upsert() {
 // with snowflake_id() (see package migrations); GORM reads it back.
 func Example_databaseDefault() {
 	db := dryRun()
-	gen, _ := idtype.NewGenerator(idtype.Config{Worker: 1})
+	gen, _ := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	_ = db.Use(gormplugin.New(gen))
 
 	type Audit struct {

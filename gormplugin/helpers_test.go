@@ -148,6 +148,14 @@ func (c *countingSource) NextN(dst []idtype.ID) error {
 	return c.gen.NextN(dst)
 }
 
+func (c *countingSource) Next() (idtype.ID, error) {
+	var one [1]idtype.ID
+	err := c.NextN(one[:])
+	return one[0], err
+}
+
+func (c *countingSource) Layout() idtype.Layout { return c.gen.Layout() }
+
 // env is one test's database with the plugin registered.
 type env struct {
 	db  *gorm.DB
@@ -172,7 +180,7 @@ func newEnv(t testing.TB, opts ...gormplugin.Option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 1})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

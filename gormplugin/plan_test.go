@@ -40,7 +40,7 @@ func TestFieldRules(t *testing.T) {
 		}
 	)
 	db := dryRun()
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 5})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ type Seq int64
 
 func TestNoDatabaseErrors(t *testing.T) {
 	db := dryRun()
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 5, NotBefore: nowPlus(60), MaxWait: -1})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 5, NotBefore: nowPlus(60), MaxWait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,20 +10,11 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 )
 
-// Source issues IDs. *idtype.Generator is one; so is anything that wraps
-// it, such as a generator on a leased worker number.
-//
-// NextN fills dst with new IDs, each greater than every ID it returned
-// before, or returns an error and then nothing it filled is used.
-type Source interface {
-	NextN(dst []idtype.ID) error
-}
-
 // Plugin fills snowflake keys before GORM creates rows. Make one with New
 // and register it with db.Use; it is safe for concurrent use by every
 // session of that *gorm.DB.
 type Plugin struct {
-	src        Source
+	src        idtype.Source
 	onlyTagged bool
 	plans      sync.Map // *schema.Schema -> *plan
 }
@@ -40,10 +31,10 @@ func OnlyTagged() Option {
 
 // New returns a plugin that takes its IDs from src:
 //
-//	gen, err := idtype.NewGenerator(idtype.Config{Worker: 7})
+//	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 7})
 //	...
 //	err = db.Use(gormplugin.New(gen))
-func New(src Source, opts ...Option) *Plugin {
+func New(src idtype.Source, opts ...Option) *Plugin {
 	p := &Plugin{src: src}
 	for _, opt := range opts {
 		opt(p)

@@ -153,7 +153,7 @@ func TestUpsertKeepsSnowflakeFields(t *testing.T) {
 	})
 	t.Run("Save of a struct with no row yet", func(t *testing.T) {
 		// The UPDATE finds no row, and Save creates it: the field is filled.
-		gen, _ := idtype.NewGenerator(idtype.Config{Worker: 1})
+		gen, _ := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 		key, _ := gen.Next()
 		m := Member{ID: key, Email: "norow@x", Name: "new"}
 		if err := e.db.Save(&m).Error; err != nil {

@@ -10,7 +10,7 @@ import (
 // These measure the encodings and the generator on its own.
 
 func BenchmarkNext(b *testing.B) {
-	g, err := NewGenerator(Config{Worker: 1})
+	g, err := NewGenerator(GeneratorOptions{Worker: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // A Clock tells a Generator the time and lets it wait. Inject one in
-// Config.Clock to test clock trouble; production code uses SystemClock.
+// GeneratorOptions.Clock to test clock trouble; production code uses SystemClock.
 //
 // A Generator never trusts a Clock to be monotonic: whatever a Clock
 // returns, the Generator's own time does not go backwards (see Generator).

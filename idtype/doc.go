@@ -16,7 +16,7 @@
 // repeats itself and never goes backwards in time, whatever the wall
 // clock does:
 //
-//	gen, err := idtype.NewGenerator(idtype.Config{Worker: 7})
+//	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 7})
 //	if err != nil {
 //		return err
 //	}

@@ -10,7 +10,7 @@ import (
 )
 
 func ExampleNewGenerator() {
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 7})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 7})
 	if err != nil {
 		panic(err)
 	}
@@ -21,7 +21,7 @@ func ExampleNewGenerator() {
 }
 
 func ExampleGenerator_NextN() {
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 1})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	if err != nil {
 		panic(err)
 	}
@@ -85,7 +85,7 @@ func ExampleLayout_FirstID() {
 func ExampleLayout_datacenterAndWorker() {
 	layout := idtype.DefaultLayout // 41 time / 10 worker / 12 sequence bits
 	datacenter, worker := int64(3), int64(17)
-	gen, err := idtype.NewGenerator(idtype.Config{Layout: layout, Worker: datacenter<<5 | worker})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Layout: layout, Worker: datacenter<<5 | worker})
 	if err != nil {
 		panic(err)
 	}
@@ -106,7 +106,7 @@ func ExampleLayout_machineProcessClockBack() {
 	fmt.Println(classic.Validate(), machine<<7|process<<2|clockBack)
 
 	better := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 8, SequenceBits: 14}
-	gen, err := idtype.NewGenerator(idtype.Config{Layout: better, Worker: machine<<5 | process})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Layout: better, Worker: machine<<5 | process})
 	if err != nil {
 		panic(err)
 	}

@@ -11,11 +11,13 @@ import (
 // Errors a Generator returns. Each is wrapped with detail; match with
 // errors.Is.
 var (
-	// ErrInvalidConfig means NewGenerator was given a Config that cannot
-	// work; the error names the field.
-	ErrInvalidConfig = errors.New("idtype: invalid generator config")
+	// ErrInvalidOptions means a constructor was given options that cannot
+	// work: NewGenerator here, and every constructor of snowkey's other
+	// packages (workerid, tokens, gormplugin, migrations), which wrap this
+	// one sentinel. The error names the field and its value.
+	ErrInvalidOptions = errors.New("idtype: invalid options")
 	// ErrClockBehind means issuing the next ID would take a longer wait for
-	// the clock than Config.MaxWait allows: the sequence of the current
+	// the clock than GeneratorOptions.MaxWait allows: the sequence of the current
 	// millisecond is spent and the clock is slow to move on, or the clock
 	// is behind the generator's own time (a clock set back, a NotBefore in
 	// the clock's future). Nothing was issued; calling again later is safe.
@@ -26,10 +28,10 @@ var (
 )
 
 // DefaultMaxWait is how long Next and NextN wait for the clock when
-// Config.MaxWait is zero.
+// GeneratorOptions.MaxWait is zero.
 const DefaultMaxWait = time.Second
 
-// MaxDriftCap is the largest Config.MaxDrift a generator accepts: 10 s.
+// MaxDriftCap is the largest GeneratorOptions.MaxDrift a generator accepts: 10 s.
 //
 // A burst borrows IDs from the future, and everything that keeps IDs
 // unique across a restart reckons with how far: a process with a fixed
@@ -43,9 +45,9 @@ const DefaultMaxWait = time.Second
 // lease TTL, whose grants bound a leased generator's drift anyway.
 const MaxDriftCap = 10 * time.Second
 
-// Config configures a Generator. The zero value of each field is a safe
+// GeneratorOptions configures a Generator. The zero value of each field is a safe
 // default, except Worker, which must be this process's own number.
-type Config struct {
+type GeneratorOptions struct {
 	// Worker is this generator's worker number, 0..Layout.MaxWorker().
 	// Two generators that share a worker number and layout will issue the
 	// same IDs: lease the number (see package workerid) unless one box
@@ -178,8 +180,8 @@ type Generator struct {
 }
 
 // NewGenerator checks cfg and returns a generator. The error wraps
-// ErrInvalidConfig or ErrInvalidLayout and names the bad field.
-func NewGenerator(cfg Config) (*Generator, error) {
+// ErrInvalidOptions or ErrInvalidLayout and names the bad field.
+func NewGenerator(cfg GeneratorOptions) (*Generator, error) {
 	if cfg.Lease != nil {
 		var err error
 		if cfg, err = leaseConfig(cfg); err != nil {
@@ -187,7 +189,7 @@ func NewGenerator(cfg Config) (*Generator, error) {
 		}
 	}
 	l := cfg.Layout
-	if l.Epoch.IsZero() && l.WorkerBits == 0 && l.SequenceBits == 0 {
+	if l.IsZero() {
 		l = DefaultLayout
 	}
 	if err := l.Validate(); err != nil {
@@ -195,10 +197,10 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	}
 	if cfg.Worker < 0 || cfg.Worker > l.MaxWorker() {
 		return nil, fmt.Errorf("%w: Worker %d is outside 0..%d for %d worker bits",
-			ErrInvalidConfig, cfg.Worker, l.MaxWorker(), l.WorkerBits)
+			ErrInvalidOptions, cfg.Worker, l.MaxWorker(), l.WorkerBits)
 	}
 	if cfg.MaxDrift < 0 || cfg.MaxDrift > MaxDriftCap {
-		return nil, fmt.Errorf("%w: MaxDrift %v is outside 0..%v (MaxDriftCap)", ErrInvalidConfig, cfg.MaxDrift, MaxDriftCap)
+		return nil, fmt.Errorf("%w: MaxDrift %v is outside 0..%v (MaxDriftCap)", ErrInvalidOptions, cfg.MaxDrift, MaxDriftCap)
 	}
 	g := &Generator{
 		clock:      cfg.Clock,
@@ -226,12 +228,12 @@ func NewGenerator(cfg Config) (*Generator, error) {
 		floor = cfg.NotBefore.UnixMilli() - l.epochMs()
 		if floor > g.maxTime {
 			return nil, fmt.Errorf("%w: NotBefore %s is past the layout's last time %s",
-				ErrInvalidConfig, cfg.NotBefore.Format(time.RFC3339Nano), l.MaxTime().Format(time.RFC3339Nano))
+				ErrInvalidOptions, cfg.NotBefore.Format(time.RFC3339Nano), l.MaxTime().Format(time.RFC3339Nano))
 		}
 		floor = max(floor, -1)
 	}
 	if now, _ := g.now(); now > g.maxTime {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, g.exhausted(now))
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, g.exhausted(now))
 	}
 	g.initState = floor<<g.seqBits | g.seqMask
 	if cfg.Worker == 0 {
@@ -298,7 +300,7 @@ func (g *Generator) compose(state int64) ID {
 // Next returns a new ID, greater than every ID the generator returned
 // before. It waits for the clock when the current millisecond's sequence is
 // spent (see Generator); the error wraps ErrClockBehind when that wait
-// would pass Config.MaxWait, or ErrTimeExhausted past the layout's last
+// would pass GeneratorOptions.MaxWait, or ErrTimeExhausted past the layout's last
 // time. On error nothing was issued.
 func (g *Generator) Next() (ID, error) {
 	var waited time.Duration

@@ -13,7 +13,7 @@ import (
 
 var testStart = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
-func newTestGenerator(t testing.TB, cfg Config) (*Generator, *fakeClock) {
+func newTestGenerator(t testing.TB, cfg GeneratorOptions) (*Generator, *fakeClock) {
 	t.Helper()
 	clock := newFakeClock(testStart)
 	if cfg.Clock == nil {
@@ -62,18 +62,18 @@ func (is *issuer) check(id ID) {
 
 func TestNewGeneratorRefuses(t *testing.T) {
 	cases := map[string]struct {
-		cfg  Config
+		cfg  GeneratorOptions
 		want error
 	}{
-		"worker -1":             {Config{Worker: -1}, ErrInvalidConfig},
-		"worker 1024":           {Config{Worker: 1024}, ErrInvalidConfig},
-		"negative drift":        {Config{MaxDrift: -time.Second}, ErrInvalidConfig},
-		"drift over the cap":    {Config{MaxDrift: MaxDriftCap + time.Millisecond}, ErrInvalidConfig},
-		"drift of a day":        {Config{MaxDrift: 24 * time.Hour}, ErrInvalidConfig},
-		"bad layout":            {Config{Layout: Layout{WorkerBits: 10}}, ErrInvalidLayout},
-		"NotBefore past layout": {Config{NotBefore: DefaultLayout.MaxTime().Add(time.Hour)}, ErrInvalidConfig},
-		"layout already spent": {Config{Layout: Layout{Epoch: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
-			WorkerBits: 21, SequenceBits: 21}}, ErrInvalidConfig},
+		"worker -1":             {GeneratorOptions{Worker: -1}, ErrInvalidOptions},
+		"worker 1024":           {GeneratorOptions{Worker: 1024}, ErrInvalidOptions},
+		"negative drift":        {GeneratorOptions{MaxDrift: -time.Second}, ErrInvalidOptions},
+		"drift over the cap":    {GeneratorOptions{MaxDrift: MaxDriftCap + time.Millisecond}, ErrInvalidOptions},
+		"drift of a day":        {GeneratorOptions{MaxDrift: 24 * time.Hour}, ErrInvalidOptions},
+		"bad layout":            {GeneratorOptions{Layout: Layout{WorkerBits: 10}}, ErrInvalidLayout},
+		"NotBefore past layout": {GeneratorOptions{NotBefore: DefaultLayout.MaxTime().Add(time.Hour)}, ErrInvalidOptions},
+		"layout already spent": {GeneratorOptions{Layout: Layout{Epoch: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
+			WorkerBits: 21, SequenceBits: 21}}, ErrInvalidOptions},
 	}
 	for name, tc := range cases {
 		if _, err := NewGenerator(tc.cfg); !errors.Is(err, tc.want) {
@@ -85,7 +85,7 @@ func TestNewGeneratorRefuses(t *testing.T) {
 func TestNextDecodes(t *testing.T) {
 	for name, l := range testLayouts {
 		worker := l.MaxWorker()
-		g, clock := newTestGenerator(t, Config{Worker: worker, Layout: l})
+		g, clock := newTestGenerator(t, GeneratorOptions{Worker: worker, Layout: l})
 		is := &issuer{t: t, g: g}
 		perMs := l.MaxSequence() + 1
 		for i := range int64(3) {
@@ -113,11 +113,11 @@ func TestNeverIDZero(t *testing.T) {
 		for _, c := range []struct {
 			what  string
 			start time.Duration // clock, from the epoch
-			cfg   Config
+			cfg   GeneratorOptions
 		}{
-			{"clock at the epoch", 0, Config{}},
-			{"clock 3ms before the epoch", -3 * time.Millisecond, Config{}},
-			{"NotBefore before the epoch", 0, Config{NotBefore: l.Epoch.Add(-time.Hour)}},
+			{"clock at the epoch", 0, GeneratorOptions{}},
+			{"clock 3ms before the epoch", -3 * time.Millisecond, GeneratorOptions{}},
+			{"NotBefore before the epoch", 0, GeneratorOptions{NotBefore: l.Epoch.Add(-time.Hour)}},
 		} {
 			for _, batch := range []int{0, 5} {
 				cfg := c.cfg
@@ -166,7 +166,7 @@ func TestBurstNeverPastCap(t *testing.T) {
 	// 4 IDs a millisecond: three caps' worth of IDs is 120,000.
 	l := Layout{Epoch: DefaultLayout.Epoch, WorkerBits: 10, SequenceBits: 2}
 	perCap := int(MaxDriftCap/time.Millisecond) * 4
-	g, clock := newTestGenerator(t, Config{Layout: l, MaxDrift: MaxDriftCap, MaxWait: time.Minute})
+	g, clock := newTestGenerator(t, GeneratorOptions{Layout: l, MaxDrift: MaxDriftCap, MaxWait: time.Minute})
 	ids := make([]ID, 3*perCap)
 	if err := g.NextN(ids); err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestBurstNeverPastCap(t *testing.T) {
 }
 
 func TestSequenceExhaustionWaitsForNextMillisecond(t *testing.T) {
-	g, clock := newTestGenerator(t, Config{})
+	g, clock := newTestGenerator(t, GeneratorOptions{})
 	is := &issuer{t: t, g: g}
 	clock.Add(300 * time.Microsecond) // mid-millisecond
 	for range 4096 {
@@ -208,7 +208,7 @@ func TestSequenceExhaustionWaitsForNextMillisecond(t *testing.T) {
 
 func TestFrozenClock(t *testing.T) {
 	for _, drift := range []time.Duration{0, 5 * time.Millisecond} {
-		g, clock := newTestGenerator(t, Config{MaxDrift: drift, MaxWait: 20 * time.Millisecond})
+		g, clock := newTestGenerator(t, GeneratorOptions{MaxDrift: drift, MaxWait: 20 * time.Millisecond})
 		clock.frozen = true
 		is := &issuer{t: t, g: g}
 		allowed := 4096 * (1 + int(drift/time.Millisecond))
@@ -240,7 +240,7 @@ func TestFrozenClock(t *testing.T) {
 
 func TestClockStepsBack(t *testing.T) {
 	for _, step := range []time.Duration{time.Millisecond, 10 * time.Millisecond, time.Second, time.Minute, time.Hour} {
-		g, clock := newTestGenerator(t, Config{MaxWait: 100 * time.Millisecond})
+		g, clock := newTestGenerator(t, GeneratorOptions{MaxWait: 100 * time.Millisecond})
 		is := &issuer{t: t, g: g}
 		clock.Add(7 * time.Millisecond)
 		before := is.mustNext()
@@ -276,7 +276,7 @@ func TestClockStepsBack(t *testing.T) {
 }
 
 func TestClockStepsBackInBurstMode(t *testing.T) {
-	g, clock := newTestGenerator(t, Config{MaxDrift: time.Second})
+	g, clock := newTestGenerator(t, GeneratorOptions{MaxDrift: time.Second})
 	is := &issuer{t: t, g: g}
 	clock.Add(time.Second)
 	is.mustNext()
@@ -291,7 +291,7 @@ func TestClockStepsBackInBurstMode(t *testing.T) {
 }
 
 func TestClockJumpsForward(t *testing.T) {
-	g, clock := newTestGenerator(t, Config{})
+	g, clock := newTestGenerator(t, GeneratorOptions{})
 	is := &issuer{t: t, g: g}
 	is.mustNext()
 	clock.Add(90 * 24 * time.Hour)
@@ -305,7 +305,7 @@ func TestNotBefore(t *testing.T) {
 	// The clock reads 5 ms before the floor: the first ID must come after
 	// the floor's millisecond, after waiting for it.
 	floor := testStart.Add(5 * time.Millisecond)
-	g, clock := newTestGenerator(t, Config{NotBefore: floor.Add(400 * time.Microsecond)})
+	g, clock := newTestGenerator(t, GeneratorOptions{NotBefore: floor.Add(400 * time.Microsecond)})
 	id, err := g.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -317,24 +317,24 @@ func TestNotBefore(t *testing.T) {
 		t.Errorf("slept %v; want one 6ms wait", s)
 	}
 	// A floor in the clock's past changes nothing.
-	g, _ = newTestGenerator(t, Config{NotBefore: testStart.Add(-time.Hour)})
+	g, _ = newTestGenerator(t, GeneratorOptions{NotBefore: testStart.Add(-time.Hour)})
 	if id, _ := g.Next(); !DefaultLayout.Decode(id).Time.Equal(testStart) {
 		t.Errorf("with a past NotBefore the first ID decodes to %v; want the clock's %v", DefaultLayout.Decode(id).Time, testStart)
 	}
 	// A floor further ahead than MaxWait fails at once, and in burst mode
 	// it is issued ahead of the clock.
-	g, clock = newTestGenerator(t, Config{NotBefore: testStart.Add(5 * time.Second)})
+	g, clock = newTestGenerator(t, GeneratorOptions{NotBefore: testStart.Add(5 * time.Second)})
 	if _, err := g.Next(); !errors.Is(err, ErrClockBehind) || len(clock.Sleeps()) != 0 {
 		t.Errorf("NotBefore 5s ahead: %v after sleeping %v; want ErrClockBehind at once", err, clock.Sleeps())
 	}
-	g, _ = newTestGenerator(t, Config{NotBefore: testStart.Add(5 * time.Second), MaxDrift: 6 * time.Second})
+	g, _ = newTestGenerator(t, GeneratorOptions{NotBefore: testStart.Add(5 * time.Second), MaxDrift: 6 * time.Second})
 	if id, err := g.Next(); err != nil || !DefaultLayout.Decode(id).Time.After(testStart.Add(5*time.Second)) {
 		t.Errorf("NotBefore 5s ahead in burst mode: %d, %v", id, err)
 	}
 }
 
 func TestMaxWait(t *testing.T) {
-	g, clock := newTestGenerator(t, Config{MaxWait: -1})
+	g, clock := newTestGenerator(t, GeneratorOptions{MaxWait: -1})
 	is := &issuer{t: t, g: g}
 	for range 4096 {
 		is.mustNext()
@@ -348,7 +348,7 @@ func TestMaxWait(t *testing.T) {
 
 func TestTimeExhausted(t *testing.T) {
 	l := Layout{Epoch: testStart.Add(-time.Duration(1<<20-3) * time.Millisecond), WorkerBits: 21, SequenceBits: 22}
-	g, clock := newTestGenerator(t, Config{Layout: l})
+	g, clock := newTestGenerator(t, GeneratorOptions{Layout: l})
 	is := &issuer{t: t, g: g}
 	is.mustNext()
 	clock.Add(2 * time.Millisecond) // the last millisecond
@@ -363,7 +363,7 @@ func TestTimeExhausted(t *testing.T) {
 }
 
 func TestNextN(t *testing.T) {
-	g, clock := newTestGenerator(t, Config{Worker: 9})
+	g, clock := newTestGenerator(t, GeneratorOptions{Worker: 9})
 	is := &issuer{t: t, g: g}
 	is.mustNext()
 	batch := make([]ID, 1000)
@@ -398,7 +398,7 @@ func TestNextN(t *testing.T) {
 	}
 	// Burst mode hands out a batch spanning milliseconds ahead of the clock
 	// in one step.
-	g, clock = newTestGenerator(t, Config{MaxDrift: 10 * time.Millisecond})
+	g, clock = newTestGenerator(t, GeneratorOptions{MaxDrift: 10 * time.Millisecond})
 	if err := g.NextN(make([]ID, 40_000)); err != nil || len(clock.Sleeps()) != 0 {
 		t.Errorf("burst NextN(40,000): %v, slept %v", err, clock.Sleeps())
 	}
@@ -413,7 +413,7 @@ func TestConcurrentUnique(t *testing.T) {
 		perGoroutine = 25_000
 	}
 	const goroutines = 8
-	g, err := NewGenerator(Config{Worker: 1})
+	g, err := NewGenerator(GeneratorOptions{Worker: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,7 @@ func TestConcurrentChaoticClock(t *testing.T) {
 	)
 	deadline := time.Now().Add(timeLimit)
 	clock := newFakeClock(testStart)
-	g, err := NewGenerator(Config{Clock: clock, MaxWait: 50 * time.Millisecond})
+	g, err := NewGenerator(GeneratorOptions{Clock: clock, MaxWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

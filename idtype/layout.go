@@ -103,6 +103,13 @@ func (l Layout) MaxTime() time.Time {
 func (l Layout) epochMs() int64      { return l.Epoch.UnixMilli() }
 func (l Layout) maxTimeField() int64 { return 1<<l.TimeBits() - 1 }
 
+// IsZero reports whether l is the zero Layout, which options structs take
+// to mean DefaultLayout. A Layout with only some fields set is not zero, and
+// Validate judges it.
+func (l Layout) IsZero() bool {
+	return l.Epoch.IsZero() && l.WorkerBits == 0 && l.SequenceBits == 0
+}
+
 // Validate reports whether the layout can work: the widths leave at least
 // 20 time bits (17 minutes; the default has 41), each width is at most 31
 // bits, and the epoch is set, not before 1970 and not in the future. The error wraps

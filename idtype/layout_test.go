@@ -50,7 +50,7 @@ func TestLayoutValidate(t *testing.T) {
 	if err := l.Validate(); err == nil || !strings.Contains(err.Error(), "1600-01-01T00:00:00Z") {
 		t.Errorf("Validate() of an epoch in 1600 = %v; want an error naming it", err)
 	}
-	if _, err := NewGenerator(Config{Layout: l}); !errors.Is(err, ErrInvalidLayout) {
+	if _, err := NewGenerator(GeneratorOptions{Layout: l}); !errors.Is(err, ErrInvalidLayout) {
 		t.Errorf("NewGenerator with an epoch in 1600: %v; want ErrInvalidLayout", err)
 	}
 	// 1970 itself is fine.
@@ -144,5 +144,16 @@ func TestFirstIDRanges(t *testing.T) {
 	}
 	if got := l.LastID(l.Epoch.Add(-time.Hour)); got != 0 {
 		t.Errorf("LastID(before epoch) = %d; want 0", got)
+	}
+}
+
+func TestLayoutIsZero(t *testing.T) {
+	if !(Layout{}).IsZero() {
+		t.Error("Layout{}.IsZero() = false")
+	}
+	for _, l := range []Layout{DefaultLayout, {WorkerBits: 1}, {SequenceBits: 1}, {Epoch: DefaultLayout.Epoch}} {
+		if l.IsZero() {
+			t.Errorf("%+v.IsZero() = true", l)
+		}
 	}
 }

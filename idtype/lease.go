@@ -24,7 +24,7 @@ var (
 )
 
 // A Lease is a worker number held for a limited time, renewed in the
-// background, on behalf of one Generator (Config.Lease). Package workerid
+// background, on behalf of one Generator (GeneratorOptions.Lease). Package workerid
 // leases numbers from Redis or PostgreSQL; this interface is what a
 // Generator needs of any lease.
 //
@@ -40,12 +40,12 @@ type Lease interface {
 	// Worker returns the leased worker number.
 	Worker() int64
 	// Layout returns the layout whose worker numbers the lease hands out.
-	// A generator on the lease uses it; Config.Layout must be zero or
+	// A generator on the lease uses it; GeneratorOptions.Layout must be zero or
 	// equal to it.
 	Layout() Layout
 	// Clock returns the clock by which the lease measures its time. A
 	// generator on the lease reads the same clock, so that the lease's
-	// grants and the times in IDs agree; Config.Clock must be nil.
+	// grants and the times in IDs agree; GeneratorOptions.Clock must be nil.
 	Clock() Clock
 	// Bind attaches the lease to the generator that NewGenerator is
 	// building. The lease calls grant at once, before Bind returns, with
@@ -87,37 +87,37 @@ type Grant struct {
 // set by the lease's first grant, before it returns.
 func (g *Generator) bindLease(lease Lease) error {
 	if err := lease.Bind(g.grant); err != nil {
-		return fmt.Errorf("%w: Lease: %w", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: Lease: %w", ErrInvalidOptions, err)
 	}
 	return nil
 }
 
 // leaseConfig fills cfg's worker, layout and clock from cfg.Lease and
 // checks that cfg does not say otherwise.
-func leaseConfig(cfg Config) (Config, error) {
+func leaseConfig(cfg GeneratorOptions) (GeneratorOptions, error) {
 	lease := cfg.Lease
 	if cfg.Clock != nil {
 		return cfg, fmt.Errorf("%w: Clock is set together with Lease; set the clock on the lease, so that both read one clock",
-			ErrInvalidConfig)
+			ErrInvalidOptions)
 	}
 	cfg.Clock = lease.Clock()
 	if cfg.Clock == nil {
-		return cfg, fmt.Errorf("%w: Lease has no clock", ErrInvalidConfig)
+		return cfg, fmt.Errorf("%w: Lease has no clock", ErrInvalidOptions)
 	}
 	w := lease.Worker()
 	if cfg.Worker != 0 && cfg.Worker != w {
 		return cfg, fmt.Errorf("%w: Worker %d is set, but the lease holds worker %d; leave Worker zero with a Lease",
-			ErrInvalidConfig, cfg.Worker, w)
+			ErrInvalidOptions, cfg.Worker, w)
 	}
 	cfg.Worker = w
 	ll := lease.Layout()
 	l := cfg.Layout
 	switch {
-	case l.Epoch.IsZero() && l.WorkerBits == 0 && l.SequenceBits == 0:
+	case l.IsZero():
 		cfg.Layout = ll
 	case !l.Epoch.Equal(ll.Epoch) || l.WorkerBits != ll.WorkerBits || l.SequenceBits != ll.SequenceBits:
 		return cfg, fmt.Errorf("%w: Layout (epoch %s, %d worker bits, %d sequence bits) differs from the lease's (epoch %s, %d, %d)",
-			ErrInvalidConfig, l.Epoch.Format(time.RFC3339Nano), l.WorkerBits, l.SequenceBits,
+			ErrInvalidOptions, l.Epoch.Format(time.RFC3339Nano), l.WorkerBits, l.SequenceBits,
 			ll.Epoch.Format(time.RFC3339Nano), ll.WorkerBits, ll.SequenceBits)
 	}
 	return cfg, nil

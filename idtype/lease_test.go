@@ -64,7 +64,7 @@ func (l *testLease) give(g Grant) time.Time {
 
 // newLeased returns a generator on a testLease for worker 5 of the default
 // layout, granted a minute from the clock's time.
-func newLeased(t testing.TB, cfg Config) (*Generator, *testLease, *stepClock) {
+func newLeased(t testing.TB, cfg GeneratorOptions) (*Generator, *testLease, *stepClock) {
 	t.Helper()
 	clock := newStepClock(testStart)
 	lease := &testLease{worker: 5, layout: DefaultLayout, clock: clock,
@@ -83,7 +83,7 @@ func TestLeaseConfig(t *testing.T) {
 	ok := Grant{Until: testStart.Add(time.Minute)}
 	tests := []struct {
 		name    string
-		cfg     Config
+		cfg     GeneratorOptions
 		lease   *testLease
 		wantErr string // "" for success
 		worker  int64
@@ -92,24 +92,24 @@ func TestLeaseConfig(t *testing.T) {
 		{name: "worker and layout from the lease",
 			lease: &testLease{worker: 9, layout: other, clock: clock, first: ok}, worker: 9, layout: other},
 		{name: "same worker and layout",
-			cfg:   Config{Worker: 9, Layout: other},
+			cfg:   GeneratorOptions{Worker: 9, Layout: other},
 			lease: &testLease{worker: 9, layout: other, clock: clock, first: ok}, worker: 9, layout: other},
 		{name: "same layout, epoch in another zone",
-			cfg:   Config{Layout: Layout{Epoch: other.Epoch.In(time.FixedZone("x", 3600)), WorkerBits: 8, SequenceBits: 14}},
+			cfg:   GeneratorOptions{Layout: Layout{Epoch: other.Epoch.In(time.FixedZone("x", 3600)), WorkerBits: 8, SequenceBits: 14}},
 			lease: &testLease{worker: 9, layout: other, clock: clock, first: ok}, worker: 9, layout: other},
 		{name: "clock set beside the lease",
-			cfg:     Config{Clock: clock},
+			cfg:     GeneratorOptions{Clock: clock},
 			lease:   &testLease{worker: 1, layout: DefaultLayout, clock: clock, first: ok},
 			wantErr: "Clock is set together with Lease"},
 		{name: "lease without clock",
 			lease:   &testLease{worker: 1, layout: DefaultLayout, first: ok},
 			wantErr: "Lease has no clock"},
 		{name: "another worker",
-			cfg:     Config{Worker: 2},
+			cfg:     GeneratorOptions{Worker: 2},
 			lease:   &testLease{worker: 1, layout: DefaultLayout, clock: clock, first: ok},
 			wantErr: "Worker 2 is set, but the lease holds worker 1"},
 		{name: "another layout",
-			cfg:     Config{Layout: DefaultLayout},
+			cfg:     GeneratorOptions{Layout: DefaultLayout},
 			lease:   &testLease{worker: 1, layout: other, clock: clock, first: ok},
 			wantErr: "differs from the lease's"},
 		{name: "worker outside the lease's layout",
@@ -124,8 +124,8 @@ func TestLeaseConfig(t *testing.T) {
 			tt.cfg.Lease = tt.lease
 			g, err := NewGenerator(tt.cfg)
 			if tt.wantErr != "" {
-				if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("NewGenerator: got %v, want ErrInvalidConfig saying %q", err, tt.wantErr)
+				if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewGenerator: got %v, want ErrInvalidOptions saying %q", err, tt.wantErr)
 				}
 				return
 			}
@@ -147,16 +147,16 @@ func TestLeaseConfig(t *testing.T) {
 }
 
 func TestLeaseBindsOnce(t *testing.T) {
-	_, lease, _ := newLeased(t, Config{})
-	if _, err := NewGenerator(Config{Lease: lease}); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("second generator on one lease: got %v, want ErrInvalidConfig", err)
+	_, lease, _ := newLeased(t, GeneratorOptions{})
+	if _, err := NewGenerator(GeneratorOptions{Lease: lease}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("second generator on one lease: got %v, want ErrInvalidOptions", err)
 	}
 }
 
 func TestLeaseNotBefore(t *testing.T) {
 	tests := []struct {
 		name      string
-		notBefore time.Duration // Config.NotBefore, from the clock's time
+		notBefore time.Duration // GeneratorOptions.NotBefore, from the clock's time
 		lease     time.Duration // the first Grant's NotBefore
 		wantAfter time.Duration
 	}{
@@ -170,7 +170,7 @@ func TestLeaseNotBefore(t *testing.T) {
 			clock := newStepClock(testStart)
 			lease := &testLease{worker: 5, layout: DefaultLayout, clock: clock,
 				first: Grant{NotBefore: testStart.Add(tt.lease), Until: testStart.Add(time.Minute)}}
-			cfg := Config{Lease: lease, MaxWait: -1}
+			cfg := GeneratorOptions{Lease: lease, MaxWait: -1}
 			if tt.notBefore != 0 {
 				cfg.NotBefore = testStart.Add(tt.notBefore)
 			}
@@ -234,7 +234,7 @@ var nexters = []nexter{
 func TestLeaseUntil(t *testing.T) {
 	for _, nx := range nexters {
 		t.Run(nx.name, func(t *testing.T) {
-			g, lease, clock := newLeased(t, Config{MaxWait: -1})
+			g, lease, clock := newLeased(t, GeneratorOptions{MaxWait: -1})
 			lease.give(Grant{Until: clock.Now().Add(10 * time.Millisecond)})
 			if _, err := nx.next(g); err != nil {
 				t.Fatal(err)
@@ -278,7 +278,7 @@ func TestLeaseGrantErr(t *testing.T) {
 	for _, tt := range tests {
 		for _, nx := range nexters {
 			t.Run(tt.name+"/"+nx.name, func(t *testing.T) {
-				g, lease, clock := newLeased(t, Config{})
+				g, lease, clock := newLeased(t, GeneratorOptions{})
 				ids, err := nx.next(g)
 				if err != nil {
 					t.Fatal(err)
@@ -301,7 +301,7 @@ func TestLeaseGrantErr(t *testing.T) {
 }
 
 func TestLeaseRaiseFloor(t *testing.T) {
-	g, lease, clock := newLeased(t, Config{})
+	g, lease, clock := newLeased(t, GeneratorOptions{})
 	if _, err := g.Next(); err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestLeaseRaiseFloor(t *testing.T) {
 
 // TestLeaseNextNStopsAtUntil fills what the grant allows and no more.
 func TestLeaseNextNStopsAtUntil(t *testing.T) {
-	g, lease, clock := newLeased(t, Config{})
+	g, lease, clock := newLeased(t, GeneratorOptions{})
 	lease.give(Grant{Until: clock.Now()})
 	ids := make([]ID, 5000)
 	err := g.NextN(ids)
@@ -350,7 +350,7 @@ func TestLeaseStopIsFinal(t *testing.T) {
 		t.Run(nx.name, func(t *testing.T) {
 			lease := &testLease{worker: 5, layout: DefaultLayout, clock: SystemClock(),
 				first: Grant{Until: time.Now().Add(time.Minute)}}
-			g, err := NewGenerator(Config{Lease: lease})
+			g, err := NewGenerator(GeneratorOptions{Lease: lease})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,11 +3,9 @@ package migrations
 import "errors"
 
 // Errors of this package. Each is wrapped with detail; match with
-// errors.Is.
+// errors.Is. A bad option wraps idtype.ErrInvalidOptions, the one
+// sentinel of every snowkey constructor.
 var (
-	// ErrInvalidOption means an Option's value cannot work; the error
-	// names the option and the value.
-	ErrInvalidOption = errors.New("migrations: invalid option")
 	// ErrNotMigrated means the database lacks what Up creates: Up has not
 	// run on it (or not in the schema the connection's search_path
 	// names).

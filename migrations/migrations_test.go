@@ -90,12 +90,12 @@ func TestOptions(t *testing.T) {
 		migrations.WithIDSpace("quote'"),
 		migrations.WithIDSpace(strings.Repeat("x", 64)),
 	} {
-		if err := migrations.Up(ctx, db, opt); !errors.Is(err, migrations.ErrInvalidOption) {
-			t.Errorf("Up with a bad option: %v, want ErrInvalidOption", err)
+		if err := migrations.Up(ctx, db, opt); !errors.Is(err, idtype.ErrInvalidOptions) {
+			t.Errorf("Up with a bad option: %v, want idtype.ErrInvalidOptions", err)
 		}
 	}
-	if err := migrations.Up(ctx, nil); !errors.Is(err, migrations.ErrInvalidOption) {
-		t.Errorf("Up(nil): %v, want ErrInvalidOption", err)
+	if err := migrations.Up(ctx, nil); !errors.Is(err, idtype.ErrInvalidOptions) {
+		t.Errorf("Up(nil): %v, want idtype.ErrInvalidOptions", err)
 	}
 }
 
@@ -475,7 +475,7 @@ func TestSnowflakeIDWithApp(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*writers)
 	for w := range writers {
-		gen, err := idtype.NewGenerator(idtype.Config{Worker: int64(w + 1)})
+		gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: int64(w + 1)})
 		if err != nil {
 			t.Fatal(err)
 		}

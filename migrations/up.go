@@ -37,7 +37,7 @@ type options struct {
 func WithLogger(logger *slog.Logger) Option {
 	return func(o *options) error {
 		if logger == nil {
-			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
+			return fmt.Errorf("%w: WithLogger(nil)", idtype.ErrInvalidOptions)
 		}
 		o.logger = logger
 		return nil
@@ -50,7 +50,7 @@ func WithLogger(logger *slog.Logger) Option {
 func WithLockTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < time.Second {
-			return fmt.Errorf("%w: WithLockTimeout(%v) is under 1s", ErrInvalidOption, d)
+			return fmt.Errorf("%w: WithLockTimeout(%v) is under 1s", idtype.ErrInvalidOptions, d)
 		}
 		o.lockTimeout = d
 		return nil
@@ -72,7 +72,7 @@ func WithLockTimeout(d time.Duration) Option {
 func WithReservedWorker(w int64) Option {
 	return func(o *options) error {
 		if max := idtype.DefaultLayout.MaxWorker(); w < 0 || w > max {
-			return fmt.Errorf("%w: WithReservedWorker(%d) is outside 0..%d", ErrInvalidOption, w, max)
+			return fmt.Errorf("%w: WithReservedWorker(%d) is outside 0..%d", idtype.ErrInvalidOptions, w, max)
 		}
 		o.reservedWorker = w
 		return nil
@@ -92,7 +92,7 @@ func WithReservedWorker(w int64) Option {
 func WithIDSpace(name string) Option {
 	return func(o *options) error {
 		if err := checkSpaceName(name); err != nil {
-			return fmt.Errorf("%w: WithIDSpace: %v", ErrInvalidOption, err)
+			return fmt.Errorf("%w: WithIDSpace: %v", idtype.ErrInvalidOptions, err)
 		}
 		o.idSpace = name
 		return nil
@@ -195,7 +195,7 @@ func newLocker(o options) (lock.SessionLocker, error) {
 // the lock itself.
 func newProvider(db *sql.DB, o options) (*goose.Provider, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil *sql.DB", idtype.ErrInvalidOptions)
 	}
 	popts := []goose.ProviderOption{
 		goose.WithTableName(VersionTable),

@@ -33,7 +33,7 @@ func keysConn(b *testing.B) (plain, registered *pgx.Conn) {
 	}
 	b.Cleanup(func() { reg.Close(ctx) })
 	sqltype.RegisterPgx(reg.TypeMap())
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 1})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

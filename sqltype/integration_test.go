@@ -86,7 +86,7 @@ var idLists = []sqltype.IDs{
 }
 
 func bigList(n int) sqltype.IDs {
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 3})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 3})
 	if err != nil {
 		panic(err)
 	}

@@ -81,7 +81,7 @@
 //
 // A typical setup:
 //
-//	gen, _ := idtype.NewGenerator(idtype.Config{Worker: 1})
+//	gen, _ := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 //	m, err := tokens.New(redisClient, gen, tokens.Options{})
 //	…
 //	tok, sess, err := m.Issue(ctx, user.ID, tokens.Metadata{UserAgent: r.UserAgent()})

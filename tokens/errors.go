@@ -3,7 +3,8 @@ package tokens
 import "errors"
 
 // Errors the Manager returns. Match them with errors.Is: the backend errors
-// are wrapped with the operation and the cause.
+// are wrapped with the operation and the cause. Bad Options wrap
+// idtype.ErrInvalidOptions, the one sentinel of every snowkey constructor.
 var (
 	// ErrInvalidToken means the token cannot be used: it is malformed, has
 	// a wrong checksum, secret or prefix, is unknown, has expired or was
@@ -23,10 +24,6 @@ var (
 	// or may not have applied: retry it. The error wraps the cause, so
 	// errors.Is also matches context.DeadlineExceeded and the like.
 	ErrUnavailable = errors.New("tokens: session store unavailable")
-
-	// ErrInvalidOptions means New was given Options or arguments that
-	// cannot work; the error names the field.
-	ErrInvalidOptions = errors.New("tokens: invalid options")
 
 	// ErrInvalidUser means a user ID that no session can belong to: zero
 	// or negative.

@@ -26,7 +26,7 @@ func newManager() (*tokens.Manager, func()) {
 		log.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: 1})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	if err != nil {
 		log.Fatal(err)
 	}

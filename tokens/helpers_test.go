@@ -159,7 +159,7 @@ func waitPing(addr string, done <-chan struct{}, timeout time.Duration) error {
 // newGen returns a generator for tests.
 func newGen(t testing.TB) *idtype.Generator {
 	t.Helper()
-	g, err := idtype.NewGenerator(idtype.Config{Worker: 7})
+	g, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 7})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ import (
 // then EVAL).
 type Manager struct {
 	rdb    redis.UniversalClient
-	gen    *idtype.Generator
+	gen    idtype.Source
 	layout idtype.Layout
 	opts   Options
 	keys   keys
@@ -81,13 +81,13 @@ type Stats struct {
 
 // New returns a Manager that keeps sessions in client and takes session IDs
 // from gen. The zero Options is a working configuration (see Options). The
-// error wraps ErrInvalidOptions and names the bad field. New does no I/O.
-func New(client redis.UniversalClient, gen *idtype.Generator, opts Options) (*Manager, error) {
+// error wraps idtype.ErrInvalidOptions and names the bad field. New does no I/O.
+func New(client redis.UniversalClient, gen idtype.Source, opts Options) (*Manager, error) {
 	if client == nil {
-		return nil, fmt.Errorf("%w: the Redis client is nil", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: the Redis client is nil", idtype.ErrInvalidOptions)
 	}
 	if gen == nil {
-		return nil, fmt.Errorf("%w: the generator is nil", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: the generator is nil", idtype.ErrInvalidOptions)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -102,11 +102,11 @@ func New(client redis.UniversalClient, gen *idtype.Generator, opts Options) (*Ma
 			readTimeout = c.Options().ReadTimeout
 		default:
 			return nil, fmt.Errorf("%w: WaitReplicas needs a *redis.Client or *redis.ClusterClient, not %T",
-				ErrInvalidOptions, client)
+				idtype.ErrInvalidOptions, client)
 		}
 		if readTimeout > 0 && o.WaitTimeout >= readTimeout {
 			return nil, fmt.Errorf("%w: WaitTimeout %v is not less than the client's ReadTimeout %v",
-				ErrInvalidOptions, o.WaitTimeout, readTimeout)
+				idtype.ErrInvalidOptions, o.WaitTimeout, readTimeout)
 		}
 	}
 	m := &Manager{

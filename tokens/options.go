@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 // Defaults for the zero values of Options.
@@ -169,7 +171,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.WaitTimeout = DefaultWaitTimeout
 	}
 	bad := func(format string, args ...any) (Options, error) {
-		return o, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+		return o, fmt.Errorf("%w: "+format, append([]any{idtype.ErrInvalidOptions}, args...)...)
 	}
 	switch {
 	case strings.ContainsAny(o.KeyPrefix, "{}"):

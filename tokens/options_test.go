@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 func TestOptionsDefaults(t *testing.T) {
@@ -62,29 +64,29 @@ func TestOptionsInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := New(redis.NewClient(&redis.Options{}), newGen(t), tt.opts)
-		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.field) {
-			t.Errorf("%s: New = %v, want ErrInvalidOptions naming %s", tt.name, err, tt.field)
+		if !errors.Is(err, idtype.ErrInvalidOptions) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("%s: New = %v, want idtype.ErrInvalidOptions naming %s", tt.name, err, tt.field)
 		}
 	}
 	short := redis.NewClient(&redis.Options{ReadTimeout: time.Second})
-	if _, err := New(short, newGen(t), Options{WaitReplicas: 1, WaitTimeout: time.Second}); !errors.Is(err, ErrInvalidOptions) ||
+	if _, err := New(short, newGen(t), Options{WaitReplicas: 1, WaitTimeout: time.Second}); !errors.Is(err, idtype.ErrInvalidOptions) ||
 		!strings.Contains(err.Error(), "WaitTimeout") {
-		t.Errorf("WaitTimeout equal to the client's ReadTimeout: %v, want ErrInvalidOptions naming WaitTimeout", err)
+		t.Errorf("WaitTimeout equal to the client's ReadTimeout: %v, want idtype.ErrInvalidOptions naming WaitTimeout", err)
 	}
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
 	defer ring.Close()
-	if _, err := New(ring, newGen(t), Options{WaitReplicas: 1}); !errors.Is(err, ErrInvalidOptions) ||
+	if _, err := New(ring, newGen(t), Options{WaitReplicas: 1}); !errors.Is(err, idtype.ErrInvalidOptions) ||
 		!strings.Contains(err.Error(), "WaitReplicas") {
-		t.Errorf("WaitReplicas with a Ring: %v, want ErrInvalidOptions naming WaitReplicas", err)
+		t.Errorf("WaitReplicas with a Ring: %v, want idtype.ErrInvalidOptions naming WaitReplicas", err)
 	}
 	if m, err := New(redis.NewClient(&redis.Options{}), newGen(t), Options{WaitReplicas: 2}); err != nil ||
 		m.Options().WaitTimeout != DefaultWaitTimeout {
 		t.Errorf("WaitReplicas 2 with the default WaitTimeout: %v, %v", err, m.Options().WaitTimeout)
 	}
-	if _, err := New(nil, newGen(t), Options{}); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := New(nil, newGen(t), Options{}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("nil client: %v", err)
 	}
-	if _, err := New(redis.NewClient(&redis.Options{}), nil, Options{}); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := New(redis.NewClient(&redis.Options{}), nil, Options{}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("nil generator: %v", err)
 	}
 }

@@ -217,7 +217,7 @@ func gen(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g, err := idtype.NewGenerator(idtype.Config{Worker: *worker, Layout: l})
+	g, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: *worker, Layout: l})
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

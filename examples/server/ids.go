@@ -53,7 +53,7 @@ func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtyp
 		}
 		a.onClose(lease.Close)
 		a.leaseDone = lease.Done()
-		gen, err := idtype.NewGenerator(idtype.Config{Lease: lease})
+		gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: lease})
 		if err != nil {
 			return nil, err
 		}
@@ -72,7 +72,7 @@ func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtyp
 	if err != nil {
 		return nil, err
 	}
-	gen, err := idtype.NewGenerator(idtype.Config{Worker: worker, NotBefore: newest.Time()})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: worker, NotBefore: newest.Time()})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

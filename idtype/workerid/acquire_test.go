@@ -154,15 +154,15 @@ func TestOptions(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("got %v, want ErrInvalidOptions saying %q", err, tt.want)
+			if !errors.Is(err, idtype.ErrInvalidOptions) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want idtype.ErrInvalidOptions saying %q", err, tt.want)
 			}
 		})
 	}
-	if _, err := Redis(nil, Options{}); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := Redis(nil, Options{}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Fatalf("Redis(nil): got %v", err)
 	}
-	if _, err := Postgres(nil, Options{}); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := Postgres(nil, Options{}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Fatalf("Postgres(nil): got %v", err)
 	}
 }

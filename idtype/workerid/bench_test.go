@@ -21,7 +21,7 @@ var wideLayout = idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 1,
 // benchGenerators returns a fixed-worker generator and one on a Redis
 // lease, both of layout l.
 func benchGenerators(b *testing.B, l idtype.Layout) (fixed, leased *idtype.Generator) {
-	fixed, err := idtype.NewGenerator(idtype.Config{Worker: 1, Layout: l})
+	fixed, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1, Layout: l})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func benchGenerators(b *testing.B, l idtype.Layout) (fixed, leased *idtype.Gener
 	p := redisPool(b, testenv.Redis(b), testenv.KeyPrefix(b), Options{Layout: l, TTL: DefaultTTL})
 	seedMarks(b, p)
 	lease := acquire(b, p)
-	leased, err = idtype.NewGenerator(idtype.Config{Lease: lease})
+	leased, err = idtype.NewGenerator(idtype.GeneratorOptions{Lease: lease})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -243,7 +243,7 @@ func chaosIssuer() int {
 			sleep(20 * time.Millisecond)
 			continue
 		}
-		gen, err := idtype.NewGenerator(idtype.Config{Lease: l})
+		gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: l})
 		if err != nil {
 			return fail(err)
 		}

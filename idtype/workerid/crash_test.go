@@ -121,7 +121,7 @@ func crashHelper() int {
 			if err != nil {
 				return nil, nil, err
 			}
-			g, err := idtype.NewGenerator(idtype.Config{Lease: l})
+			g, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: l})
 			return l, g, err
 		}
 	}

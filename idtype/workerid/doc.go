@@ -7,10 +7,10 @@
 //	// or: workerid.Postgres(db, opts), after migrations.Up(ctx, db)
 //	lease, err := pool.Acquire(ctx)
 //	defer lease.Close(ctx)
-//	gen, err := idtype.NewGenerator(idtype.Config{Lease: lease})
+//	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: lease})
 //
 // A box that runs a single generator needs none of this: give it a fixed
-// number, idtype.Config{Worker: n}, and keep n out of every pool's range
+// number, idtype.GeneratorOptions{Worker: n}, and keep n out of every pool's range
 // with Options.Reserved.
 //
 // # How IDs stay unique

@@ -3,7 +3,7 @@ package workerid
 import "errors"
 
 // Errors of this package. Each is wrapped with detail; match with
-// errors.Is. A generator on a lease returns idtype.ErrLeaseExpired and
+// errors.Is. Bad Options wrap idtype.ErrInvalidOptions. A generator on a lease returns idtype.ErrLeaseExpired and
 // idtype.ErrLeaseLost; Lease.Err returns an error wrapping the latter.
 var (
 	// ErrNoFreeWorker means every worker number of the namespace is held
@@ -11,9 +11,6 @@ var (
 	// later (a crashed owner's number frees up after one TTL), or use a
 	// layout with more worker bits.
 	ErrNoFreeWorker = errors.New("workerid: no free worker number")
-	// ErrInvalidOptions means Redis or Postgres was given Options that
-	// cannot work; the error names the field.
-	ErrInvalidOptions = errors.New("workerid: invalid options")
 	// ErrClosed means the lease was ended by its own Close. Errors that
 	// wrap it wrap idtype.ErrLeaseLost too.
 	ErrClosed = errors.New("workerid: lease closed")

@@ -46,7 +46,7 @@ func ExampleRedis() {
 	}
 	defer lease.Close(ctx)
 
-	gen, err := idtype.NewGenerator(idtype.Config{Lease: lease})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: lease})
 	if err != nil {
 		panic(err)
 	}
@@ -84,7 +84,7 @@ func ExamplePostgres() {
 	}
 	defer lease.Close(ctx) // gives the number back at shutdown
 
-	gen, err := idtype.NewGenerator(idtype.Config{Lease: lease})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: lease})
 	if err != nil {
 		panic(err)
 	}

@@ -240,7 +240,7 @@ func closeLease(t testing.TB, l *Lease) {
 
 func generator(t testing.TB, l *Lease) *idtype.Generator {
 	t.Helper()
-	g, err := idtype.NewGenerator(idtype.Config{Lease: l})
+	g, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: l})
 	if err != nil {
 		t.Fatal(err)
 	}

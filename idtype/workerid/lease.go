@@ -12,7 +12,7 @@ import (
 
 // A Lease is a worker number held by this process, from Pool.Acquire. It
 // implements idtype.Lease: build one generator on it with
-// idtype.Config{Lease: lease}.
+// idtype.GeneratorOptions{Lease: lease}.
 //
 // A lease renews itself every Options.RenewEvery in one background
 // goroutine, which Close stops. Each renewal extends the lease to TTL

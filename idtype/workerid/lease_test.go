@@ -217,7 +217,7 @@ func TestClose(t *testing.T) {
 		if s := l.Status(); s.State != Closed {
 			t.Fatalf("state %v, want closed", s.State)
 		}
-		if _, err := idtype.NewGenerator(idtype.Config{Lease: l}); !errors.Is(err, idtype.ErrInvalidConfig) {
+		if _, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: l}); !errors.Is(err, idtype.ErrInvalidOptions) {
 			t.Fatalf("generator on a closed lease: got %v", err)
 		}
 		// The next owner starts right after the last ID, not a TTL ahead,
@@ -236,7 +236,7 @@ func TestClose(t *testing.T) {
 		if id, err := g2.Next(); err != nil || id <= last {
 			t.Fatalf("next owner's first ID %d, %v; want above %d", id, err, last)
 		}
-		if _, err := idtype.NewGenerator(idtype.Config{Lease: l2}); !errors.Is(err, idtype.ErrInvalidConfig) ||
+		if _, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: l2}); !errors.Is(err, idtype.ErrInvalidOptions) ||
 			!strings.Contains(err.Error(), "already serves a generator") {
 			t.Fatalf("second generator on a lease: got %v", err)
 		}

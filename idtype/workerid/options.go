@@ -81,11 +81,11 @@ type Options struct {
 
 // resolve fills in defaults and checks o.
 func (o Options) resolve() (Options, error) {
-	if o.Layout.Epoch.IsZero() && o.Layout.WorkerBits == 0 && o.Layout.SequenceBits == 0 {
+	if o.Layout.IsZero() {
 		o.Layout = idtype.DefaultLayout
 	}
 	if err := o.Layout.Validate(); err != nil {
-		return o, fmt.Errorf("%w: Layout: %w", ErrInvalidOptions, err)
+		return o, fmt.Errorf("%w: Layout: %w", idtype.ErrInvalidOptions, err)
 	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
@@ -104,17 +104,17 @@ func (o Options) resolve() (Options, error) {
 	}
 	switch {
 	case o.TTL < 10*time.Millisecond:
-		return o, fmt.Errorf("%w: TTL %v is under 10ms", ErrInvalidOptions, o.TTL)
+		return o, fmt.Errorf("%w: TTL %v is under 10ms", idtype.ErrInvalidOptions, o.TTL)
 	case o.Margin <= 0 || o.Margin >= o.TTL:
-		return o, fmt.Errorf("%w: Margin %v is outside (0, TTL %v)", ErrInvalidOptions, o.Margin, o.TTL)
+		return o, fmt.Errorf("%w: Margin %v is outside (0, TTL %v)", idtype.ErrInvalidOptions, o.Margin, o.TTL)
 	case o.RenewEvery <= 0 || o.RenewEvery >= o.TTL-o.Margin:
-		return o, fmt.Errorf("%w: RenewEvery %v is outside (0, TTL - Margin = %v)", ErrInvalidOptions, o.RenewEvery, o.TTL-o.Margin)
+		return o, fmt.Errorf("%w: RenewEvery %v is outside (0, TTL - Margin = %v)", idtype.ErrInvalidOptions, o.RenewEvery, o.TTL-o.Margin)
 	case o.MaxStartWait < 0:
-		return o, fmt.Errorf("%w: MaxStartWait %v is negative", ErrInvalidOptions, o.MaxStartWait)
+		return o, fmt.Errorf("%w: MaxStartWait %v is negative", idtype.ErrInvalidOptions, o.MaxStartWait)
 	}
 	for _, r := range o.Reserved {
 		if r < 0 || r > o.Layout.MaxWorker() {
-			return o, fmt.Errorf("%w: Reserved number %d is outside 0..%d", ErrInvalidOptions, r, o.Layout.MaxWorker())
+			return o, fmt.Errorf("%w: Reserved number %d is outside 0..%d", idtype.ErrInvalidOptions, r, o.Layout.MaxWorker())
 		}
 	}
 	if o.Clock == nil {

@@ -239,7 +239,7 @@ func newPool(opts Options, newStore func(o Options, ctl *controls, trips *atomic
 	p := &Pool{opts: opts, ctl: &controls{}, cands: opts.candidates()}
 	p.store = newStore(opts, p.ctl, &p.trips)
 	if len(p.cands) == 0 {
-		return nil, fmt.Errorf("%w: Reserved leaves no worker number of %d to lease", ErrInvalidOptions,
+		return nil, fmt.Errorf("%w: Reserved leaves no worker number of %d to lease", idtype.ErrInvalidOptions,
 			opts.Layout.MaxWorker()+1)
 	}
 	return p, nil

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 // Postgres returns a Pool that keeps its leases in PostgreSQL, in the
@@ -35,7 +37,7 @@ import (
 // SQLState() string method, which pgx's and lib/pq's errors have.
 func Postgres(db *sql.DB, opts Options) (*Pool, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: nil *sql.DB", idtype.ErrInvalidOptions)
 	}
 	return newPool(opts, func(o Options, ctl *controls, trips *atomic.Int64) store {
 		return &pgStore{db: db, ns: o.Namespace, ctl: ctl, trips: trips}

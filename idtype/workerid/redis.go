@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 // Redis returns a Pool that keeps its leases in Redis: one key per held
@@ -32,7 +34,7 @@ import (
 // Redis can lose data; see the package doc for what a pool does about it.
 func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
 	if client == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: nil Redis client", idtype.ErrInvalidOptions)
 	}
 	return newPool(opts, func(o Options, ctl *controls, trips *atomic.Int64) store {
 		base := o.KeyPrefix + "{" + o.Namespace + "}:"
