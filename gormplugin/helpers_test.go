@@ -243,8 +243,6 @@ func (e *env) checkKeys(t testing.TB, table string, want ...idtype.ID) {
 	}
 }
 
-func str(s string) *string { return &s }
-
 func nowPlus(seconds int) time.Time { return time.Now().Add(time.Duration(seconds) * time.Second) }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
