@@ -166,6 +166,15 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 		}
 		l := newLease(p, t.worker, token, now, p.floor(t))
 		l.log.Info("workerid: lease acquired", "floor", msTime(l.floor), "had_record", t.hadRecord)
+		if wait := time.Duration(l.floor-now) * time.Millisecond; wait > 0 {
+			// Say why Acquire seems to hang: on a fresh Redis every number
+			// is without a record and is waited out for one TTL.
+			why := "the number's high-water mark is ahead of this clock"
+			if !t.hadRecord {
+				why = "the number has no record in the store, which may have lost it: waiting one TTL, by when any owner it forgot has stopped"
+			}
+			l.log.Info("workerid: waiting before the first ID", "wait", wait, "why", why)
+		}
 		if err := l.waitReady(ctx); err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RenewEvery)
 			_ = l.Close(cctx)
