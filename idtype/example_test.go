@@ -41,13 +41,21 @@ func ExampleParse() {
 	_, err = idtype.Parse("1.5e3")
 	fmt.Println(errors.Is(err, idtype.ErrSyntax))
 	fmt.Println(err)
+
+	// One spelling per ID: "/posts/007" is not post 7.
+	_, err = idtype.Parse("007")
+	fmt.Println(err)
 	// Output:
 	// 1541815603606036480 <nil>
 	// true
 	// idtype: parse "1.5e3": not a decimal integer: fraction '.' at offset 1
+	// idtype: parse "007": not a decimal integer: leading zero at offset 0
 }
 
-func ExampleID_MarshalJSON() {
+// encoding/json writes an ID as a quoted decimal (through MarshalText), so
+// JavaScript clients keep every digit, and reads it back from a string or
+// a number.
+func ExampleID_UnmarshalJSON() {
 	type Post struct {
 		ID       idtype.ID `json:"id"`
 		AuthorID idtype.ID `json:"author_id"`

@@ -7,7 +7,7 @@ import (
 )
 
 // MarshalJSONTo writes the ID as a quoted decimal for encoding/json/v2,
-// without allocating. It writes what MarshalJSON writes.
+// without allocating. It writes what encoding/json writes (see json.go).
 func (id ID) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return enc.WriteValue(appendJSON(enc.AvailableBuffer(), id))
 }

@@ -61,23 +61,23 @@ func (ids *IDs) UnmarshalJSON(b []byte) error {
 		*ids = nil
 		return nil
 	case len(t) == 0:
-		return &idtype.Error{Op: op, Input: quoteInput(b), Err: idtype.ErrEmpty}
+		return &idtype.Error{Op: op, Input: idtype.DescribeInput(b), Err: idtype.ErrEmpty}
 	case t[0] != '[':
-		return &idtype.Error{Op: op, Input: quoteInput(b), Err: fmt.Errorf("%w: want an array", idtype.ErrKind)}
+		return &idtype.Error{Op: op, Input: idtype.DescribeInput(b), Err: fmt.Errorf("%w: want an array", idtype.ErrKind)}
 	}
 	var raw []json.RawMessage
 	if err := json.Unmarshal(t, &raw); err != nil {
-		return &idtype.Error{Op: op, Input: quoteInput(b), Err: fmt.Errorf("%w: %v", idtype.ErrSyntax, err)}
+		return &idtype.Error{Op: op, Input: idtype.DescribeInput(b), Err: fmt.Errorf("%w: %v", idtype.ErrSyntax, err)}
 	}
 	out := make(IDs, len(raw))
 	for i, elem := range raw {
 		if string(elem) == "null" {
-			return &idtype.Error{Op: op, Input: quoteInput(b),
+			return &idtype.Error{Op: op, Input: idtype.DescribeInput(b),
 				Err: fmt.Errorf("element %d: %w: null", i, idtype.ErrKind)}
 		}
 		if err := out[i].UnmarshalJSON(elem); err != nil {
-			return &idtype.Error{Op: op, Input: quoteInput(b),
-				Err: fmt.Errorf("element %d %s: %w", i, quoteInput(elem), kindOf(err))}
+			return &idtype.Error{Op: op, Input: idtype.DescribeInput(b),
+				Err: fmt.Errorf("element %d %s: %w", i, idtype.DescribeInput([]byte(elem)), kindOf(err))}
 		}
 	}
 	*ids = out
