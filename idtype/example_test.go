@@ -20,6 +20,32 @@ func ExampleNewGenerator() {
 	// Output: true 7
 }
 
+// An owner of a worker number for a limited time (a lease; package
+// workerid does this for you) drives a gated generator through its Gate:
+// the generator issues only within what the latest Grant allows.
+func ExampleNewGatedGenerator() {
+	gen, gate, err := idtype.NewGatedGenerator(idtype.GeneratorOptions{Worker: 7})
+	if err != nil {
+		panic(err)
+	}
+	_, err = gen.Next()
+	fmt.Println(errors.Is(err, idtype.ErrLeaseExpired)) // no grant yet
+
+	gate.Grant(idtype.Grant{Until: time.Now().Add(time.Minute)})
+	id, err := gen.Next()
+	fmt.Println(idtype.DefaultLayout.Decode(id).Worker, err)
+
+	// The lease is gone: the generator stops for good, and Grant returns
+	// the time of its last ID, for the lease to leave in its store.
+	last := gate.Grant(idtype.Grant{Err: fmt.Errorf("%w: closed", idtype.ErrLeaseLost)})
+	_, err = gen.Next()
+	fmt.Println(errors.Is(err, idtype.ErrLeaseLost), last.Equal(idtype.DefaultLayout.Decode(id).Time))
+	// Output:
+	// true
+	// 7 <nil>
+	// true true
+}
+
 func ExampleGenerator_NextN() {
 	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	if err != nil {
