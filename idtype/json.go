@@ -3,7 +3,6 @@ package idtype
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 )
 
 // An ID is written to JSON as a quoted decimal string, "123", by
@@ -16,13 +15,6 @@ import (
 // a MarshalJSON returns, and only quotes a MarshalText's digits, which
 // makes a struct of IDs as quick to write as int64 fields tagged
 // `json:",string"`. encoding/json/v2 uses MarshalJSONTo (jsonv2.go).
-
-// appendJSON appends the ID as a quoted decimal.
-func appendJSON(b []byte, id ID) []byte {
-	b = append(b, '"')
-	b = strconv.AppendInt(b, int64(id), 10)
-	return append(b, '"')
-}
 
 // UnmarshalJSON reads an ID from a quoted decimal ("123"), a bare JSON
 // number (123) or null. Null leaves the ID unchanged, as encoding/json does
