@@ -141,6 +141,19 @@ func TestIDsJSON(t *testing.T) {
 		if err != nil || string(b) != tc.want {
 			t.Errorf("Marshal(%v) = %s, %v; want %s", tc.ids, b, err, tc.want)
 		}
+		in := struct {
+			P *IDs `json:"p"`
+			V IDs  `json:"v"`
+		}{&tc.ids, tc.ids}
+		b, err = json.Marshal(in)
+		if want := `{"p":` + tc.want + `,"v":` + tc.want + `}`; err != nil || string(b) != want {
+			t.Errorf("Marshal in a struct = %s, %v; want %s", b, err, want)
+		}
+	}
+	// encoding/json writes IDs through its elements' MarshalText; a
+	// MarshalJSON would have its output re-scanned (see ids.go).
+	if _, ok := any(IDs{}).(json.Marshaler); ok {
+		t.Error("IDs implements json.Marshaler")
 	}
 
 	unmarshal := []struct {
