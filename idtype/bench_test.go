@@ -3,6 +3,8 @@ package idtype
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/snowkeyhq/snowkey/internal/benchpair"
 )
 
 // The generator benchmarks that compare with other libraries live in the
@@ -80,6 +82,18 @@ func benchJSON(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+	// The paired runs time both sides in every op (see internal/benchpair):
+	// on a noisy machine two separate runs do not compare within 20%.
+	b.Run("marshal/paired", func(b *testing.B) {
+		tx, ty := benchpair.Times(b, func() { _, _ = json.Marshal(&ids) }, func() { _, _ = json.Marshal(&ints) })
+		b.ReportMetric(tx.Seconds()/ty.Seconds(), "ID/int64-string")
+	})
+	b.Run("unmarshal/paired", func(b *testing.B) {
+		var v jsonIDs
+		var w jsonInt64s
+		tx, ty := benchpair.Times(b, func() { _ = json.Unmarshal(data, &v) }, func() { _ = json.Unmarshal(data, &w) })
+		b.ReportMetric(tx.Seconds()/ty.Seconds(), "ID/int64-string")
 	})
 	b.Run("unmarshal/ID", func(b *testing.B) {
 		b.ReportAllocs()

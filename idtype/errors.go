@@ -11,8 +11,9 @@ import (
 var (
 	// ErrEmpty means the input held no digits at all.
 	ErrEmpty = errors.New("empty")
-	// ErrSyntax means the input is not a plain decimal integer: it holds a
-	// space, a sign, a fraction, an exponent or another non-digit byte.
+	// ErrSyntax means the input is not an ID's one spelling, a plain
+	// decimal integer: it holds a space, a sign, a fraction, an exponent,
+	// a leading zero or another non-digit byte.
 	ErrSyntax = errors.New("not a decimal integer")
 	// ErrNegative means the input is a negative number. A snowflake is never
 	// negative: the sign bit is always zero.
@@ -58,6 +59,30 @@ func (e *Error) Error() string {
 
 // Unwrap returns the kind of failure, for errors.Is.
 func (e *Error) Unwrap() error { return e.Err }
+
+// DescribeInput renders bad input for an error message the way an *Error's
+// Input does: text (a string or []byte) quoted and cut to 64 bytes, with
+// its length when cut; any other value as its Go type and value, cut the
+// same way. Packages that read IDs from formats of their own (sqltype's
+// arrays) use it, so that every snowkey error names its input alike.
+func DescribeInput(v any) string {
+	switch v := v.(type) {
+	case string:
+		return quoteInput(v)
+	case []byte:
+		return quoteInput(string(v))
+	}
+	return describeValue(v)
+}
+
+// describeValue names a value's Go type and value for an error message.
+func describeValue(v any) string {
+	s := fmt.Sprintf("%T(%v)", v, v)
+	if len(s) > maxInputInError {
+		s = s[:maxInputInError] + "..."
+	}
+	return s
+}
 
 // quoteInput renders bad input for an error message, cut short when long.
 func quoteInput(s string) string {

@@ -20,6 +20,32 @@ func ExampleNewGenerator() {
 	// Output: true 7
 }
 
+// An owner of a worker number for a limited time (a lease; package
+// workerid does this for you) drives a gated generator through its Gate:
+// the generator issues only within what the latest Grant allows.
+func ExampleNewGatedGenerator() {
+	gen, gate, err := idtype.NewGatedGenerator(idtype.GeneratorOptions{Worker: 7})
+	if err != nil {
+		panic(err)
+	}
+	_, err = gen.Next()
+	fmt.Println(errors.Is(err, idtype.ErrLeaseExpired)) // no grant yet
+
+	gate.Grant(idtype.Grant{Until: time.Now().Add(time.Minute)})
+	id, err := gen.Next()
+	fmt.Println(idtype.DefaultLayout.Decode(id).Worker, err)
+
+	// The lease is gone: the generator stops for good, and Grant returns
+	// the time of its last ID, for the lease to leave in its store.
+	last := gate.Grant(idtype.Grant{Err: fmt.Errorf("%w: closed", idtype.ErrLeaseLost)})
+	_, err = gen.Next()
+	fmt.Println(errors.Is(err, idtype.ErrLeaseLost), last.Equal(idtype.DefaultLayout.Decode(id).Time))
+	// Output:
+	// true
+	// 7 <nil>
+	// true true
+}
+
 func ExampleGenerator_NextN() {
 	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	if err != nil {
@@ -41,13 +67,21 @@ func ExampleParse() {
 	_, err = idtype.Parse("1.5e3")
 	fmt.Println(errors.Is(err, idtype.ErrSyntax))
 	fmt.Println(err)
+
+	// One spelling per ID: "/posts/007" is not post 7.
+	_, err = idtype.Parse("007")
+	fmt.Println(err)
 	// Output:
 	// 1541815603606036480 <nil>
 	// true
 	// idtype: parse "1.5e3": not a decimal integer: fraction '.' at offset 1
+	// idtype: parse "007": not a decimal integer: leading zero at offset 0
 }
 
-func ExampleID_MarshalJSON() {
+// encoding/json writes an ID as a quoted decimal (through MarshalText), so
+// JavaScript clients keep every digit, and reads it back from a string or
+// a number.
+func ExampleID_UnmarshalJSON() {
 	type Post struct {
 		ID       idtype.ID `json:"id"`
 		AuthorID idtype.ID `json:"author_id"`

@@ -15,20 +15,23 @@ func addSeeds(f *testing.F) {
 	for _, tc := range badInputs {
 		f.Add(tc.in)
 	}
-	for _, s := range []string{`"123"`, `null`, `"\u0031"`, `1.5`, `true`, `{}`, `"`, `-0`, "00", `" "`} {
+	for _, s := range []string{`"123"`, `null`, `"\u0031"`, `1.5`, `true`, `{}`, `"`, `-0`, "00", "007", `"007"`, `" "`} {
 		f.Add(s)
 	}
 }
 
 // checkAgainstStrconv checks Parse's verdict against strconv, the
-// reference: a plain unsigned decimal that fits in int64.
+// reference: a plain unsigned decimal without leading zeros ("0" itself is
+// one) that fits in int64. What is accepted is the ID's one spelling.
 func checkAgainstStrconv(t *testing.T, s string, id ID, err error) {
 	t.Helper()
 	want, werr := strconv.ParseUint(s, 10, 63)
-	plain := len(s) > 0 && allDigits(s)
+	plain := len(s) > 0 && allDigits(s) && (s == "0" || s[0] != '0')
 	switch {
 	case err == nil && (!plain || werr != nil || ID(want) != id):
 		t.Fatalf("accepted %q as %d; strconv says %d, %v", s, id, want, werr)
+	case err == nil && s != id.String():
+		t.Fatalf("accepted %q as %d, whose spelling is %q", s, id, id.String())
 	case err != nil && plain && werr == nil:
 		t.Fatalf("refused %q (%v); strconv reads %d", s, err, want)
 	case err != nil:

@@ -3,7 +3,6 @@ package idtype
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -45,18 +44,20 @@ const DefaultMaxWait = time.Second
 // lease TTL, whose grants bound a leased generator's drift anyway.
 const MaxDriftCap = 10 * time.Second
 
-// GeneratorOptions configures a Generator. The zero value of each field is a safe
-// default, except Worker, which must be this process's own number.
+// GeneratorOptions configures a Generator (NewGenerator,
+// NewGatedGenerator). The zero value of every field is a safe default, said
+// in the field's doc; Worker's zero is worker 0, a valid number, which is
+// right for one fixed generator and wrong for two.
 type GeneratorOptions struct {
 	// Worker is this generator's worker number, 0..Layout.MaxWorker().
-	// Two generators that share a worker number and layout will issue the
-	// same IDs: lease the number (see package workerid) unless one box
-	// runs a single generator. With a Lease, leave it zero.
+	// Zero means worker 0. Two generators that share a worker number and
+	// layout issue the same IDs: lease the number (package workerid, whose
+	// Lease.NewGenerator fills this in) unless one box runs a single
+	// generator.
 	Worker int64
-	// Layout is the bit layout; the zero Layout means DefaultLayout.
+	// Layout is the bit layout. The zero Layout means DefaultLayout.
 	Layout Layout
-	// Clock is the time source; nil means SystemClock(). With a Lease,
-	// leave it nil: the generator reads the lease's clock.
+	// Clock is the time source. Nil means SystemClock().
 	Clock Clock
 	// NotBefore makes the generator issue no ID in the millisecond of
 	// NotBefore or earlier. A restarted worker sets it to the last
@@ -65,24 +66,24 @@ type GeneratorOptions struct {
 	NotBefore time.Time
 	// MaxWait bounds how long one call of Next or NextN waits for the
 	// clock before it fails with ErrClockBehind. Zero means
-	// DefaultMaxWait; a negative value means never wait.
+	// DefaultMaxWait (1 s); a negative value means never wait.
 	MaxWait time.Duration
 	// MaxDrift lets the generator run ahead of the clock by up to this
 	// much (rounded down to whole milliseconds) instead of waiting when a
 	// millisecond's sequence is spent: burst mode, the way Baidu
 	// uid-generator borrows future seconds. IDs then carry times up to
 	// MaxDrift in the future, and a burst that outruns the allowance waits
-	// like strict mode. Zero, the default, is strict: no ID carries a time
-	// later than the clock's. At most MaxDriftCap.
+	// like strict mode. Zero means strict: no ID carries a time later than
+	// the clock's. At most MaxDriftCap.
 	MaxDrift time.Duration
-	// Lease, when set, is where the worker number comes from (see Lease
-	// and package workerid): the generator takes the lease's number,
-	// layout and clock, issues nothing at or before the high-water mark of
-	// the number's previous owners, and nothing past what the lease has
-	// confirmed; calls fail with ErrLeaseExpired or ErrLeaseLost instead.
-	// Nil means a fixed Worker.
-	Lease Lease
 }
+
+// Config is the name GeneratorOptions had.
+//
+// Deprecated: use GeneratorOptions, the name every snowkey options struct
+// follows (it is named for what it configures). Config goes in the next
+// release.
+type Config = GeneratorOptions
 
 // Stats is a snapshot of what a Generator has done.
 type Stats struct {
@@ -121,10 +122,10 @@ const cachePad = 128
 //   - A next ID whose millisecond is later than the clock (plus MaxDrift)
 //     is not issued: the call waits for the clock, up to MaxWait, or fails
 //     with ErrClockBehind. No ID is ever issued at or before NotBefore.
-//   - With a Lease, no ID is issued in a millisecond past the lease's
-//     latest Grant.Until, and the state only moves forward when a grant
-//     raises the floor. The grant is one atomic word, loaded after the
-//     state, so the check costs one load and compare.
+//   - A gated generator (NewGatedGenerator) issues no ID in a millisecond
+//     past its Gate's latest Grant.Until, and the state only moves forward
+//     when a grant raises the floor. The grant is one atomic word, loaded
+//     after the state, so the check costs one load and compare.
 //
 // With SystemClock (the default) the clock itself never steps back (see
 // SystemClock), so waits happen only when a millisecond's 2^SequenceBits
@@ -155,7 +156,7 @@ type Generator struct {
 	// issued, or initState before the first.
 	state atomic.Int64
 	// limit is the last millisecond (since the epoch) an ID may take: the
-	// layout's last, or less when a Lease grants less; -1 allows nothing.
+	// layout's last, or less when a Gate grants less; -1 allows nothing.
 	// It shares state's cache line, which every call touches anyway.
 	limit atomic.Int64
 	// clockHigh is the highest clock reading seen (ms since epoch); a
@@ -174,46 +175,45 @@ type Generator struct {
 	maxBackward   atomic.Int64 // ms
 	maxDrift      atomic.Int64 // ms
 
-	// leaseErr is why a Lease stopped the generator (Grant.Err), or nil.
-	leaseErr atomic.Pointer[error]
-	grantMu  sync.Mutex // one Grant at a time
+	// gateErr is why a Gate stopped the generator (Grant.Err), or nil.
+	gateErr atomic.Pointer[error]
 }
 
-// NewGenerator checks cfg and returns a generator. The error wraps
+// NewGenerator checks opts and returns a generator. The error wraps
 // ErrInvalidOptions or ErrInvalidLayout and names the bad field.
-func NewGenerator(cfg GeneratorOptions) (*Generator, error) {
-	if cfg.Lease != nil {
-		var err error
-		if cfg, err = leaseConfig(cfg); err != nil {
-			return nil, err
-		}
-	}
-	l := cfg.Layout
+func NewGenerator(opts GeneratorOptions) (*Generator, error) {
+	return newGenerator(opts, false)
+}
+
+// newGenerator is NewGenerator, and, gated, NewGatedGenerator's generator,
+// which may issue nothing until its Gate grants.
+func newGenerator(opts GeneratorOptions, gated bool) (*Generator, error) {
+	l := opts.Layout
 	if l.IsZero() {
 		l = DefaultLayout
 	}
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Worker < 0 || cfg.Worker > l.MaxWorker() {
+	if opts.Worker < 0 || opts.Worker > l.MaxWorker() {
 		return nil, fmt.Errorf("%w: Worker %d is outside 0..%d for %d worker bits",
-			ErrInvalidOptions, cfg.Worker, l.MaxWorker(), l.WorkerBits)
+			ErrInvalidOptions, opts.Worker, l.MaxWorker(), l.WorkerBits)
 	}
-	if cfg.MaxDrift < 0 || cfg.MaxDrift > MaxDriftCap {
-		return nil, fmt.Errorf("%w: MaxDrift %v is outside 0..%v (MaxDriftCap)", ErrInvalidOptions, cfg.MaxDrift, MaxDriftCap)
+	if opts.MaxDrift < 0 || opts.MaxDrift > MaxDriftCap {
+		return nil, fmt.Errorf("%w: MaxDrift %v is outside 0..%v (MaxDriftCap)", ErrInvalidOptions, opts.MaxDrift, MaxDriftCap)
 	}
 	g := &Generator{
-		clock:      cfg.Clock,
+		clock:      opts.Clock,
 		layout:     l,
-		worker:     cfg.Worker,
+		worker:     opts.Worker,
 		seqBits:    l.SequenceBits,
 		timeShift:  l.WorkerBits + l.SequenceBits,
 		seqMask:    l.MaxSequence(),
-		workerPart: cfg.Worker << l.SequenceBits,
+		workerPart: opts.Worker << l.SequenceBits,
 		epochNs:    l.epochMs() * int64(time.Millisecond),
 		maxTime:    l.maxTimeField(),
-		maxDriftMs: cfg.MaxDrift.Milliseconds(),
-		maxWait:    cfg.MaxWait,
+		maxDriftMs: opts.MaxDrift.Milliseconds(),
+		maxWait:    opts.MaxWait,
 	}
 	if g.clock == nil {
 		g.clock = SystemClock()
@@ -224,11 +224,11 @@ func NewGenerator(cfg GeneratorOptions) (*Generator, error) {
 	// Before the first ID the state is "sequence spent in the millisecond
 	// of NotBefore", so the first ID comes after it.
 	floor := int64(-1)
-	if !cfg.NotBefore.IsZero() {
-		floor = cfg.NotBefore.UnixMilli() - l.epochMs()
+	if !opts.NotBefore.IsZero() {
+		floor = l.fieldOf(opts.NotBefore)
 		if floor > g.maxTime {
 			return nil, fmt.Errorf("%w: NotBefore %s is past the layout's last time %s",
-				ErrInvalidOptions, cfg.NotBefore.Format(time.RFC3339Nano), l.MaxTime().Format(time.RFC3339Nano))
+				ErrInvalidOptions, opts.NotBefore.Format(time.RFC3339Nano), l.MaxTime().Format(time.RFC3339Nano))
 		}
 		floor = max(floor, -1)
 	}
@@ -236,17 +236,16 @@ func NewGenerator(cfg GeneratorOptions) (*Generator, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, g.exhausted(now))
 	}
 	g.initState = floor<<g.seqBits | g.seqMask
-	if cfg.Worker == 0 {
+	if opts.Worker == 0 {
 		// Worker 0's first ID in the epoch's first millisecond would be
 		// ID 0, which means "not assigned": count it as used.
 		g.initState = max(g.initState, 0)
 	}
 	g.state.Store(g.initState)
-	g.limit.Store(g.maxTime)
-	if cfg.Lease != nil {
-		if err := g.bindLease(cfg.Lease); err != nil {
-			return nil, err
-		}
+	if gated {
+		g.limit.Store(-1) // nothing until the first Grant
+	} else {
+		g.limit.Store(g.maxTime)
 	}
 	return g, nil
 }
@@ -365,7 +364,7 @@ func (g *Generator) NextN(dst []ID) error {
 			first = now << g.seqBits
 		}
 		// The last state the clock allows: the end of the millisecond
-		// now+MaxDrift, or of the layout or the lease's grant.
+		// now+MaxDrift, or of the layout or the Gate's grant.
 		limitT := min(now+g.maxDriftMs, lim)
 		limit := (limitT+1)<<g.seqBits - 1
 		if first > limit {
@@ -415,7 +414,7 @@ func (g *Generator) wait(untilMs, nowNs int64, waited *time.Duration) error {
 	}
 	if g.maxWait < 0 || *waited+need > g.maxWait {
 		return fmt.Errorf("%w: the next ID belongs to %s, %v after the clock's %s, and MaxWait is %v",
-			ErrClockBehind, time.UnixMilli(g.layout.epochMs()+untilMs).UTC().Format(time.RFC3339Nano),
+			ErrClockBehind, g.layout.timeAt(untilMs).Format(time.RFC3339Nano),
 			need, time.Unix(0, nowNs).UTC().Format(time.RFC3339Nano), max(g.maxWait, 0))
 	}
 	g.waits.Add(1)
@@ -426,7 +425,7 @@ func (g *Generator) wait(untilMs, nowNs int64, waited *time.Duration) error {
 
 func (g *Generator) exhausted(t int64) error {
 	return fmt.Errorf("%w: millisecond %s is past %s", ErrTimeExhausted,
-		time.UnixMilli(g.layout.epochMs()+t).UTC().Format(time.RFC3339Nano),
+		g.layout.timeAt(t).Format(time.RFC3339Nano),
 		g.layout.MaxTime().Format(time.RFC3339Nano))
 }
 

@@ -13,8 +13,13 @@ import (
 //
 // An ID carries every encoding a backend needs: decimal text (String, Parse,
 // MarshalText), JSON as a quoted decimal so JavaScript clients keep every
-// digit (MarshalJSON), database/sql and pgx (Scan, Value) and GORM's column
-// type (GormDataType).
+// digit (MarshalText, UnmarshalJSON), database/sql and pgx (Scan, Value)
+// and GORM's column type (GormDataType).
+//
+// Each ID has one spelling: its decimal digits without a sign or leading
+// zeros, as String writes it, and every decoder (Parse, UnmarshalText,
+// UnmarshalJSON, Scan of text) accepts that and nothing else. IDs go into
+// URLs and cache keys, where "007" and "7" would be two keys for one row.
 type ID int64
 
 // MaxID is the largest ID, 2^63-1.
@@ -22,8 +27,10 @@ const MaxID ID = math.MaxInt64
 
 // Parse reads an ID written as a decimal integer, as String writes it.
 //
-// It accepts digits only: no sign, no spaces, no fraction, no exponent, no
-// underscores. Leading zeros are allowed. The error is an *Error that names
+// It accepts the canonical spelling only: digits, without a sign, spaces,
+// a fraction, an exponent, underscores or leading zeros ("0" itself is
+// fine; "007" is refused, "leading zero at offset 0"), so that one ID has
+// one spelling in URLs and cache keys. The error is an *Error that names
 // the input and wraps ErrEmpty, ErrSyntax, ErrNegative or ErrRange.
 func Parse(s string) (ID, error) {
 	id, err := parseDigits(s)
@@ -46,6 +53,10 @@ func parseDigits[T string | []byte](s T) (ID, error) {
 			return 0, ErrNegative
 		}
 		return 0, fmt.Errorf("%w: sign '-' at offset 0", ErrSyntax)
+	}
+	if len(s) > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '9' {
+		// "007" would be a second spelling of ID 7 (see ID).
+		return 0, fmt.Errorf("%w: leading zero at offset 0", ErrSyntax)
 	}
 	var n uint64
 	overflow := false

@@ -42,6 +42,10 @@ var badInputs = []struct {
 	{"99999999999999999999999999x", ErrSyntax},
 	{"NaN", ErrSyntax},
 	{"null", ErrSyntax},
+	{"00", ErrSyntax},
+	{"007", ErrSyntax},
+	{"0000000000000000000000000009223372036854775807", ErrSyntax},
+	{"09223372036854775808", ErrSyntax}, // a second spelling is refused before its size
 }
 
 func TestParse(t *testing.T) {
@@ -51,11 +55,10 @@ func TestParse(t *testing.T) {
 	}{
 		{"0", 0},
 		{"1", 1},
-		{"007", 7},
+		{"10", 10},
 		{"9007199254740991", 1<<53 - 1},
 		{"9007199254740993", 1<<53 + 1},
 		{"9223372036854775807", math.MaxInt64},
-		{"0000000000000000000000000009223372036854775807", math.MaxInt64},
 	}
 	for _, tc := range good {
 		got, err := Parse(tc.in)
@@ -86,6 +89,8 @@ func TestParseErrorDetail(t *testing.T) {
 		{"1.5", "fraction"},
 		{"1e9", "exponent"},
 		{"12a", `'a' at offset 2`},
+		{"007", "leading zero at offset 0"},
+		{"0x10", `'x' at offset 1`},
 	} {
 		_, err := Parse(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.detail) {
@@ -124,5 +129,26 @@ func TestTime(t *testing.T) {
 	id := ID(1_000_000<<22 | 5<<12 | 7)
 	if got, want := id.Time().UnixMilli(), int64(1288834974657+1_000_000); got != want {
 		t.Errorf("Time() of %d = %d ms; want %d", id, got, want)
+	}
+}
+
+func TestDescribeInput(t *testing.T) {
+	long := strings.Repeat("7", 100)
+	for _, tc := range []struct {
+		in   any
+		want string
+	}{
+		{"12x", `"12x"`},
+		{[]byte("12x"), `"12x"`},
+		{long, `"` + long[:64] + `"... (100 bytes)`},
+		{[]byte(long), `"` + long[:64] + `"... (100 bytes)`},
+		{1.5, "float64(1.5)"},
+		{int64(-1), "int64(-1)"},
+		{[]int64{1, 2}, "[]int64([1 2])"},
+		{[]string{long}, "[]string([" + long[:64-len("[]string([")] + "..."},
+	} {
+		if got := DescribeInput(tc.in); got != tc.want {
+			t.Errorf("DescribeInput(%#v) = %s; want %s", tc.in, got, tc.want)
+		}
 	}
 }

@@ -3,22 +3,18 @@ package idtype
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 )
 
-// MarshalJSON writes the ID as a quoted decimal string, "123". JavaScript
-// numbers are doubles and lose digits past 2^53; every ID issued after the
-// first hours of the default epoch is above that, so a number would arrive
-// rounded. A string arrives exact.
-func (id ID) MarshalJSON() ([]byte, error) {
-	return appendJSON(make([]byte, 0, 22), id), nil
-}
-
-func appendJSON(b []byte, id ID) []byte {
-	b = append(b, '"')
-	b = strconv.AppendInt(b, int64(id), 10)
-	return append(b, '"')
-}
+// An ID is written to JSON as a quoted decimal string, "123", by
+// MarshalText: encoding/json writes a TextMarshaler's text as a JSON
+// string. JavaScript numbers are doubles and lose digits past 2^53; every
+// ID issued after the first hours of the default epoch is above that, so a
+// number would arrive rounded. A string arrives exact.
+//
+// ID has no MarshalJSON on purpose: encoding/json checks and re-scans what
+// a MarshalJSON returns, and only quotes a MarshalText's digits, which
+// makes a struct of IDs as quick to write as int64 fields tagged
+// `json:",string"`. encoding/json/v2 uses MarshalJSONTo (jsonv2.go).
 
 // UnmarshalJSON reads an ID from a quoted decimal ("123"), a bare JSON
 // number (123) or null. Null leaves the ID unchanged, as encoding/json does

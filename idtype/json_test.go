@@ -23,6 +23,18 @@ func TestMarshalJSON(t *testing.T) {
 	}
 }
 
+// TestMarshalJSONIsText: ID has no MarshalJSON, so that encoding/json v1
+// writes it through MarshalText, which it quotes without re-scanning (see
+// json.go); TestMarshalJSON and TestJSONInStructs check the bytes.
+func TestMarshalJSONIsText(t *testing.T) {
+	if _, ok := any(ID(0)).(json.Marshaler); ok {
+		t.Error("ID implements json.Marshaler: encoding/json would re-scan every ID it writes")
+	}
+	if _, ok := any(new(ID)).(json.Marshaler); ok {
+		t.Error("*ID implements json.Marshaler: encoding/json would re-scan every ID it writes")
+	}
+}
+
 func TestUnmarshalJSON(t *testing.T) {
 	good := []struct {
 		in   string

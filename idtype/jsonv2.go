@@ -4,10 +4,11 @@ package idtype
 
 import (
 	"encoding/json/jsontext"
+	"strconv"
 )
 
 // MarshalJSONTo writes the ID as a quoted decimal for encoding/json/v2,
-// without allocating. It writes what MarshalJSON writes.
+// without allocating. It writes what encoding/json writes (see json.go).
 func (id ID) MarshalJSONTo(enc *jsontext.Encoder) error {
 	return enc.WriteValue(appendJSON(enc.AvailableBuffer(), id))
 }
@@ -20,4 +21,11 @@ func (id *ID) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		return err
 	}
 	return id.UnmarshalJSON(v)
+}
+
+// appendJSON appends the ID as a quoted decimal.
+func appendJSON(b []byte, id ID) []byte {
+	b = append(b, '"')
+	b = strconv.AppendInt(b, int64(id), 10)
+	return append(b, '"')
 }

@@ -97,11 +97,19 @@ func (l Layout) MaxSequence() int64 { return 1<<l.SequenceBits - 1 }
 // MaxTime returns the last millisecond the layout can represent. A
 // generator refuses to issue past it.
 func (l Layout) MaxTime() time.Time {
-	return time.UnixMilli(l.epochMs() + l.maxTimeField()).UTC()
+	return l.timeAt(l.maxTimeField())
 }
 
 func (l Layout) epochMs() int64      { return l.Epoch.UnixMilli() }
 func (l Layout) maxTimeField() int64 { return 1<<l.TimeBits() - 1 }
+
+// timeAt converts a time field, milliseconds since the layout's epoch, to
+// the time it stands for, in UTC.
+func (l Layout) timeAt(ms int64) time.Time { return time.UnixMilli(l.epochMs() + ms).UTC() }
+
+// fieldOf is the inverse of timeAt: the milliseconds from the layout's
+// epoch to t, which the time field of an ID at t holds.
+func (l Layout) fieldOf(t time.Time) int64 { return t.UnixMilli() - l.epochMs() }
 
 // IsZero reports whether l is the zero Layout, which options structs take
 // to mean DefaultLayout. A Layout with only some fields set is not zero, and
@@ -141,7 +149,7 @@ func (l Layout) Decode(id ID) Parts {
 	u := uint64(id) & math.MaxInt64
 	shift := l.WorkerBits + l.SequenceBits
 	return Parts{
-		Time:     time.UnixMilli(l.epochMs() + int64(u>>shift)).UTC(),
+		Time:     l.timeAt(int64(u >> shift)),
 		Worker:   int64(u>>l.SequenceBits) & l.MaxWorker(),
 		Sequence: int64(u) & l.MaxSequence(),
 	}
@@ -151,7 +159,7 @@ func (l Layout) Decode(id ID) Parts {
 // refuses a time before the epoch or past MaxTime, and a worker or
 // sequence that does not fit; the error wraps ErrInvalidLayout.
 func (l Layout) Compose(t time.Time, worker, seq int64) (ID, error) {
-	ms := t.UnixMilli() - l.epochMs()
+	ms := l.fieldOf(t)
 	switch {
 	case ms < 0:
 		return 0, fmt.Errorf("%w: time %s is before the epoch %s", ErrInvalidLayout,
@@ -188,7 +196,7 @@ func (l Layout) LastID(t time.Time) ID { return l.clamped(t, l.MaxWorker(), l.Ma
 // clamped composes an ID in the millisecond of t, giving 0 before the
 // epoch and MaxID past MaxTime.
 func (l Layout) clamped(t time.Time, worker, seq int64) ID {
-	ms := t.UnixMilli() - l.epochMs()
+	ms := l.fieldOf(t)
 	switch {
 	case ms < 0:
 		return 0

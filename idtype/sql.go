@@ -70,15 +70,6 @@ func floatError(v float64, bits int) error {
 	return &Error{Op: "scan", Input: fmt.Sprintf("float%d(%s)", bits, digits), Err: errFloat}
 }
 
-// describeValue names a value's Go type and value for an error message.
-func describeValue(v any) string {
-	s := fmt.Sprintf("%T(%v)", v, v)
-	if len(s) > maxInputInError {
-		s = s[:maxInputInError] + "..."
-	}
-	return s
-}
-
 // Value returns the ID as an int64 for database/sql (driver.Valuer).
 // The zero ID is written as 0; a negative ID is refused with ErrNegative.
 func (id ID) Value() (driver.Value, error) {

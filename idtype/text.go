@@ -9,7 +9,8 @@ func (id ID) AppendText(b []byte) ([]byte, error) {
 }
 
 // MarshalText returns the decimal form of the ID (encoding.TextMarshaler),
-// so IDs work as JSON map keys, in query parameters and in any text format.
+// so IDs work in query parameters and any text format, and in JSON as
+// quoted strings, as values and as map keys (see json.go).
 func (id ID) MarshalText() ([]byte, error) {
 	return strconv.AppendInt(make([]byte, 0, 20), int64(id), 10), nil
 }

@@ -14,6 +14,17 @@
 //     its IDs; ReservedWorkerOf reads it.
 //   - snowflake_id_state, the sequence that holds snowflake_id()'s last
 //     millisecond and sequence.
+//   - snowkey_worker_leases, the table of workerid.Postgres's worker
+//     leases. Its SQL lives in package workerid, beside the queries that
+//     use it (workerid.Migrations); Up applies it in the one numbering.
+//
+// # Options
+//
+// Up takes an optional Options struct, migrations.Up(ctx, db,
+// migrations.Options{...}), as every snowkey constructor takes one options
+// struct by value: the zero value of each field is the default its doc
+// names, and a bad value is an error wrapping idtype.ErrInvalidOptions
+// that names the field.
 //
 // # snowflake_id()
 //
@@ -25,8 +36,8 @@
 // to the database (gormplugin does not fill it). Its IDs decode with
 // idtype.DefaultLayout (same widths, same epoch), strictly increase across
 // all sessions and transactions, and carry a reserved worker number
-// (ReservedWorker, 1023, unless changed with WithReservedWorker) that no
-// app generator may lease, so they never collide with the app's. When a
+// (workerid.SQLWorker, 1023, unless changed with Options.ReservedWorker)
+// that no app generator may lease, so they never collide with the app's. When a
 // millisecond's 4,096 IDs are spent it waits for the next millisecond
 // instead of wrapping; when the database's clock is behind the last ID it
 // waits up to 1 s and then fails with SQLSTATE SQLStateClockBehind. The
@@ -50,14 +61,14 @@
 //     once a schema named after the role exists, Up migrates there.
 //   - Databases of one cluster meet only if the app makes them (shards of
 //     one app, data moved between them). Put those in one ID space with
-//     WithIDSpace: Up records each database's space and workers in the
+//     Options.IDSpace: Up records each database's space and workers in the
 //     database's SpaceSetting, which every database of the cluster can
 //     read, and refuses a worker another database of the space uses.
 //     Writing the record needs a superuser, or on PostgreSQL 15 and later a
 //     role granted SET ON PARAMETER snowkey.reserved_workers that owns the
 //     database; Up refuses with ErrIDSpace, saying so, when it may not.
 //   - Shards on other clusters cannot be seen from here. Give each its own
-//     number with WithReservedWorker.
+//     number with Options.ReservedWorker.
 //
 // Whatever number a database uses, the app's worker leases must skip it,
 // and the numbers of every schema and database its IDs meet:
@@ -74,8 +85,9 @@
 //
 // # Adding a migration
 //
-// Add a file NNNNN_what.sql to this folder with the next number (00002_,
-// 00003_, ...; no gaps, no timestamps), in goose's SQL format:
+// Add a file NNNNN_what.sql to this folder with the next number of FS
+// (which holds workerid's 00002_ too; no gaps, no timestamps), in goose's
+// SQL format:
 //
 //	-- +goose Up
 //	CREATE TABLE ...;

@@ -13,12 +13,12 @@ var (
 	// ErrWorkerConflict means Up would give snowflake_id() a reserved
 	// worker that another snowflake_id() whose IDs can meet these already
 	// uses: one in another schema of the database, or in another database
-	// of the same ID space (WithIDSpace). Two such functions would issue
+	// of the same ID space (Options.IDSpace). Two such functions would issue
 	// the same IDs. The error names the other schema or database and a
 	// free number; Up created and changed nothing.
 	ErrWorkerConflict = errors.New("migrations: reserved worker already used by another snowflake_id()")
 	// ErrIDSpace means Up could not read or write the records of an ID
-	// space (WithIDSpace): the role may not set the database's
+	// space (Options.IDSpace): the role may not set the database's
 	// snowkey.reserved_workers, another database's record is not
 	// readable, or the database is recorded in another space. The error
 	// says which and how to fix it; Up created and changed nothing.

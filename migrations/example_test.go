@@ -47,13 +47,13 @@ func ExampleUp() {
 // A fleet whose worker leases need 1023 can move snowflake_id() to another
 // number, once, before the first ID; the lease code asks the database which
 // number to skip.
-func ExampleWithReservedWorker() {
+func ExampleOptions_reservedWorker() {
 	ctx := context.Background()
 	db, err := sql.Open("pgx", "postgres://app@localhost/app")
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := migrations.Up(ctx, db, migrations.WithReservedWorker(0)); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{ReservedWorker: 1000}); err != nil {
 		log.Fatal(err)
 	}
 	skip, err := migrations.ReservedWorkerOf(ctx, db)
@@ -66,14 +66,14 @@ func ExampleWithReservedWorker() {
 // Shards of one app in one cluster share an ID space, each with a reserved
 // worker of its own; Up refuses a second shard on a number the first one
 // uses. The app's leases then skip every number of the space.
-func ExampleWithIDSpace() {
+func ExampleOptions_idSpace() {
 	ctx := context.Background()
 	for i, url := range []string{"postgres://app@localhost/orders_0", "postgres://app@localhost/orders_1"} {
 		db, err := sql.Open("pgx", url)
 		if err != nil {
 			log.Fatal(err)
 		}
-		err = migrations.Up(ctx, db, migrations.WithIDSpace("orders"), migrations.WithReservedWorker(1023-int64(i)))
+		err = migrations.Up(ctx, db, migrations.Options{IDSpace: "orders", ReservedWorker: 1023 - int64(i)})
 		if errors.Is(err, migrations.ErrWorkerConflict) {
 			log.Fatal(err) // names the other shard and a free number
 		}

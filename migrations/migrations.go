@@ -1,20 +1,23 @@
 package migrations
 
-import "embed"
+import (
+	"embed"
+	"io/fs"
 
-// FS holds the migrations, NNNNN_name.sql files at its root in goose
-// format, in the order of their numbers. Up applies them; other tools that
-// read goose files (the goose command, a test fixture) can too.
+	"github.com/snowkeyhq/snowkey/idtype/workerid"
+)
+
+// own holds this folder's migrations: snowflake_id() and its state.
 //
 //go:embed *.sql
-var FS embed.FS
+var own embed.FS
 
-// ReservedWorker is the worker number snowflake_id() puts in its IDs
-// unless WithReservedWorker changes it. It is the largest worker number of
-// idtype.DefaultLayout, so that an app leasing numbers from 0 up meets it
-// last. Worker leases must skip it, or the number a database was set to
-// (see ReservedWorkerOf).
-const ReservedWorker int64 = 1023
+// FS holds every migration Up applies, NNNNN_name.sql files at its root in
+// goose format, in the order of their numbers: this folder's, and the
+// worker-lease table of package workerid (workerid.Migrations), whose SQL
+// lives beside the queries that use it. Up applies them; other tools that
+// read goose files (the goose command, a test fixture) can too.
+var FS fs.FS = union{own, workerid.Migrations()}
 
 // VersionTable is the table in which Up records the migrations it has
 // applied. It is not goose's default table, so an app that also runs its

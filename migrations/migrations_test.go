@@ -18,6 +18,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/migrations"
 )
@@ -34,7 +35,7 @@ func openDB(t testing.TB, url string) *sql.DB {
 }
 
 // migrated returns a pool on a fresh, migrated database and its URL.
-func migrated(t testing.TB, opts ...migrations.Option) (*sql.DB, string) {
+func migrated(t testing.TB, opts ...migrations.Options) (*sql.DB, string) {
 	t.Helper()
 	url := testenv.Postgres(t)
 	db := openDB(t, url)
@@ -80,22 +81,29 @@ func TestFS(t *testing.T) {
 func TestOptions(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, "postgres://nowhere.invalid/x") // never reached: options fail first
-	for _, opt := range []migrations.Option{
-		migrations.WithReservedWorker(-1),
-		migrations.WithReservedWorker(1024),
-		migrations.WithLockTimeout(time.Millisecond),
-		migrations.WithLogger(nil),
-		migrations.WithIDSpace(""),
-		migrations.WithIDSpace("has space"),
-		migrations.WithIDSpace("quote'"),
-		migrations.WithIDSpace(strings.Repeat("x", 64)),
+	for _, tc := range []struct {
+		opts []migrations.Options
+		want string // the field named
+	}{
+		{[]migrations.Options{{ReservedWorker: -1}}, "ReservedWorker -1"},
+		{[]migrations.Options{{ReservedWorker: 1024}}, "ReservedWorker 1024"},
+		{[]migrations.Options{{LockTimeout: time.Millisecond}}, "LockTimeout 1ms"},
+		{[]migrations.Options{{LockTimeout: -time.Second}}, "LockTimeout -1s"},
+		{[]migrations.Options{{IDSpace: "has space"}}, "IDSpace"},
+		{[]migrations.Options{{IDSpace: "quote'"}}, "IDSpace"},
+		{[]migrations.Options{{IDSpace: strings.Repeat("x", 64)}}, "IDSpace"},
+		{[]migrations.Options{{}, {}}, "at most one Options, got 2"},
 	} {
-		if err := migrations.Up(ctx, db, opt); !errors.Is(err, idtype.ErrInvalidOptions) {
-			t.Errorf("Up with a bad option: %v, want idtype.ErrInvalidOptions", err)
+		err := migrations.Up(ctx, db, tc.opts...)
+		if !errors.Is(err, idtype.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Up with %+v: %v, want idtype.ErrInvalidOptions naming %q", tc.opts, err, tc.want)
 		}
 	}
 	if err := migrations.Up(ctx, nil); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("Up(nil): %v, want idtype.ErrInvalidOptions", err)
+	}
+	if _, err := migrations.Version(ctx, nil); !errors.Is(err, idtype.ErrInvalidOptions) {
+		t.Errorf("Version(nil): %v, want idtype.ErrInvalidOptions", err)
 	}
 }
 
@@ -126,8 +134,8 @@ func TestUp(t *testing.T) {
 	if applied != len(names) {
 		t.Errorf("%s records %d migrations, want %d", migrations.VersionTable, applied, len(names))
 	}
-	if w, err := migrations.ReservedWorkerOf(ctx, db); err != nil || w != migrations.ReservedWorker {
-		t.Errorf("ReservedWorkerOf = %d, %v; want %d", w, err, migrations.ReservedWorker)
+	if w, err := migrations.ReservedWorkerOf(ctx, db); err != nil || w != workerid.SQLWorker {
+		t.Errorf("ReservedWorkerOf = %d, %v; want %d", w, err, workerid.SQLWorker)
 	}
 
 	before := time.Now()
@@ -137,8 +145,8 @@ func TestUp(t *testing.T) {
 	}
 	after := time.Now()
 	p := idtype.DefaultLayout.Decode(id)
-	if p.Worker != migrations.ReservedWorker {
-		t.Errorf("snowflake_id() %d has worker %d, want %d", id, p.Worker, migrations.ReservedWorker)
+	if p.Worker != workerid.SQLWorker {
+		t.Errorf("snowflake_id() %d has worker %d, want %d", id, p.Worker, workerid.SQLWorker)
 	}
 	// The database runs on this machine's clock; allow for rounding down
 	// to the millisecond.
@@ -165,7 +173,7 @@ func TestUpConcurrent(t *testing.T) {
 	for i, db := range dbs {
 		wg.Go(func() {
 			<-start
-			errs[i] = migrations.Up(context.Background(), db, migrations.WithLockTimeout(30*time.Second))
+			errs[i] = migrations.Up(context.Background(), db, migrations.Options{LockTimeout: 30 * time.Second})
 		})
 	}
 	close(start)
@@ -207,7 +215,7 @@ func TestReservedWorker(t *testing.T) {
 		t.Fatalf("worker %d before the change, want 1023", w)
 	}
 
-	if err := migrations.Up(ctx, db, migrations.WithReservedWorker(1000)); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{ReservedWorker: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	if w, err := migrations.ReservedWorkerOf(ctx, db); err != nil || w != 1000 {
@@ -224,17 +232,17 @@ func TestReservedWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	if w, _ := migrations.ReservedWorkerOf(ctx, db); w != 1000 {
-		t.Errorf("Up without WithReservedWorker reset the number to %d", w)
+		t.Errorf("Up without Options.ReservedWorker reset the number to %d", w)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
-		wg.Go(func() { errs[i] = migrations.Up(ctx, db, migrations.WithReservedWorker(int64(7+i%2))) })
+		wg.Go(func() { errs[i] = migrations.Up(ctx, db, migrations.Options{ReservedWorker: int64(7 + i%2)}) })
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			t.Errorf("concurrent WithReservedWorker: %v", err)
+			t.Errorf("concurrent Options.ReservedWorker: %v", err)
 		}
 	}
 	if w, _ := migrations.ReservedWorkerOf(ctx, db); w != 7 && w != 8 {
@@ -311,7 +319,7 @@ func TestSnowflakeIDConcurrent(t *testing.T) {
 				t.Fatalf("session %d: ID %d after %d", s, id, list[i-1])
 			}
 			p := idtype.DefaultLayout.Decode(id)
-			if p.Worker != migrations.ReservedWorker {
+			if p.Worker != workerid.SQLWorker {
 				t.Fatalf("ID %d has worker %d", id, p.Worker)
 			}
 			if p.Time.Before(start.Truncate(time.Millisecond)) || p.Time.After(end) {
@@ -521,7 +529,7 @@ func TestSnowflakeIDWithApp(t *testing.T) {
 		}
 		count[source]++
 		want := "sql"
-		if w := idtype.DefaultLayout.Decode(id).Worker; w != migrations.ReservedWorker {
+		if w := idtype.DefaultLayout.Decode(id).Worker; w != workerid.SQLWorker {
 			want = fmt.Sprintf("app%d", w)
 		}
 		if source != want {

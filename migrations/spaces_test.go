@@ -130,12 +130,12 @@ func TestUpTwoSchemas(t *testing.T) {
 		// What the refusal prevents: two streams of one worker.
 		twoStreams(t, db, "public.snowflake_id()", "tenant.snowflake_id()", 1023, 1023)
 	}
-	wantConflict(t, err, "public", "1023", "WithReservedWorker", "search_path")
+	wantConflict(t, err, "public", "1023", "Options{ReservedWorker: ", "search_path")
 	if exists(t, db, "tenant.snowflake_id()") || exists(t, db, "tenant."+migrations.VersionTable) {
 		t.Fatal("the refused Up created objects in schema tenant")
 	}
 
-	if err := migrations.Up(ctx, tenant, migrations.WithReservedWorker(1000)); err != nil {
+	if err := migrations.Up(ctx, tenant, migrations.Options{ReservedWorker: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	twoStreams(t, db, "public.snowflake_id()", "tenant.snowflake_id()", 1023, 1000)
@@ -147,7 +147,7 @@ func TestUpTwoSchemas(t *testing.T) {
 		t.Errorf("Up again in public: %v", err)
 	}
 	// Moving public onto tenant's number is refused too.
-	wantConflict(t, migrations.Up(ctx, db, migrations.WithReservedWorker(1000)), "tenant", "1000")
+	wantConflict(t, migrations.Up(ctx, db, migrations.Options{ReservedWorker: 1000}), "tenant", "1000")
 	if w, _ := migrations.ReservedWorkerOf(ctx, db); w != 1023 {
 		t.Errorf("the refused Up changed public's worker to %d", w)
 	}
@@ -221,24 +221,24 @@ func TestUpTwoDatabases(t *testing.T) {
 	db1, db2, db3 := openDB(t, url1), openDB(t, url2), openDB(t, url3)
 	name1 := strings.TrimPrefix(mustParse(t, url1).Path, "/")
 
-	if err := migrations.Up(ctx, db1, migrations.WithIDSpace(space)); err != nil {
+	if err := migrations.Up(ctx, db1, migrations.Options{IDSpace: space}); err != nil {
 		t.Fatal(err)
 	}
-	wantConflict(t, migrations.Up(ctx, db2, migrations.WithIDSpace(space)), name1, "1023", space, "WithReservedWorker")
+	wantConflict(t, migrations.Up(ctx, db2, migrations.Options{IDSpace: space}), name1, "1023", space, "Options{ReservedWorker: ")
 	if exists(t, db2, "snowflake_id()") {
 		t.Fatal("the refused Up created snowflake_id()")
 	}
-	if err := migrations.Up(ctx, db2, migrations.WithIDSpace(space), migrations.WithReservedWorker(1000)); err != nil {
+	if err := migrations.Up(ctx, db2, migrations.Options{IDSpace: space, ReservedWorker: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	// Once recorded, a database stays in its space: Up without the option
 	// still checks, and refuses what it refused before.
 	if err := migrations.Up(ctx, db2); err != nil {
-		t.Errorf("Up again without WithIDSpace: %v", err)
+		t.Errorf("Up again without Options.IDSpace: %v", err)
 	}
-	wantConflict(t, migrations.Up(ctx, db2, migrations.WithReservedWorker(1023)), name1, space)
+	wantConflict(t, migrations.Up(ctx, db2, migrations.Options{ReservedWorker: 1023}), name1, space)
 	// Another space, or none, is another matter.
-	if err := migrations.Up(ctx, db3, migrations.WithIDSpace(randomName("billing_"))); err != nil {
+	if err := migrations.Up(ctx, db3, migrations.Options{IDSpace: randomName("billing_")}); err != nil {
 		t.Errorf("Up in another ID space with worker 1023: %v", err)
 	}
 
@@ -264,7 +264,7 @@ func TestUpTwoDatabasesRace(t *testing.T) {
 		for i, db := range dbs {
 			wg.Go(func() {
 				<-start
-				errs[i] = migrations.Up(ctx, db, migrations.WithIDSpace(space))
+				errs[i] = migrations.Up(ctx, db, migrations.Options{IDSpace: space})
 			})
 		}
 		close(start)
@@ -286,7 +286,7 @@ func TestUpTwoDatabasesRace(t *testing.T) {
 		if errs[0] != nil && errs[1] != nil {
 			// Both saw each other's record: both must have taken theirs
 			// back, or neither could ever migrate.
-			if err := migrations.Up(ctx, dbs[0], migrations.WithIDSpace(space)); err != nil {
+			if err := migrations.Up(ctx, dbs[0], migrations.Options{IDSpace: space}); err != nil {
 				t.Fatalf("round %d: after both were refused, Up alone: %v", round, err)
 			}
 		}
@@ -328,7 +328,7 @@ func TestUpIDSpacePrivileges(t *testing.T) {
 	owner := openDB(t, withParams(t, base, role, nil))
 	space := randomName("priv_")
 
-	err := migrations.Up(ctx, owner, migrations.WithIDSpace(space))
+	err := migrations.Up(ctx, owner, migrations.Options{IDSpace: space})
 	if !errors.Is(err, migrations.ErrIDSpace) || !strings.Contains(err.Error(), "GRANT SET ON PARAMETER "+migrations.SpaceSetting) {
 		t.Fatalf("Up as a database owner without the grant: %v; want ErrIDSpace saying what to grant", err)
 	}
@@ -338,7 +338,7 @@ func TestUpIDSpacePrivileges(t *testing.T) {
 	if _, err := admin.ExecContext(ctx, "GRANT SET ON PARAMETER "+migrations.SpaceSetting+" TO "+ident); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations.Up(ctx, owner, migrations.WithIDSpace(space)); err != nil {
+	if err := migrations.Up(ctx, owner, migrations.Options{IDSpace: space}); err != nil {
 		t.Fatalf("Up with the grant: %v", err)
 	}
 	res, err := migrations.ReservedWorkers(ctx, owner)
@@ -386,10 +386,10 @@ func TestReservedWorkers(t *testing.T) {
 	space := randomName("list_")
 	url1, url2 := testenv.Postgres(t), testenv.Postgres(t)
 	db1, db2 := openDB(t, url1), openDB(t, url2)
-	if err := migrations.Up(ctx, db1, migrations.WithIDSpace(space)); err != nil {
+	if err := migrations.Up(ctx, db1, migrations.Options{IDSpace: space}); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations.Up(ctx, db2, migrations.WithIDSpace(space), migrations.WithReservedWorker(1000)); err != nil {
+	if err := migrations.Up(ctx, db2, migrations.Options{IDSpace: space, ReservedWorker: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	// A name that needs quoting, in SQL and in the record's literal.
@@ -398,7 +398,7 @@ func TestReservedWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenant := openDB(t, withParams(t, url2, "", map[string]string{"search_path": pgx.Identifier{odd}.Sanitize()}))
-	if err := migrations.Up(ctx, tenant, migrations.WithReservedWorker(999)); err != nil {
+	if err := migrations.Up(ctx, tenant, migrations.Options{ReservedWorker: 999}); err != nil {
 		t.Fatal(err)
 	}
 	name1 := strings.TrimPrefix(mustParse(t, url1).Path, "/")
@@ -418,8 +418,8 @@ func TestReservedWorkers(t *testing.T) {
 	}
 	// A third database of the space cannot take any of them.
 	db3 := openDB(t, testenv.Postgres(t))
-	wantConflict(t, migrations.Up(ctx, db3, migrations.WithIDSpace(space), migrations.WithReservedWorker(999)), name2, "te'n")
-	if err := migrations.Up(ctx, db3, migrations.WithIDSpace(space), migrations.WithReservedWorker(998)); err != nil {
+	wantConflict(t, migrations.Up(ctx, db3, migrations.Options{IDSpace: space, ReservedWorker: 999}), name2, "te'n")
+	if err := migrations.Up(ctx, db3, migrations.Options{IDSpace: space, ReservedWorker: 998}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"strconv"
@@ -19,84 +20,80 @@ import (
 )
 
 // DefaultLockTimeout is how long Up waits for another instance's migration
-// run to finish when WithLockTimeout is not given.
+// run to finish when Options.LockTimeout is zero.
 const DefaultLockTimeout = 5 * time.Minute
 
-// An Option changes what Up does.
-type Option func(*options) error
-
-type options struct {
-	logger         *slog.Logger
-	lockTimeout    time.Duration
-	reservedWorker int64  // < 0: leave as it is
-	idSpace        string // "": the one recorded, if any
+// Options configure Up. The zero value of every field is a safe default,
+// said in the field's doc, so migrations.Up(ctx, db) needs none. Up takes
+// at most one Options; a bad value, or more than one Options, is an error
+// wrapping idtype.ErrInvalidOptions that names the field.
+type Options struct {
+	// Logger receives a line for each migration Up applies. Nil means Up
+	// logs nothing.
+	Logger *slog.Logger
+	// LockTimeout bounds how long Up waits for the migration lock while
+	// another instance holds it; at least 1 s, since the lock is polled
+	// once a second. Zero means DefaultLockTimeout (5 minutes).
+	LockTimeout time.Duration
+	// ReservedWorker makes snowflake_id() use this worker number, 1..1023,
+	// instead of workerid.SQLWorker (1023), for a fleet whose worker leases
+	// must keep 1023, or a second schema or database whose IDs meet these
+	// (see the package doc). Up changes it after migrating, under the
+	// migration lock, and only when it differs; every session sees the new
+	// number from its next call. Postgres pools of package workerid read
+	// the number from the database and skip it.
+	//
+	// Choose it before the first ID is issued and keep it: IDs that
+	// snowflake_id() issued with the old number may collide with those of
+	// an app generator that later leases that number.
+	//
+	// Zero leaves the number as it is: workerid.SQLWorker on a fresh
+	// database, and what an earlier Up set otherwise (a database set to
+	// 1000 stays at 1000). Worker 0 cannot be reserved for SQL.
+	ReservedWorker int64
+	// IDSpace puts the database in the ID space of this name (1 to 63
+	// letters, digits, '_', '-', '.'). Databases of one PostgreSQL cluster
+	// whose IDs meet, such as the shards of one app, share a space, and Up
+	// refuses to give two of them one reserved worker (ErrWorkerConflict).
+	// Up records the database's space and its schemas' workers in the
+	// database's setting SpaceSetting, which every database of the cluster
+	// can read; once recorded, the database stays in its space. Writing
+	// the record takes a role that may set that setting (ErrIDSpace says
+	// how).
+	//
+	// Empty means the space the database is recorded in, if any, and Up
+	// keeps checking it; a database in no space is not compared with
+	// other databases, since separate databases cannot meet unless the
+	// app makes them.
+	IDSpace string
 }
 
-// WithLogger makes Up log each migration it applies to logger. Without it
-// Up logs nothing.
-func WithLogger(logger *slog.Logger) Option {
-	return func(o *options) error {
-		if logger == nil {
-			return fmt.Errorf("%w: WithLogger(nil)", idtype.ErrInvalidOptions)
-		}
-		o.logger = logger
-		return nil
+// resolve checks the options given to Up and fills in the defaults.
+func resolve(opts []Options) (Options, error) {
+	var o Options
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		return o, fmt.Errorf("%w: Up takes at most one Options, got %d", idtype.ErrInvalidOptions, len(opts))
 	}
-}
-
-// WithLockTimeout bounds how long Up waits for the migration lock while
-// another instance holds it; at least 1 s (it is polled once a second).
-// The default is DefaultLockTimeout.
-func WithLockTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: WithLockTimeout(%v) is under 1s", idtype.ErrInvalidOptions, d)
-		}
-		o.lockTimeout = d
-		return nil
+	if o.LockTimeout == 0 {
+		o.LockTimeout = DefaultLockTimeout
 	}
-}
-
-// WithReservedWorker makes snowflake_id() use worker number w, 0..1023,
-// instead of ReservedWorker, for a fleet whose worker leases must keep
-// 1023 (the worker-lease code reads the number with ReservedWorkerOf).
-// Up changes it after migrating, under the migration lock, and only when
-// it differs; every session sees the new number from its next call.
-//
-// Choose it before the first ID is issued and keep it: IDs that
-// snowflake_id() issued with the old number may collide with those of an
-// app generator that later leases that number.
-//
-// Without this option Up leaves the number as it is: a database set to
-// 1000 stays at 1000.
-func WithReservedWorker(w int64) Option {
-	return func(o *options) error {
-		if max := idtype.DefaultLayout.MaxWorker(); w < 0 || w > max {
-			return fmt.Errorf("%w: WithReservedWorker(%d) is outside 0..%d", idtype.ErrInvalidOptions, w, max)
-		}
-		o.reservedWorker = w
-		return nil
+	if o.LockTimeout < time.Second {
+		return o, fmt.Errorf("%w: LockTimeout %v is under 1s", idtype.ErrInvalidOptions, o.LockTimeout)
 	}
-}
-
-// WithIDSpace puts the database in the ID space name (1 to 63 letters,
-// digits, '_', '-', '.'). Databases of one PostgreSQL cluster whose IDs
-// meet, such as the shards of one app, share a space, and Up refuses to give
-// two of them one reserved worker (ErrWorkerConflict). Up records the
-// database's space and its schemas' workers in the database's setting
-// SpaceSetting, which every database of the cluster can read; once recorded,
-// the database stays in its space, and Up without this option keeps
-// checking. Writing the record takes a role that may set that setting
-// (ErrIDSpace says how). Without a space, databases are not compared:
-// separate databases cannot meet unless the app makes them.
-func WithIDSpace(name string) Option {
-	return func(o *options) error {
-		if err := checkSpaceName(name); err != nil {
-			return fmt.Errorf("%w: WithIDSpace: %v", idtype.ErrInvalidOptions, err)
-		}
-		o.idSpace = name
-		return nil
+	if max := idtype.DefaultLayout.MaxWorker(); o.ReservedWorker < 0 || o.ReservedWorker > max {
+		return o, fmt.Errorf("%w: ReservedWorker %d is outside 1..%d (zero leaves the number as it is)",
+			idtype.ErrInvalidOptions, o.ReservedWorker, max)
 	}
+	if o.IDSpace != "" {
+		if err := checkSpaceName(o.IDSpace); err != nil {
+			return o, fmt.Errorf("%w: IDSpace: %v", idtype.ErrInvalidOptions, err)
+		}
+	}
+	return o, nil
 }
 
 // Up applies every migration in FS that db has not run yet, each in its
@@ -108,25 +105,23 @@ func WithIDSpace(name string) Option {
 // Before it migrates anything, and at every call, Up makes sure that the
 // reserved worker snowflake_id() is to use is used by no other
 // snowflake_id() whose IDs can meet these: none in another schema of the
-// database, none in another database of its ID space (WithIDSpace). It
+// database, none in another database of its ID space (Options.IDSpace). It
 // refuses otherwise with ErrWorkerConflict, having created and changed
 // nothing.
 //
 // db must be a PostgreSQL database, through any database/sql driver (pgx's
 // stdlib, lib/pq). Migrations are created in the first schema of the
 // connection's search_path.
-func Up(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
-	o := options{lockTimeout: DefaultLockTimeout, reservedWorker: -1}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return err
-		}
+func Up(ctx context.Context, db *sql.DB, opts ...Options) (err error) {
+	o, err := resolve(opts)
+	if err != nil {
+		return err
 	}
 	locker, err := newLocker(o)
 	if err != nil {
 		return err
 	}
-	p, err := newProvider(db, o)
+	p, err := newProvider(db, FS, o)
 	if err != nil {
 		return err
 	}
@@ -158,8 +153,8 @@ func Up(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrations: up: %w", err)
 	}
-	if o.reservedWorker >= 0 {
-		if err := setReservedWorker(ctx, conn, o.reservedWorker); err != nil {
+	if o.ReservedWorker != 0 {
+		if err := setReservedWorker(ctx, conn, o.ReservedWorker); err != nil {
 			return err
 		}
 	}
@@ -167,14 +162,25 @@ func Up(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 }
 
 // Version returns the number of the last migration applied to db, 0 for
-// none.
+// none. It only reads: on a database Up has not run on it answers 0 and
+// creates nothing, and it answers on a read-only connection, a standby,
+// or for a role that may not create tables. Migrations are looked for on
+// the connection's search_path, where Up creates them.
 func Version(ctx context.Context, db *sql.DB) (int64, error) {
-	p, err := newProvider(db, options{lockTimeout: DefaultLockTimeout})
-	if err != nil {
-		return 0, err
+	if db == nil {
+		return 0, fmt.Errorf("%w: nil *sql.DB", idtype.ErrInvalidOptions)
 	}
-	v, err := p.GetDBVersion(ctx)
-	if err != nil {
+	// goose's own GetDBVersion creates its table first, which a read-only
+	// database refuses (after retries): ask the catalog, then the table.
+	var exists bool
+	if err := db.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", VersionTable).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("migrations: version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int64
+	if err := db.QueryRowContext(ctx, "SELECT COALESCE(max(version_id), 0) FROM "+VersionTable).Scan(&v); err != nil {
 		return 0, fmt.Errorf("migrations: version: %w", err)
 	}
 	return v, nil
@@ -182,8 +188,8 @@ func Version(ctx context.Context, db *sql.DB) (int64, error) {
 
 // newLocker returns goose's session locker on MigrationLockKey, polled
 // once a second for the lock timeout.
-func newLocker(o options) (lock.SessionLocker, error) {
-	tries := uint64(math.Ceil(o.lockTimeout.Seconds()))
+func newLocker(o Options) (lock.SessionLocker, error) {
+	tries := uint64(math.Ceil(o.LockTimeout.Seconds()))
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(MigrationLockKey), lock.WithLockTimeout(1, tries))
 	if err != nil {
 		return nil, fmt.Errorf("migrations: lock: %w", err)
@@ -191,9 +197,9 @@ func newLocker(o options) (lock.SessionLocker, error) {
 	return locker, nil
 }
 
-// newProvider returns goose's provider for FS, without a lock: Up holds
-// the lock itself.
-func newProvider(db *sql.DB, o options) (*goose.Provider, error) {
+// newProvider returns goose's provider for fsys (FS, or a test's), without
+// a lock: Up holds the lock itself.
+func newProvider(db *sql.DB, fsys fs.FS, o Options) (*goose.Provider, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", idtype.ErrInvalidOptions)
 	}
@@ -201,12 +207,12 @@ func newProvider(db *sql.DB, o options) (*goose.Provider, error) {
 		goose.WithTableName(VersionTable),
 		goose.WithDisableGlobalRegistry(true),
 	}
-	if o.logger != nil {
-		popts = append(popts, goose.WithSlog(o.logger), goose.WithVerbose(true))
+	if o.Logger != nil {
+		popts = append(popts, goose.WithSlog(o.Logger), goose.WithVerbose(true))
 	} else {
 		popts = append(popts, goose.WithLogger(goose.NopLogger()))
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, FS, popts...)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, popts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
@@ -214,7 +220,7 @@ func newProvider(db *sql.DB, o options) (*goose.Provider, error) {
 }
 
 // ReservedWorkerOf returns the worker number snowflake_id() uses in db:
-// ReservedWorker unless Up was given WithReservedWorker. Worker leases
+// workerid.SQLWorker unless Up was given Options.ReservedWorker. Worker leases
 // read it to know which number to skip. The error wraps ErrNotMigrated
 // when db has no snowflake_id().
 func ReservedWorkerOf(ctx context.Context, db *sql.DB) (int64, error) {

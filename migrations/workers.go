@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/idtype/workerid"
 )
 
 // This file keeps two snowflake_id() functions whose IDs can meet off one
@@ -27,7 +28,7 @@ import (
 //
 // Databases cannot see each other's functions, and most databases of a
 // cluster belong to apps whose IDs never meet. Those that do (shards of one
-// app) say so by sharing an ID space (WithIDSpace). Each database of a
+// app) say so by sharing an ID space (Options.IDSpace). Each database of a
 // space records its schemas and their workers in a setting of its own,
 // ALTER DATABASE ... SET snowkey.reserved_workers = '{"space":...}', which
 // PostgreSQL keeps in the shared catalog pg_db_role_setting, readable from
@@ -39,7 +40,7 @@ import (
 // own reserved worker, given by the operator (see the package doc).
 
 // SpaceSetting is the per-database setting in which Up records the ID space
-// of a database and the reserved workers of its schemas (WithIDSpace), as
+// of a database and the reserved workers of its schemas (Options.IDSpace), as
 // JSON: {"space":"orders","schemas":{"public":1023}}.
 const SpaceSetting = "snowkey.reserved_workers"
 
@@ -116,7 +117,7 @@ type queryer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// workerSource matches the body migrations and WithReservedWorker give
+// workerSource matches the body migrations and Options.ReservedWorker give
 // snowflake_reserved_worker().
 var workerSource = regexp.MustCompile(`^\s*(?i:select)\s+(\d{1,4})\s*::\s*bigint\s*;?\s*$`)
 
@@ -226,9 +227,9 @@ func sqlLiteral(s string) string {
 }
 
 // freeWorker suggests a number for an error message: the largest one that
-// none of used takes.
+// none of used takes (never 0, which Options.ReservedWorker cannot set).
 func freeWorker(used []int64) int64 {
-	for w := idtype.DefaultLayout.MaxWorker(); w >= 0; w-- {
+	for w := idtype.DefaultLayout.MaxWorker(); w > 0; w-- {
 		if !slices.Contains(used, w) {
 			return w
 		}
@@ -239,7 +240,7 @@ func freeWorker(used []int64) int64 {
 // checkWorkers runs inside Up's migration lock, before anything is
 // migrated: it refuses a reserved worker that another snowflake_id() whose
 // IDs can meet these uses, and records the database in its ID space.
-func checkWorkers(ctx context.Context, q queryer, o options) error {
+func checkWorkers(ctx context.Context, q queryer, o Options) error {
 	var target sql.NullString
 	if err := q.QueryRowContext(ctx, "SELECT current_schema()").Scan(&target); err != nil {
 		return fmt.Errorf("migrations: find the schema to migrate: %w", err)
@@ -257,7 +258,7 @@ func checkWorkers(ctx context.Context, q queryer, o options) error {
 		}
 	}
 
-	w := ReservedWorker
+	w := workerid.SQLWorker
 	var used []int64
 	for _, r := range schemas {
 		used = append(used, r.Worker)
@@ -265,15 +266,15 @@ func checkWorkers(ctx context.Context, q queryer, o options) error {
 			w = r.Worker
 		}
 	}
-	if o.reservedWorker >= 0 {
-		w = o.reservedWorker
+	if o.ReservedWorker != 0 {
+		w = o.ReservedWorker
 	}
 	for _, r := range schemas {
 		if r.Schema != target.String && r.Worker == w {
 			return fmt.Errorf("%w: schema %q of database %q would get worker %d, which schema %q uses already: "+
 				"both would issue the same IDs. Up migrates the first schema of the connection's search_path; "+
 				"if the migrations belong in %q, put it first in search_path. If %q needs a snowflake_id() of its own, "+
-				"run Up with WithReservedWorker(%d), a number no other schema, database or worker lease of these IDs uses, "+
+				"run Up with Options{ReservedWorker: %d}, a number no other schema, database or worker lease of these IDs uses, "+
 				"and keep app leases off it (workerid.Options.Reserved)",
 				ErrWorkerConflict, target.String, db, w, r.Schema, r.Schema, target.String, freeWorker(append(used, w)))
 		}
@@ -284,12 +285,12 @@ func checkWorkers(ctx context.Context, q queryer, o options) error {
 		return err
 	}
 	own, recorded := recs[db]
-	space := o.idSpace
+	space := o.IDSpace
 	switch {
 	case recorded && space == "":
 		space = own.Space
 	case recorded && space != own.Space:
-		return fmt.Errorf("%w: database %q is recorded in ID space %q, and Up was given WithIDSpace(%q). "+
+		return fmt.Errorf("%w: database %q is recorded in ID space %q, and Up was given Options{IDSpace: %q}. "+
 			"A database belongs to one space; to move it, ALTER DATABASE %s RESET %s and run Up again",
 			ErrIDSpace, db, own.Space, space, pgx.Identifier{db}.Sanitize(), SpaceSetting)
 	}
@@ -336,7 +337,7 @@ func checkWorkers(ctx context.Context, q queryer, o options) error {
 			}
 			err := fmt.Errorf("%w: database %q (schema %q) of ID space %q would get worker %d, which database %q "+
 				"(schema %q) of the space uses already: both would issue the same IDs. Run Up with "+
-				"WithReservedWorker(%d), a number no schema, database or worker lease of the space uses, and keep "+
+				"Options{ReservedWorker: %d}, a number no schema, database or worker lease of the space uses, and keep "+
 				"app leases off it (workerid.Options.Reserved)",
 				ErrWorkerConflict, db, target.String, space, w, name, schema, freeWorker(append(append(used, w), spaceUsed...)))
 			if werr := writeRecord(ctx, q, db, restore); werr != nil {
@@ -351,7 +352,7 @@ func checkWorkers(ctx context.Context, q queryer, o options) error {
 // ReservedWorkers lists the reserved workers of every snowflake_id() whose
 // IDs can meet those of db's database: the one of every schema of the
 // database that has one, and, when the database is in an ID space
-// (WithIDSpace), those that the other databases of the cluster recorded in
+// (Options.IDSpace), those that the other databases of the cluster recorded in
 // that space. An app's worker leases must skip every number in it: pass
 // them in workerid.Options.Reserved. Databases in other clusters are not
 // in it.

@@ -2,6 +2,7 @@ package sqltype_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -168,4 +169,63 @@ func scanArray[T any](b *testing.B, conn *pgx.Conn, dst *T) {
 	if err := conn.QueryRow(context.Background(), "SELECT array_agg(id) FROM keys").Scan(dst); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// jsonNulls and jsonNullInt64s are one record with NullID fields and with
+// the *int64 ",string" fields a hand-written model would use; jsonLists
+// holds a list of 100 keys as sqltype.IDs and as a plain []idtype.ID,
+// which encoding/json writes through each ID's MarshalText.
+type (
+	jsonNulls struct {
+		ID       sqltype.NullID `json:"id"`
+		AuthorID sqltype.NullID `json:"author_id"`
+		ParentID sqltype.NullID `json:"parent_id"`
+	}
+	jsonNullInt64s struct {
+		ID       *int64 `json:"id,string"`
+		AuthorID *int64 `json:"author_id,string"`
+		ParentID *int64 `json:"parent_id,string"`
+	}
+	jsonIDs   struct{ Tags sqltype.IDs }
+	jsonSlice struct{ Tags []idtype.ID }
+)
+
+// BenchmarkJSON measures encoding/json (v1) writing NullID and IDs, each
+// beside what a model without sqltype would hold; the "paired" runs time
+// both sides in every op. NullID must write null, which a MarshalText
+// cannot, so it keeps a MarshalJSON, whose output encoding/json re-scans.
+func BenchmarkJSON(b *testing.B) {
+	a, c, d := int64(2116681624581046272), int64(2116681624581046273), int64(2116681624581046274)
+	nulls := jsonNulls{sqltype.NewNullID(idtype.ID(a)), sqltype.NewNullID(idtype.ID(c)), sqltype.NewNullID(idtype.ID(d))}
+	ptrs := jsonNullInt64s{&a, &c, &d}
+	ids := jsonIDs{Tags: make(sqltype.IDs, 100)}
+	for i := range ids.Tags {
+		ids.Tags[i] = idtype.ID(a + int64(i))
+	}
+	slice := jsonSlice{Tags: ids.Tags}
+	marshal := func(v any) func() {
+		return func() {
+			if _, err := json.Marshal(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    any
+	}{{"NullID", &nulls}, {"int64-string-ptr", &ptrs}, {"IDs", &ids}, {"ID-slice", &slice}} {
+		b.Run("marshal/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			f := marshal(c.v)
+			for b.Loop() {
+				f()
+			}
+		})
+	}
+	b.Run("marshal/paired NullID", func(b *testing.B) {
+		paired(b, marshal(&nulls), marshal(&ptrs), "NullID/int64-string")
+	})
+	b.Run("marshal/paired IDs", func(b *testing.B) {
+		paired(b, marshal(&ids), marshal(&slice), "IDs/ID-slice")
+	})
 }

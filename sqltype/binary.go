@@ -116,7 +116,7 @@ func parseBinaryArray(src []byte) (IDs, error) {
 		rest = rest[size:]
 		if width == 0 {
 			if err := out[i].UnmarshalText(elem); err != nil {
-				return nil, fail(kindOf(err), "element %d %s", i, quoteInput(elem))
+				return nil, fail(kindOf(err), "element %d %s", i, idtype.DescribeInput(elem))
 			}
 			continue
 		}

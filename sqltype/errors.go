@@ -2,7 +2,6 @@ package sqltype
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/snowkeyhq/snowkey/idtype"
 )
@@ -18,28 +17,6 @@ var (
 	// {{1,2},{3,4}}, where IDs holds a flat list.
 	ErrDimensions = errors.New("array has more than one dimension (IDs is a flat list)")
 )
-
-// maxInputInError bounds how much of a bad input an error repeats, the
-// same bound idtype uses.
-const maxInputInError = 64
-
-// quoteInput renders bad input for an *idtype.Error, cut short when long,
-// the way idtype renders its own.
-func quoteInput(b []byte) string {
-	if len(b) > maxInputInError {
-		return fmt.Sprintf("%q... (%d bytes)", b[:maxInputInError], len(b))
-	}
-	return fmt.Sprintf("%q", b)
-}
-
-// describeValue names a value's Go type and value, for Scan errors.
-func describeValue(v any) string {
-	s := fmt.Sprintf("%T(%v)", v, v)
-	if len(s) > maxInputInError {
-		s = s[:maxInputInError] + "..."
-	}
-	return s
-}
 
 // kindOf returns the kind of failure inside an error from idtype (the Err
 // of its *idtype.Error), so that it can be re-wrapped with this package's

@@ -32,7 +32,6 @@ func TestIDsScan(t *testing.T) {
 		{`{"1\2"}`, IDs{12}},       // with escapes
 		{"[0:1]={5,6}", IDs{5, 6}}, // and a lower bound other than 1
 		{"[-2:-2]={7}", IDs{7}},    // even a negative one
-		{"{007}", IDs{7}},          // leading zeros, as Parse allows
 		{"{1,1,1}", IDs{1, 1, 1}},  // duplicates are the caller's business
 		{"{\t1,\n2\r}", IDs{1, 2}}, // any space array_in skips
 		{"{" + strings.Repeat("1,", 999) + "1}", manyOnes(1000)},
@@ -64,6 +63,8 @@ func TestIDsScan(t *testing.T) {
 		{"{x}", idtype.ErrSyntax, `element 0 "x"`},
 		{"{1.5}", idtype.ErrSyntax, "fraction"},
 		{"{1e3}", idtype.ErrSyntax, "exponent"},
+		{"{007}", idtype.ErrSyntax, `element 0 "007": not a decimal integer: leading zero`}, // one spelling, as Parse
+		{`{"007"}`, idtype.ErrSyntax, "leading zero"},
 		{`{""}`, idtype.ErrEmpty, "element 0"},
 		{"{9223372036854775808}", idtype.ErrRange, "element 0"},
 		{"{{1,2},{3,4}}", ErrDimensions, "nested"},
@@ -140,6 +141,19 @@ func TestIDsJSON(t *testing.T) {
 		if err != nil || string(b) != tc.want {
 			t.Errorf("Marshal(%v) = %s, %v; want %s", tc.ids, b, err, tc.want)
 		}
+		in := struct {
+			P *IDs `json:"p"`
+			V IDs  `json:"v"`
+		}{&tc.ids, tc.ids}
+		b, err = json.Marshal(in)
+		if want := `{"p":` + tc.want + `,"v":` + tc.want + `}`; err != nil || string(b) != want {
+			t.Errorf("Marshal in a struct = %s, %v; want %s", b, err, want)
+		}
+	}
+	// encoding/json writes IDs through its elements' MarshalText; a
+	// MarshalJSON would have its output re-scanned (see ids.go).
+	if _, ok := any(IDs{}).(json.Marshaler); ok {
+		t.Error("IDs implements json.Marshaler")
 	}
 
 	unmarshal := []struct {

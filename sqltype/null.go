@@ -59,12 +59,14 @@ func (n NullID) Value() (driver.Value, error) {
 func (NullID) GormDataType() string { return "bigint" }
 
 // MarshalJSON writes null when n is not valid and the ID as a quoted
-// decimal otherwise.
+// decimal otherwise, as encoding/json writes an idtype.ID.
 func (n NullID) MarshalJSON() ([]byte, error) {
 	if !n.Valid {
 		return []byte("null"), nil
 	}
-	return n.ID.MarshalJSON()
+	b := append(make([]byte, 0, 22), '"')
+	b, _ = n.ID.AppendText(b)
+	return append(b, '"'), nil
 }
 
 // UnmarshalJSON reads null as Valid == false and anything else as

@@ -28,7 +28,6 @@ var (
 	_ sql.Scanner                        = (*IDs)(nil)
 	_ driver.Valuer                      = IDs(nil)
 	_ pgtype.ArrayGetter                 = IDs(nil)
-	_ json.Marshaler                     = IDs(nil)
 	_ json.Unmarshaler                   = (*IDs)(nil)
 	_ interface{ GormDataType() string } = IDs(nil)
 )

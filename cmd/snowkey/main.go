@@ -7,10 +7,12 @@
 //	snowkey at 2026-11-01T00:00:00Z
 //
 // Exit status: 0 on success, 1 when an input is bad or an ID cannot be
-// issued, 2 on a usage error.
+// issued, 2 on a usage error (an unknown flag, a missing argument), which
+// is printed once, on standard error.
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -45,7 +47,10 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run is main without the process: it returns the exit status.
+// run is main without the process: it returns the exit status. Output goes
+// through one buffer, written out when it fills and when run returns,
+// before any error is printed: gen writes millions of lines, and a write
+// per line would cost a system call each.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
@@ -54,17 +59,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	out := bufio.NewWriterSize(stdout, 64<<10)
 	var err error
 	switch args[0] {
 	case "decode":
-		err = decode(args[1:], stdout, stderr)
+		err = decode(args[1:], out, stderr)
 	case "gen":
-		err = gen(args[1:], stdout, stderr)
+		err = gen(args[1:], out)
 	case "at":
-		err = at(args[1:], stdout, stderr)
+		err = at(args[1:], out)
 	default:
 		fmt.Fprintf(stderr, "snowkey: unknown command %q\n\n%s", args[0], usage)
 		return 2
+	}
+	if ferr := out.Flush(); err == nil {
+		err = ferr
 	}
 	switch {
 	case err == nil:
@@ -72,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "snowkey %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "snowkey %s: %v\nRun 'snowkey %s --help' for usage.\n", args[0], err, args[0])
 		return 2
 	default:
 		fmt.Fprintf(stderr, "snowkey %s: %v\n", args[0], err)
@@ -117,12 +126,26 @@ func parseTime(s string) (time.Time, error) {
 // parseArgs parses flags wherever they stand among the arguments, as in
 // "snowkey decode 123 --json", and returns the other arguments in order.
 // The standard flag package stops at the first non-flag, which would make
-// "--json" an ID. Everything after "--" is an argument.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+// "--json" an ID. Everything after "--" is an argument, and so is a
+// negative number, as in "snowkey decode -1", which is a bad ID to report,
+// not an unknown flag.
+//
+// A flag error wraps errUsage; --help prints the command's help to out and
+// returns flag.ErrHelp.
+func parseArgs(fs *flag.FlagSet, args []string, out io.Writer) ([]string, error) {
 	var rest []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if len(args) > 0 && isNegativeNumber(args[0]) {
+			rest = append(rest, args[0])
+			args = args[1:]
+			continue
+		}
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(out)
+			fs.Usage()
 			return nil, err
+		} else if err != nil {
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
 		left := fs.Args()
 		if consumed := len(args) - len(left); consumed > 0 && args[consumed-1] == "--" {
@@ -136,11 +159,19 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func newFlagSet(name string, stderr io.Writer, help string) *flag.FlagSet {
+// isNegativeNumber reports whether arg is "-" and a digit, an argument
+// and not a flag: no flag's name starts with a digit.
+func isNegativeNumber(arg string) bool {
+	return len(arg) > 1 && arg[0] == '-' && arg[1] >= '0' && arg[1] <= '9'
+}
+
+// newFlagSet returns a flag set that prints nothing itself: run prints a
+// flag error once, and parseArgs prints the help when asked.
+func newFlagSet(name, help string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, help)
+		fmt.Fprint(fs.Output(), help)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -154,11 +185,11 @@ type decoded struct {
 	Sequence int64     `json:"sequence"`
 }
 
-func decode(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("decode", stderr, "Usage: snowkey decode [flags] <id>...\n\nPrints the time, worker and sequence of each ID.\n\n")
+func decode(args []string, stdout *bufio.Writer, stderr io.Writer) error {
+	fs := newFlagSet("decode", "Usage: snowkey decode [flags] <id>...\n\nPrints the time, worker and sequence of each ID.\n\n")
 	asJSON := fs.Bool("json", false, "print one JSON object a line")
 	layout := layoutFlags(fs)
-	ids, err := parseArgs(fs, args)
+	ids, err := parseArgs(fs, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -174,6 +205,10 @@ func decode(args []string, stdout, stderr io.Writer) error {
 	for _, arg := range ids {
 		id, err := idtype.Parse(arg)
 		if err != nil {
+			// In order with the lines before it, when both go to a terminal.
+			if err := stdout.Flush(); err != nil {
+				return err
+			}
 			fmt.Fprintf(stderr, "snowkey decode: %v\n", err)
 			bad = errors.New("some IDs could not be read")
 			continue
@@ -191,12 +226,12 @@ func decode(args []string, stdout, stderr io.Writer) error {
 	return bad
 }
 
-func gen(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gen", stderr, "Usage: snowkey gen [flags] --worker W\n\nPrints new IDs, one a line. --worker is required: give each process that\ngenerates IDs its own number, one that no app lease and no database\n(snowflake_reserved_worker()) uses; two generators with one worker number\nissue the same IDs.\n\n")
+func gen(args []string, stdout io.Writer) error {
+	fs := newFlagSet("gen", "Usage: snowkey gen [flags] --worker W\n\nPrints new IDs, one a line. --worker is required: give each process that\ngenerates IDs its own number, one that no app lease and no database\n(snowflake_reserved_worker()) uses; two generators with one worker number\nissue the same IDs.\n\n")
 	n := fs.Int("n", 1, "how many IDs")
 	worker := fs.Int64("worker", 0, "worker number, 0 to 2^worker-bits - 1 (required)")
 	layout := layoutFlags(fs)
-	extra, err := parseArgs(fs, args)
+	extra, err := parseArgs(fs, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -221,23 +256,33 @@ func gen(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	buf := make([]idtype.ID, min(*n, 4096))
+	// One NextN takes what one millisecond holds, 2^SequenceBits IDs, so
+	// that it waits for the clock at most once, well within the
+	// generator's MaxWait, whatever the layout: a single NextN of more
+	// would have to wait for several milliseconds in one call (and fail
+	// with ErrClockBehind past MaxWait, 1,000 IDs with --sequence-bits 0).
+	buf := make([]idtype.ID, min(*n, int(l.MaxSequence()+1), maxBatch))
+	var line []byte
 	for left := *n; left > 0; left -= len(buf) {
 		buf = buf[:min(left, len(buf))]
 		if err := g.NextN(buf); err != nil {
 			return err
 		}
-		var line []byte
+		line = line[:0]
 		for _, id := range buf {
-			line, _ = id.AppendText(line[:0])
+			line, _ = id.AppendText(line)
 			line = append(line, '\n')
-			if _, err := stdout.Write(line); err != nil {
-				return err
-			}
+		}
+		if _, err := stdout.Write(line); err != nil {
+			return err
 		}
 	}
 	return nil
 }
+
+// maxBatch bounds one NextN of gen, and so its buffers, for layouts whose
+// millisecond holds millions of IDs.
+const maxBatch = 4096
 
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {
@@ -246,10 +291,10 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-func at(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("at", stderr, "Usage: snowkey at [flags] <RFC 3339 time>\n\nPrints the smallest ID any worker can issue at that time:\n  SELECT ... WHERE id >= <it>\n\n")
+func at(args []string, stdout io.Writer) error {
+	fs := newFlagSet("at", "Usage: snowkey at [flags] <RFC 3339 time>\n\nPrints the smallest ID any worker can issue at that time:\n  SELECT ... WHERE id >= <it>\n\n")
 	layout := layoutFlags(fs)
-	times, err := parseArgs(fs, args)
+	times, err := parseArgs(fs, args, stdout)
 	if err != nil {
 		return err
 	}

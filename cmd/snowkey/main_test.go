@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -132,5 +135,113 @@ func TestGenNeedsWorker(t *testing.T) {
 	// An explicit 0 is the caller's choice, and works.
 	if code, out, errOut := runCLI("gen", "--worker", "0", "-n", "2"); code != 0 || len(strings.Fields(out)) != 2 {
 		t.Errorf("gen --worker 0 = exit %d, %q, %q", code, out, errOut)
+	}
+}
+
+// TestUsageErrorsOnce: a usage error exits 2 and is printed once, with a
+// pointer to the help, not the help itself.
+func TestUsageErrorsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"decode", "--bogus", "1"}, "flag provided but not defined: -bogus"},
+		{[]string{"gen", "--worker"}, "flag needs an argument: -worker"},
+		{[]string{"gen", "--worker", "x"}, `invalid value "x" for flag -worker`},
+		{[]string{"at", "--epoch"}, "flag needs an argument: -epoch"},
+		{[]string{"gen", "-n", "5"}, "--worker is required"},
+	} {
+		code, out, errOut := runCLI(tc.args...)
+		if code != 2 || out != "" || strings.Count(errOut, tc.msg) != 1 || strings.Contains(errOut, "Usage:") {
+			t.Errorf("%q = exit %d, stdout %q, stderr %q; want exit 2 and %q once, without the help", tc.args, code, out, errOut, tc.msg)
+		}
+	}
+}
+
+// TestDecodeNegative: "-1" is an ID to refuse as negative, not a flag.
+func TestDecodeNegative(t *testing.T) {
+	for _, args := range [][]string{{"decode", "-1"}, {"decode", "5", "-1", "--json"}, {"decode", "--", "-1"}} {
+		code, _, errOut := runCLI(args...)
+		if code != 1 || !strings.Contains(errOut, `"-1": negative`) || strings.Contains(errOut, "flag") {
+			t.Errorf("%q = exit %d, stderr %q; want exit 1 reporting a negative ID", args, code, errOut)
+		}
+	}
+	// A flag's negative value is still the flag's.
+	if code, _, errOut := runCLI("gen", "--worker", "1", "-n", "-1"); code != 2 || !strings.Contains(errOut, "-n -1 is negative") {
+		t.Errorf("gen -n -1 = exit %d, %q; want exit 2, -n -1 is negative", code, errOut)
+	}
+}
+
+// TestGenSmallSequence: with no sequence bits a millisecond holds one ID,
+// and gen still prints all it was asked for, taking one NextN per
+// millisecond. The control shows the fault it avoids: one NextN of the
+// whole batch must wait 1.5 s for the clock, past the default MaxWait.
+func TestGenSmallSequence(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
+	code, out, errOut := runCLI("gen", "--worker", "5", "--sequence-bits", "0", "-n", "1500")
+	lines := strings.Fields(out)
+	if code != 0 || len(lines) != 1500 {
+		t.Fatalf("gen --sequence-bits 0 -n 1500 = exit %d, %d IDs, %q", code, len(lines), errOut)
+	}
+	l := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 10, SequenceBits: 0}
+	var last idtype.ID
+	for _, s := range lines {
+		id, err := idtype.Parse(s)
+		if err != nil || id <= last || l.Decode(id).Worker != 5 {
+			t.Fatalf("line %q: %d, %v", s, id, err)
+		}
+		last = id
+	}
+	g, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 5, Layout: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.NextN(make([]idtype.ID, 1500)); !errors.Is(err, idtype.ErrClockBehind) {
+		t.Fatalf("control: one NextN of 1,500 one-a-millisecond IDs: %v, want ErrClockBehind", err)
+	}
+}
+
+// writeCounter counts the writes that reach it.
+type writeCounter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// TestGenBuffersOutput: gen writes its lines in buffers of 64 KiB, not one
+// write (a system call on a pipe) per ID, and every line arrives.
+func TestGenBuffersOutput(t *testing.T) {
+	var out writeCounter
+	var errb bytes.Buffer
+	if code := run([]string{"gen", "--worker", "3", "-n", "100000"}, &out, &errb); code != 0 {
+		t.Fatalf("gen = exit %d, %q", code, errb.String())
+	}
+	if n := strings.Count(out.String(), "\n"); n != 100000 {
+		t.Fatalf("%d lines, want 100000", n)
+	}
+	// 100,000 lines of 20 bytes: 2 MB, 31 buffers of 64 KiB.
+	if want := out.Len()/(64<<10) + 1; out.writes > want {
+		t.Fatalf("%d writes for %d bytes; want at most %d", out.writes, out.Len(), want)
+	}
+}
+
+// failWriter fails every write, as a closed pipe does.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("write |1: broken pipe") }
+
+// TestGenWriteError: a failed write ends gen with exit 1 and the error.
+func TestGenWriteError(t *testing.T) {
+	var errb bytes.Buffer
+	if code := run([]string{"gen", "--worker", "3", "-n", "100000"}, failWriter{}, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "broken pipe") {
+		t.Fatalf("gen into a failing writer = exit %d, %q; want exit 1 and the write error", code, errb.String())
+	}
+	if code := run([]string{"decode", "5"}, failWriter{}, &errb); code != 1 {
+		t.Fatalf("decode into a failing writer = exit %d; want 1, the error of the final flush", code)
 	}
 }

@@ -53,7 +53,7 @@ func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtyp
 		}
 		a.onClose(lease.Close)
 		a.leaseDone = lease.Done()
-		gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: lease})
+		gen, err := lease.NewGenerator()
 		if err != nil {
 			return nil, err
 		}

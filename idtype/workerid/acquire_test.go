@@ -12,7 +12,6 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // sixBits is a layout with 64 worker numbers.
@@ -142,6 +141,9 @@ func TestOptions(t *testing.T) {
 		{"reserved out of range", Options{Layout: sixBits, Reserved: []int64{64}}, "Reserved number 64 is outside 0..63"},
 		{"bad layout", Options{Layout: idtype.Layout{WorkerBits: 40}}, "Layout"},
 		{"negative start wait", Options{MaxStartWait: -1}, "MaxStartWait"},
+		{"negative drift", Options{MaxDrift: -time.Millisecond}, "MaxDrift -1ms is outside"},
+		{"drift over the cap", Options{MaxDrift: idtype.MaxDriftCap + time.Millisecond}, "MaxDrift 10.001s is outside"},
+		{"never wait", Options{MaxWait: -1}, ""},
 		{"everything reserved", Options{Layout: idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 1, SequenceBits: 12},
 			Reserved: []int64{0, 1}}, "leaves no worker number"},
 	}
@@ -187,18 +189,12 @@ func TestRedisPrefersUsedNumbers(t *testing.T) {
 	}
 }
 
-func TestReservedWorkerMatchesMigrations(t *testing.T) {
-	if sqlWorker != migrations.ReservedWorker {
-		t.Fatalf("workerid skips %d, but snowflake_id() uses migrations.ReservedWorker = %d", sqlWorker, migrations.ReservedWorker)
-	}
-}
-
 // TestPostgresSkipsDatabaseReserved: a Postgres pool skips the number the
 // database's snowflake_id() uses, also when it was moved.
 func TestPostgresSkipsDatabaseReserved(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	db := openDB(t, dsn)
-	if err := migrations.Up(t.Context(), db, migrations.WithReservedWorker(2)); err != nil {
+	if err := MigrateDB(t.Context(), db, 2); err != nil {
 		t.Fatal(err)
 	}
 	twoBits := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}

@@ -29,7 +29,7 @@ func benchGenerators(b *testing.B, l idtype.Layout) (fixed, leased *idtype.Gener
 	p := redisPool(b, testenv.Redis(b), testenv.KeyPrefix(b), Options{Layout: l, TTL: DefaultTTL})
 	seedMarks(b, p)
 	lease := acquire(b, p)
-	leased, err = idtype.NewGenerator(idtype.GeneratorOptions{Lease: lease})
+	leased, err = lease.NewGenerator()
 	if err != nil {
 		b.Fatal(err)
 	}

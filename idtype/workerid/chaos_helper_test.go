@@ -243,7 +243,7 @@ func chaosIssuer() int {
 			sleep(20 * time.Millisecond)
 			continue
 		}
-		gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: l})
+		gen, err := l.NewGenerator()
 		if err != nil {
 			return fail(err)
 		}

@@ -121,7 +121,7 @@ func crashHelper() int {
 			if err != nil {
 				return nil, nil, err
 			}
-			g, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: l})
+			g, err := l.NewGenerator()
 			return l, g, err
 		}
 	}
@@ -339,9 +339,9 @@ func runCrash(t *testing.T, self string, env []string) {
 		// The point of the test: the restarted worker's clock read earlier
 		// than the killed worker's last ID, so only the high-water mark
 		// kept it from reissuing.
-		if lastAt := crashLayout.Decode(last).Time; !msTime(info.AskedMs).Before(lastAt) {
+		if lastAt := crashLayout.Decode(last).Time; !unixMsTime(info.AskedMs).Before(lastAt) {
 			t.Fatalf("restarted worker %d asked at %s, after the killed one's last ID at %s: its clock was not behind",
-				info.Worker, msTime(info.AskedMs), lastAt)
+				info.Worker, unixMsTime(info.AskedMs), lastAt)
 		}
 	}
 	t.Logf("%d IDs from %d processes, no duplicate", total, len(all))

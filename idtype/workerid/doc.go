@@ -6,12 +6,25 @@
 //	pool, err := workerid.Redis(rdb, workerid.Options{Namespace: "api"})
 //	// or: workerid.Postgres(db, opts), after migrations.Up(ctx, db)
 //	lease, err := pool.Acquire(ctx)
+//	if err != nil {
+//		return err
+//	}
 //	defer lease.Close(ctx)
-//	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: lease})
+//	gen, err := lease.NewGenerator()
 //
-// A box that runs a single generator needs none of this: give it a fixed
-// number, idtype.GeneratorOptions{Worker: n}, and keep n out of every pool's range
-// with Options.Reserved.
+// The lease builds its one generator (Lease.NewGenerator) and drives it:
+// calls go one way, from the lease to the generator's idtype.Gate, never
+// back. A box that runs a single generator needs none of this: give it a
+// fixed number, idtype.GeneratorOptions{Worker: n}, and keep n out of every
+// pool's range with Options.Reserved.
+//
+// # Options
+//
+// Redis and Postgres take one Options struct by value, as every snowkey
+// constructor takes one options struct: the zero value of each field is
+// the default its doc names, and a bad value is an error wrapping
+// idtype.ErrInvalidOptions that names the field. The generators on a
+// pool's leases follow its Layout, Clock, MaxWait and MaxDrift.
 //
 // # How IDs stay unique
 //
@@ -144,7 +157,8 @@
 //
 // PostgreSQL: table snowkey_worker_leases (namespace, worker, owner,
 // holder, expires_at, high_water, start_after, acquired_at, renewed_at),
-// from migrations/00002_worker_leases.sql.
+// from sql/00002_worker_leases.sql beside this package's queries
+// (Migrations), which migrations.Up applies.
 //
 // # Watching a lease
 //

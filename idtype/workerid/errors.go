@@ -18,6 +18,10 @@ var (
 	// this lease's renewals stopped for longer than its TTL and the number
 	// was taken over. Errors that wrap it wrap idtype.ErrLeaseLost too.
 	ErrTaken = errors.New("workerid: worker number taken by another owner")
+	// ErrLeaseInUse means Lease.NewGenerator was called on a lease that
+	// has its generator already: one lease serves one generator, since two
+	// on one worker number would issue the same IDs.
+	ErrLeaseInUse = errors.New("workerid: the lease has its generator already")
 	// ErrStore means the store (Redis or PostgreSQL) failed or answered
 	// something unexpected; the error wraps the store's own error.
 	ErrStore = errors.New("workerid: store error")

@@ -3,6 +3,7 @@ package workerid_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -46,7 +47,7 @@ func ExampleRedis() {
 	}
 	defer lease.Close(ctx)
 
-	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: lease})
+	gen, err := lease.NewGenerator()
 	if err != nil {
 		panic(err)
 	}
@@ -84,14 +85,17 @@ func ExamplePostgres() {
 	}
 	defer lease.Close(ctx) // gives the number back at shutdown
 
-	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: lease})
+	gen, err := lease.NewGenerator()
 	if err != nil {
 		panic(err)
 	}
 	go func() {
+		<-lease.Done()
+		if errors.Is(lease.Err(), workerid.ErrClosed) {
+			return // the deferred Close, at shutdown
+		}
 		// The lease was taken over while this process could not renew
 		// it: gen issues nothing more. Stop serving, or acquire anew.
-		<-lease.Done()
 		slog.Error("worker lease lost", "error", lease.Err())
 	}()
 	_, _ = gen.Next()
@@ -127,4 +131,46 @@ func ExampleLease_Status() {
 	// held api-1 redis default
 	// 800ms
 	// closed
+}
+
+// A lease has one generator: two on one worker number would issue the
+// same IDs, so a second NewGenerator fails.
+func ExampleLease_NewGenerator() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	pool, err := workerid.Redis(rdb, workerid.Options{
+		TTL:      time.Second,           // short for the example; the default is 10s
+		MaxDrift: 10 * time.Millisecond, // bursts may run 10ms ahead of the clock
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	lease, err := pool.Acquire(ctx)
+	if err != nil {
+		panic(err)
+	}
+	gen, err := lease.NewGenerator()
+	if err != nil {
+		panic(err)
+	}
+	ids := make([]idtype.ID, 10_000) // more than one millisecond's 4,096
+	fmt.Println(gen.NextN(ids), gen.Worker() == lease.Worker())
+
+	_, err = lease.NewGenerator()
+	fmt.Println(errors.Is(err, workerid.ErrLeaseInUse))
+
+	_ = lease.Close(ctx)
+	_, err = gen.Next()
+	fmt.Println(errors.Is(err, idtype.ErrLeaseLost), errors.Is(err, workerid.ErrClosed))
+	// Output:
+	// <nil> true
+	// true
+	// true true
 }

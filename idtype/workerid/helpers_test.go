@@ -22,7 +22,6 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // testOptions are short timings for tests: a lease lasts 1s, its
@@ -129,7 +128,7 @@ func migrate(t testing.TB, dsn string) {
 	db := openDB(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := MigrateDB(ctx, db, 0); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	_ = db.Close()
@@ -240,7 +239,7 @@ func closeLease(t testing.TB, l *Lease) {
 
 func generator(t testing.TB, l *Lease) *idtype.Generator {
 	t.Helper()
-	g, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: l})
+	g, err := l.NewGenerator()
 	if err != nil {
 		t.Fatal(err)
 	}

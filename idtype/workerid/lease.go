@@ -10,9 +10,8 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 )
 
-// A Lease is a worker number held by this process, from Pool.Acquire. It
-// implements idtype.Lease: build one generator on it with
-// idtype.GeneratorOptions{Lease: lease}.
+// A Lease is a worker number held by this process, from Pool.Acquire.
+// Build its one generator with NewGenerator.
 //
 // A lease renews itself every Options.RenewEvery in one background
 // goroutine, which Close stops. Each renewal extends the lease to TTL
@@ -57,7 +56,7 @@ type Lease struct {
 	// have run, leaving the number this lease's again, after a mark the
 	// lease has not seen.
 	unsure int64
-	grant  func(idtype.Grant) time.Time
+	gate   *idtype.Gate // of the lease's generator; nil before NewGenerator
 }
 
 func newLease(p *Pool, worker int64, token string, start, floor int64) *Lease {
@@ -72,8 +71,8 @@ func newLease(p *Pool, worker int64, token string, start, floor int64) *Lease {
 		floor:       floor,
 		until:       start + ttl - margin,
 		highWater:   p.reserve(start),
-		acquired:    msTime(start),
-		lastRenewal: msTime(start),
+		acquired:    unixMsTime(start),
+		lastRenewal: unixMsTime(start),
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	go l.run()
@@ -82,12 +81,6 @@ func newLease(p *Pool, worker int64, token string, start, floor int64) *Lease {
 
 // Worker returns the leased worker number.
 func (l *Lease) Worker() int64 { return l.worker }
-
-// Layout returns the layout of the pool the lease comes from.
-func (l *Lease) Layout() idtype.Layout { return l.pool.opts.Layout }
-
-// Clock returns the pool's clock, by which the lease keeps its time.
-func (l *Lease) Clock() idtype.Clock { return l.pool.opts.Clock }
 
 // Done returns a channel that is closed when the lease has ended: lost to
 // another owner, or closed. Err then says why.
@@ -101,25 +94,44 @@ func (l *Lease) Err() error {
 	return l.err
 }
 
-// Bind implements idtype.Lease; idtype.NewGenerator calls it. It fails
-// when the lease already serves a generator or has ended.
-func (l *Lease) Bind(grant func(idtype.Grant) time.Time) error {
+// NewGenerator returns the generator of the lease: IDs of the leased
+// worker number, in the pool's Layout, read by the pool's Clock, waiting
+// and drifting as the pool's Options.MaxWait and Options.MaxDrift say. It
+// issues nothing at or before the high-water mark of the number's
+// previous owners, and nothing past what the lease has confirmed: its
+// calls fail with idtype.ErrLeaseExpired while renewals fail, and with
+// idtype.ErrLeaseLost once the lease has ended (see Lease).
+//
+// A lease has one generator, since two on one worker number would issue
+// the same IDs: a second call fails with ErrLeaseInUse. On a lease that
+// has ended, NewGenerator fails with Err's error, which wraps
+// idtype.ErrLeaseLost.
+func (l *Lease) NewGenerator() (*idtype.Generator, error) {
+	o := l.pool.opts
+	g, gate, err := idtype.NewGatedGenerator(idtype.GeneratorOptions{
+		Worker: l.worker, Layout: o.Layout, Clock: o.Clock, MaxWait: o.MaxWait, MaxDrift: o.MaxDrift,
+	})
+	if err != nil {
+		// The pool checked its options and the number is one of its
+		// layout's: only a bug gets here.
+		return nil, fmt.Errorf("workerid: generator on worker %d: %w", l.worker, err)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case l.ended:
-		return l.err
-	case l.grant != nil:
-		return fmt.Errorf("workerid: the lease on worker %d already serves a generator", l.worker)
+		return nil, fmt.Errorf("workerid: generator on worker %d: %w", l.worker, l.err)
+	case l.gate != nil:
+		return nil, fmt.Errorf("%w: worker %d of namespace %q", ErrLeaseInUse, l.worker, o.Namespace)
 	}
-	l.grant = grant
+	l.gate = gate
 	l.grantLocked(l.current())
-	return nil
+	return g, nil
 }
 
 // current is the grant the lease's state allows. l.mu is held.
 func (l *Lease) current() idtype.Grant {
-	g := idtype.Grant{NotBefore: msTime(l.floor), Until: msTime(l.until)}
+	g := idtype.Grant{NotBefore: unixMsTime(l.floor), Until: unixMsTime(l.until)}
 	switch {
 	case l.pool.ctl.noUntil:
 		g.Until = l.pool.opts.Layout.MaxTime()
@@ -132,8 +144,8 @@ func (l *Lease) current() idtype.Grant {
 // grantLocked hands g to the generator, if any. l.mu is held, so grants
 // reach the generator one at a time and in order.
 func (l *Lease) grantLocked(g idtype.Grant) {
-	if l.grant != nil {
-		l.lastIssued = l.grant(g)
+	if l.gate != nil {
+		l.lastIssued = l.gate.Grant(g)
 	}
 }
 
@@ -272,13 +284,13 @@ func (l *Lease) confirmed(start, found, floor int64, retaken bool) {
 		// Only a store that lost writes goes back; the renewal has put
 		// the mark back up, and the generator never passed it.
 		l.log.Warn("workerid: the store had lost the lease's high-water mark; restored",
-			"found", msTime(found), "persisted", msTime(l.highWater))
+			"found", unixMsTime(found), "persisted", unixMsTime(l.highWater))
 	}
 	wasExpired, failures, unsure := l.expired, l.failures, l.unsure != 0
 	l.highWater = max(l.highWater, p.reserve(start))
 	l.until = start + p.opts.TTL.Milliseconds() - p.opts.Margin.Milliseconds()
 	l.floor = max(l.floor, floor)
-	l.lastRenewal = msTime(start)
+	l.lastRenewal = unixMsTime(start)
 	l.renewals++
 	l.failures = 0
 	l.expired = false
@@ -286,10 +298,10 @@ func (l *Lease) confirmed(start, found, floor int64, retaken bool) {
 	switch {
 	case retaken && unsure:
 		l.log.Warn("workerid: lease had lapsed in the store; worker number taken back (learned from a renewal: the take-back's reply was lost)",
-			"floor", msTime(l.floor), "last_error", l.lastErr)
+			"floor", unixMsTime(l.floor), "last_error", l.lastErr)
 	case retaken:
 		l.log.Warn("workerid: lease had lapsed in the store; worker number taken back",
-			"floor", msTime(l.floor), "last_error", l.lastErr)
+			"floor", unixMsTime(l.floor), "last_error", l.lastErr)
 	case wasExpired || failures > 0:
 		l.log.Info("workerid: lease renewed again", "failed_renewals", failures, "was_expired", wasExpired)
 	}
@@ -309,7 +321,7 @@ func (l *Lease) failed(err error) {
 	l.failures++
 	l.lastErr = err
 	if l.failures == 1 {
-		l.log.Warn("workerid: lease renewal failed; retrying", "error", err, "until", msTime(l.until))
+		l.log.Warn("workerid: lease renewal failed; retrying", "error", err, "until", unixMsTime(l.until))
 	}
 	if !l.expired && l.pool.nowMs() > l.until {
 		l.expired = true
@@ -356,8 +368,8 @@ func (l *Lease) waitReady(ctx context.Context) error {
 			return nil
 		case floor >= deadline:
 			return fmt.Errorf("%w: worker %d of namespace %q has a high-water mark of %s, %v after the clock's %s; MaxStartWait is %v",
-				idtype.ErrClockBehind, l.worker, p.opts.Namespace, msTime(floor).Format(time.RFC3339Nano),
-				time.Duration(floor-now)*time.Millisecond, msTime(now).Format(time.RFC3339Nano), p.opts.MaxStartWait)
+				idtype.ErrClockBehind, l.worker, p.opts.Namespace, unixMsTime(floor).Format(time.RFC3339Nano),
+				time.Duration(floor-now)*time.Millisecond, unixMsTime(now).Format(time.RFC3339Nano), p.opts.MaxStartWait)
 		}
 		wait := 50 * time.Millisecond
 		if now <= floor {
@@ -366,7 +378,7 @@ func (l *Lease) waitReady(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("workerid: acquire: waiting for worker %d's high-water mark %s: %w",
-				l.worker, msTime(floor).Format(time.RFC3339Nano), ctx.Err())
+				l.worker, unixMsTime(floor).Format(time.RFC3339Nano), ctx.Err())
 		case <-l.done:
 		case <-time.After(wait):
 		}
@@ -412,6 +424,6 @@ func (l *Lease) Close(ctx context.Context) error {
 	if err := l.pool.store.release(ctx, l.worker, l.token, final); err != nil {
 		return l.pool.wrap("release", err)
 	}
-	l.log.Info("workerid: lease released", "high_water", msTime(final))
+	l.log.Info("workerid: lease released", "high_water", unixMsTime(final))
 	return nil
 }

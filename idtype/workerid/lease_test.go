@@ -3,8 +3,10 @@ package workerid
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,7 +59,7 @@ func TestTakeover(t *testing.T) {
 			t.Fatalf("cut off: got %v after %d IDs, want ErrLeaseExpired", err, len(ids))
 		}
 		st := a.Status()
-		lastA := a.Layout().Decode(ids[len(ids)-1]).Time
+		lastA := a.pool.Layout().Decode(ids[len(ids)-1]).Time
 		if lastA.After(st.ValidUntil) || !st.ValidUntil.Before(st.LastRenewal.Add(pa.opts.TTL)) {
 			t.Fatalf("last ID at %s, valid until %s, last renewal %s: want last <= valid < renewal + TTL",
 				lastA, st.ValidUntil, st.LastRenewal)
@@ -217,15 +219,15 @@ func TestClose(t *testing.T) {
 		if s := l.Status(); s.State != Closed {
 			t.Fatalf("state %v, want closed", s.State)
 		}
-		if _, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: l}); !errors.Is(err, idtype.ErrInvalidOptions) {
-			t.Fatalf("generator on a closed lease: got %v", err)
+		if g, err := l.NewGenerator(); g != nil || !errors.Is(err, idtype.ErrLeaseLost) || !errors.Is(err, ErrClosed) {
+			t.Fatalf("generator on a closed lease: got %v, %v; want ErrLeaseLost and ErrClosed", g, err)
 		}
 		// The next owner starts right after the last ID, not a TTL ahead,
 		// and waits for nothing.
 		start := time.Now()
 		l2 := acquire(t, p)
 		waited := time.Since(start)
-		lastAt := l.Layout().Decode(last).Time
+		lastAt := l.pool.Layout().Decode(last).Time
 		if nb := l2.Status().NotBefore; nb.Before(lastAt) || nb.After(lastAt.Add(time.Millisecond)) {
 			t.Fatalf("next owner's floor %s, want the last ID's %s", nb, lastAt)
 		}
@@ -236,9 +238,9 @@ func TestClose(t *testing.T) {
 		if id, err := g2.Next(); err != nil || id <= last {
 			t.Fatalf("next owner's first ID %d, %v; want above %d", id, err, last)
 		}
-		if _, err := idtype.NewGenerator(idtype.GeneratorOptions{Lease: l2}); !errors.Is(err, idtype.ErrInvalidOptions) ||
-			!strings.Contains(err.Error(), "already serves a generator") {
-			t.Fatalf("second generator on a lease: got %v", err)
+		if g, err := l2.NewGenerator(); g != nil || !errors.Is(err, ErrLeaseInUse) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("worker %d", l2.Worker())) {
+			t.Fatalf("second generator on a lease: got %v, %v; want ErrLeaseInUse naming worker %d", g, err, l2.Worker())
 		}
 	})
 }
@@ -274,3 +276,63 @@ type offsetClock struct {
 }
 
 func (c offsetClock) UnixNano() int64 { return c.Clock.UnixNano() + int64(c.offset) }
+
+// steppedClock stands still but for Sleep, which moves it on by the time
+// asked, as if the sleep had passed.
+type steppedClock struct{ ns atomic.Int64 }
+
+func (c *steppedClock) UnixNano() int64       { return c.ns.Load() }
+func (c *steppedClock) Sleep(d time.Duration) { c.ns.Add(int64(d)) }
+
+// TestLeaseGeneratorOptions: the generator of a lease follows the pool's
+// Layout, MaxWait and MaxDrift. On a clock that stands still, a batch of
+// three milliseconds' IDs fails at once with MaxWait -1, waits for the
+// clock (two sleeps) with the default MaxWait, and runs ahead of the clock
+// without waiting with MaxDrift. (PostgreSQL, since Redis waits out a fresh
+// number by the pool's clock, which would never get there.)
+func TestLeaseGeneratorOptions(t *testing.T) {
+	forKinds(t, func(t *testing.T, b backend) {
+		perMs := int(idtype.DefaultLayout.MaxSequence()) + 1
+		for _, tc := range []struct {
+			name      string
+			o         Options
+			wantErr   error
+			wantWaits int64
+			wantAhead bool // the last ID is later than the clock
+		}{
+			{name: "never wait", o: Options{MaxWait: -1}, wantErr: idtype.ErrClockBehind},
+			{name: "default wait", o: Options{}, wantWaits: 2},
+			{name: "drift", o: Options{MaxDrift: 10 * time.Millisecond}, wantAhead: true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				clock := &steppedClock{}
+				clock.ns.Store(time.Now().UnixNano())
+				tc.o.Clock = clock
+				tc.o.Layout = sixBits
+				l := acquire(t, b.pool(t, b.addr, tc.o))
+				g := generator(t, l)
+				if g.Layout() != sixBits || g.Worker() != l.Worker() {
+					t.Fatalf("generator on layout %+v, worker %d; want the pool's %+v and the lease's %d",
+						g.Layout(), g.Worker(), sixBits, l.Worker())
+				}
+				ids := make([]idtype.ID, 3*perMs)
+				err := g.NextN(ids)
+				if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+					t.Fatalf("NextN of %d on a standing clock: %v, want %v", len(ids), err, tc.wantErr)
+				}
+				if w := g.Stats().Waits; w != tc.wantWaits {
+					t.Fatalf("NextN waited %d times, want %d", w, tc.wantWaits)
+				}
+				if err != nil {
+					return
+				}
+				last := sixBits.Decode(ids[len(ids)-1]).Time
+				ahead := last.After(time.Unix(0, clock.UnixNano()).Truncate(time.Millisecond))
+				if ahead != tc.wantAhead {
+					t.Fatalf("last ID at %s, clock at %s: ahead %v, want %v",
+						last, time.Unix(0, clock.UnixNano()).UTC(), ahead, tc.wantAhead)
+				}
+			})
+		}
+	}, "postgres")
+}

@@ -21,34 +21,36 @@ const (
 	DefaultKeyPrefix = "snowkey:workerid:"
 )
 
-// sqlWorker is migrations.ReservedWorker, the worker number that
-// snowflake_id() stamps on rows inserted by SQL alone; it is never leased
-// in a layout that has it. It is repeated here, and checked by a test,
-// so that a Redis pool does not import the migration runner.
-const sqlWorker = 1023
+// SQLWorker is the worker number that snowflake_id(), the PostgreSQL
+// function of package migrations, stamps on rows inserted by SQL alone,
+// unless migrations moved it (migrations.Options.ReservedWorker). Pools
+// never lease it in a layout that has it, and a Postgres pool also skips
+// the number its database's snowflake_id() uses, wherever it was moved.
+const SQLWorker int64 = 1023
 
-// Options configure a Pool. The zero value of every field is a safe
-// default.
+// Options configure a Pool (Redis, Postgres) and the generators built on
+// its leases (Lease.NewGenerator). The zero value of every field is a
+// safe default, said in the field's doc; a bad value is an error wrapping
+// idtype.ErrInvalidOptions that names the field.
 type Options struct {
 	// Layout is the ID layout whose worker numbers are leased:
-	// 0..Layout.MaxWorker(). The zero Layout means idtype.DefaultLayout.
-	// Generators on the leases use it.
+	// 0..Layout.MaxWorker(). Generators on the leases use it. The zero
+	// Layout means idtype.DefaultLayout.
 	Layout idtype.Layout
 	// Namespace separates fleets that share a store but not an ID space
 	// (another layout, another database of IDs). Leases of one namespace
 	// never share a number. Empty means DefaultNamespace.
 	Namespace string
-	// Reserved lists worker numbers never to lease, besides 1023
-	// (migrations.ReservedWorker), the number snowflake_id() uses, when
+	// Reserved lists worker numbers never to lease, besides SQLWorker when
 	// the layout has it: numbers of one-box fixed workers, say. A Postgres
 	// pool also skips the number the database says snowflake_id() uses;
-	// if migrations.WithReservedWorker moved it, list it here for a Redis
-	// pool.
+	// if migrations.Options.ReservedWorker moved it, list it here for a
+	// Redis pool. Nil means none besides SQLWorker.
 	Reserved []int64
 	// TTL is how long a lease lasts without renewal. A crashed owner's
 	// number is free again after it; a fresh number in Redis, or one whose
 	// record Redis has lost, waits it out before its first ID (see the
-	// package doc). Zero means DefaultTTL.
+	// package doc). Zero means DefaultTTL (10 s).
 	TTL time.Duration
 	// Margin is how long before the lease's end, by its own clock, its
 	// generator stops issuing when renewals fail. It must cover the
@@ -64,6 +66,17 @@ type Options struct {
 	// before it gives the number back and fails with an error wrapping
 	// idtype.ErrClockBehind. Zero means TTL + 1 minute.
 	MaxStartWait time.Duration
+	// MaxWait applies to the generators on the pool's leases: how long
+	// one call of Next or NextN waits for the clock, as
+	// idtype.GeneratorOptions.MaxWait. Zero means idtype.DefaultMaxWait
+	// (1 s); a negative value means never wait.
+	MaxWait time.Duration
+	// MaxDrift applies to the generators on the pool's leases: how far
+	// ahead of the clock they may issue in a burst, as
+	// idtype.GeneratorOptions.MaxDrift; at most idtype.MaxDriftCap. The
+	// lease bounds it too: no ID is later than what the lease has
+	// confirmed. Zero means strict: no ID later than the clock.
+	MaxDrift time.Duration
 	// Clock is the time source of the leases, and of the generators built
 	// on them. Nil means idtype.SystemClock().
 	Clock idtype.Clock
@@ -111,6 +124,8 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("%w: RenewEvery %v is outside (0, TTL - Margin = %v)", idtype.ErrInvalidOptions, o.RenewEvery, o.TTL-o.Margin)
 	case o.MaxStartWait < 0:
 		return o, fmt.Errorf("%w: MaxStartWait %v is negative", idtype.ErrInvalidOptions, o.MaxStartWait)
+	case o.MaxDrift < 0 || o.MaxDrift > idtype.MaxDriftCap:
+		return o, fmt.Errorf("%w: MaxDrift %v is outside 0..%v (idtype.MaxDriftCap)", idtype.ErrInvalidOptions, o.MaxDrift, idtype.MaxDriftCap)
 	}
 	for _, r := range o.Reserved {
 		if r < 0 || r > o.Layout.MaxWorker() {
@@ -139,7 +154,7 @@ func (o Options) resolve() (Options, error) {
 // candidates returns the worker numbers a lease may take: all of the
 // layout's, less the reserved ones, in order.
 func (o Options) candidates() []int64 {
-	reserved := append(slices.Clone(o.Reserved), sqlWorker)
+	reserved := append(slices.Clone(o.Reserved), SQLWorker)
 	var c []int64
 	for w := range o.Layout.MaxWorker() + 1 {
 		if !slices.Contains(reserved, w) {

@@ -165,7 +165,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 				p.opts.Layout.MaxWorker()+1-int64(len(p.cands)))
 		}
 		l := newLease(p, t.worker, token, now, p.floor(t))
-		l.log.Info("workerid: lease acquired", "floor", msTime(l.floor), "had_record", t.hadRecord)
+		l.log.Info("workerid: lease acquired", "floor", unixMsTime(l.floor), "had_record", t.hadRecord)
 		if wait := time.Duration(l.floor-now) * time.Millisecond; wait > 0 {
 			// Say why Acquire seems to hang: on a fresh Redis every number
 			// is without a record and is waited out for one TTL.
@@ -264,4 +264,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+// unixMsTime converts Unix milliseconds, as the stores keep times, to a
+// time in UTC.
+func unixMsTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

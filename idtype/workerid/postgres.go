@@ -14,13 +14,13 @@ import (
 )
 
 // Postgres returns a Pool that keeps its leases in PostgreSQL, in the
-// table snowkey_worker_leases that migrations/00002_worker_leases.sql
-// creates (run migrations.Up first): one row per number ever leased in a
-// namespace, which keeps the number's high-water mark across leases.
-// Expiry is judged by the database's clock. Besides Options.Reserved, the
-// pool never leases the number snowflake_id() stamps in this database,
-// snowflake_reserved_worker(), even when migrations.WithReservedWorker
-// changed it.
+// table snowkey_worker_leases that this package's SQL creates (Migrations;
+// run migrations.Up first, which applies it): one row per number ever
+// leased in a namespace, which keeps the number's high-water mark across
+// leases. Expiry is judged by the database's clock. Besides
+// Options.Reserved and SQLWorker, the pool never leases the number
+// snowflake_id() stamps in this database, snowflake_reserved_worker(),
+// even when migrations.Options.ReservedWorker moved it.
 //
 // db may use any driver (pgx's stdlib, lib/pq); the queries bind only
 // text, integers and booleans. Acquire is one statement that finds a free

@@ -182,7 +182,7 @@ func TestCloseAfterTakeBackReplyLost(t *testing.T) {
 		dups, total := duplicates(lists)
 		t.Logf("A issued %d IDs, B %d, C %d; %d duplicates; C started after %s (B's last ID at %s)",
 			len(lists["A"]), len(idsB), len(lists["C"]), dups, lc.Status().NotBefore.Format(time.StampMilli),
-			a.Layout().Decode(idsB[len(idsB)-1]).Time.Format(time.StampMilli))
+			a.pool.Layout().Decode(idsB[len(idsB)-1]).Time.Format(time.StampMilli))
 		switch {
 		case len(lists["C"]) == 0:
 			t.Fatal("C issued no ID: the test proves nothing")
@@ -328,7 +328,7 @@ func checkResent(t *testing.T, a *Lease, ga *idtype.Generator, defended bool, id
 	// would stall A for two TTLs.
 	nb := a.Status().NotBefore
 	if len(idsB) > 0 {
-		lastB := a.Layout().Decode(idsB[len(idsB)-1]).Time
+		lastB := a.pool.Layout().Decode(idsB[len(idsB)-1]).Time
 		if id <= idsB[len(idsB)-1] || !nb.Equal(lastB) {
 			t.Fatalf("A's first ID after the take-back is %d, after %s; want after B's last %d, at %s",
 				id, nb, idsB[len(idsB)-1], lastB)

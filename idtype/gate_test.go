@@ -25,139 +25,103 @@ func (c *stepClock) Sleep(d time.Duration) { c.ns.Add(int64(d)) }
 func (c *stepClock) Add(d time.Duration)   { c.ns.Add(int64(d)) }
 func (c *stepClock) Now() time.Time        { return time.Unix(0, c.ns.Load()) }
 
-// testLease is a Lease under a test's control: it grants first at Bind,
-// then whatever the test sends through give.
-type testLease struct {
-	worker  int64
-	layout  Layout
-	clock   Clock
-	first   Grant
-	bindErr error
-
-	mu    sync.Mutex
-	grant func(Grant) time.Time
-}
-
-func (l *testLease) Worker() int64  { return l.worker }
-func (l *testLease) Layout() Layout { return l.layout }
-func (l *testLease) Clock() Clock   { return l.clock }
-
-func (l *testLease) Bind(grant func(Grant) time.Time) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.bindErr != nil {
-		return l.bindErr
-	}
-	if l.grant != nil {
-		return errors.New("lease already bound")
-	}
-	l.grant = grant
-	grant(l.first)
-	return nil
-}
-
-func (l *testLease) give(g Grant) time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.grant(g)
-}
-
-// newLeased returns a generator on a testLease for worker 5 of the default
-// layout, granted a minute from the clock's time.
-func newLeased(t testing.TB, cfg GeneratorOptions) (*Generator, *testLease, *stepClock) {
+// newGated returns a gated generator for worker 5 of the default layout
+// on a stepClock, granted a minute from the clock's time.
+func newGated(t testing.TB, opts GeneratorOptions) (*Generator, *Gate, *stepClock) {
 	t.Helper()
 	clock := newStepClock(testStart)
-	lease := &testLease{worker: 5, layout: DefaultLayout, clock: clock,
-		first: Grant{Until: testStart.Add(time.Minute)}}
-	cfg.Lease = lease
-	g, err := NewGenerator(cfg)
+	opts.Worker, opts.Clock = 5, clock
+	g, gate, err := NewGatedGenerator(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g, lease, clock
+	gate.Grant(Grant{Until: testStart.Add(time.Minute)})
+	return g, gate, clock
 }
 
-func TestLeaseConfig(t *testing.T) {
+func TestGatedGeneratorOptions(t *testing.T) {
 	clock := newStepClock(testStart)
 	other := Layout{Epoch: DefaultLayout.Epoch, WorkerBits: 8, SequenceBits: 14}
-	ok := Grant{Until: testStart.Add(time.Minute)}
 	tests := []struct {
 		name    string
-		cfg     GeneratorOptions
-		lease   *testLease
+		opts    GeneratorOptions
 		wantErr string // "" for success
-		worker  int64
-		layout  Layout
 	}{
-		{name: "worker and layout from the lease",
-			lease: &testLease{worker: 9, layout: other, clock: clock, first: ok}, worker: 9, layout: other},
-		{name: "same worker and layout",
-			cfg:   GeneratorOptions{Worker: 9, Layout: other},
-			lease: &testLease{worker: 9, layout: other, clock: clock, first: ok}, worker: 9, layout: other},
-		{name: "same layout, epoch in another zone",
-			cfg:   GeneratorOptions{Layout: Layout{Epoch: other.Epoch.In(time.FixedZone("x", 3600)), WorkerBits: 8, SequenceBits: 14}},
-			lease: &testLease{worker: 9, layout: other, clock: clock, first: ok}, worker: 9, layout: other},
-		{name: "clock set beside the lease",
-			cfg:     GeneratorOptions{Clock: clock},
-			lease:   &testLease{worker: 1, layout: DefaultLayout, clock: clock, first: ok},
-			wantErr: "Clock is set together with Lease"},
-		{name: "lease without clock",
-			lease:   &testLease{worker: 1, layout: DefaultLayout, first: ok},
-			wantErr: "Lease has no clock"},
-		{name: "another worker",
-			cfg:     GeneratorOptions{Worker: 2},
-			lease:   &testLease{worker: 1, layout: DefaultLayout, clock: clock, first: ok},
-			wantErr: "Worker 2 is set, but the lease holds worker 1"},
-		{name: "another layout",
-			cfg:     GeneratorOptions{Layout: DefaultLayout},
-			lease:   &testLease{worker: 1, layout: other, clock: clock, first: ok},
-			wantErr: "differs from the lease's"},
-		{name: "worker outside the lease's layout",
-			lease:   &testLease{worker: 256, layout: other, clock: clock, first: ok},
+		{name: "worker and layout", opts: GeneratorOptions{Worker: 9, Layout: other, Clock: clock}},
+		{name: "worker outside the layout", opts: GeneratorOptions{Worker: 256, Layout: other, Clock: clock},
 			wantErr: "Worker 256 is outside 0..255"},
-		{name: "bind refused",
-			lease:   &testLease{worker: 1, layout: DefaultLayout, clock: clock, bindErr: errors.New("lease closed")},
-			wantErr: "Lease: lease closed"},
+		{name: "drift over the cap", opts: GeneratorOptions{Worker: 1, Clock: clock, MaxDrift: MaxDriftCap + time.Millisecond},
+			wantErr: "MaxDrift"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.Lease = tt.lease
-			g, err := NewGenerator(tt.cfg)
+			g, gate, err := NewGatedGenerator(tt.opts)
 			if tt.wantErr != "" {
-				if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("NewGenerator: got %v, want ErrInvalidOptions saying %q", err, tt.wantErr)
+				if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.wantErr) || g != nil || gate != nil {
+					t.Fatalf("NewGatedGenerator: got %v, %v, %v; want only ErrInvalidOptions saying %q", g, gate, err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g.Worker() != tt.worker || g.Layout() != tt.layout && !g.Layout().Epoch.Equal(tt.layout.Epoch) {
-				t.Fatalf("worker %d layout %+v, want %d %+v", g.Worker(), g.Layout(), tt.worker, tt.layout)
+			if g.Worker() != tt.opts.Worker || g.Layout() != tt.opts.Layout {
+				t.Fatalf("worker %d layout %+v, want %d %+v", g.Worker(), g.Layout(), tt.opts.Worker, tt.opts.Layout)
 			}
+			gate.Grant(Grant{Until: testStart.Add(time.Minute)})
 			id, err := g.Next()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p := g.Layout().Decode(id); p.Worker != tt.worker {
-				t.Fatalf("ID %d decodes to worker %d, want %d", id, p.Worker, tt.worker)
+			if p := g.Layout().Decode(id); p.Worker != tt.opts.Worker {
+				t.Fatalf("ID %d decodes to worker %d, want %d", id, p.Worker, tt.opts.Worker)
 			}
 		})
 	}
 }
 
-func TestLeaseBindsOnce(t *testing.T) {
-	_, lease, _ := newLeased(t, GeneratorOptions{})
-	if _, err := NewGenerator(GeneratorOptions{Lease: lease}); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatalf("second generator on one lease: got %v, want ErrInvalidOptions", err)
+// TestGatedGeneratorWaitsForGrant: a gated generator issues nothing before
+// its Gate's first Grant; the control is an ungated generator on the same
+// options, which issues at once.
+func TestGatedGeneratorWaitsForGrant(t *testing.T) {
+	clock := newStepClock(testStart)
+	opts := GeneratorOptions{Worker: 5, Clock: clock}
+	for _, nx := range nexters {
+		t.Run(nx.name, func(t *testing.T) {
+			g, gate, err := NewGatedGenerator(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, err := nx.next(g)
+			if !errors.Is(err, ErrLeaseExpired) || !strings.Contains(err.Error(), "no grant") || len(ids) != 0 {
+				t.Fatalf("before the first Grant: got %v, %v; want no ID and ErrLeaseExpired saying there is no grant", ids, err)
+			}
+			if s := g.Stats(); s.IDs != 0 {
+				t.Fatalf("Stats().IDs = %d before any grant", s.IDs)
+			}
+			if last := gate.Grant(Grant{Until: clock.Now().Add(time.Second)}); !last.Before(testStart) {
+				t.Fatalf("first Grant returned %s as the last issued time; want before the clock's %s", last, testStart)
+			}
+			if _, err := nx.next(g); err != nil {
+				t.Fatalf("after the first Grant: %v", err)
+			}
+		})
+	}
+	// The control: without a gate the same options issue at once.
+	ungated, err := NewGenerator(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ungated.Next(); err != nil {
+		t.Fatalf("control: an ungated generator: %v", err)
 	}
 }
 
-func TestLeaseNotBefore(t *testing.T) {
+func TestGateNotBefore(t *testing.T) {
 	tests := []struct {
 		name      string
 		notBefore time.Duration // GeneratorOptions.NotBefore, from the clock's time
-		lease     time.Duration // the first Grant's NotBefore
+		lease     time.Duration // the first Grant's NotBefore, as a lease sends it
 		wantAfter time.Duration
 	}{
 		{name: "lease floor", lease: 3 * time.Second, wantAfter: 3 * time.Second},
@@ -168,16 +132,15 @@ func TestLeaseNotBefore(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newStepClock(testStart)
-			lease := &testLease{worker: 5, layout: DefaultLayout, clock: clock,
-				first: Grant{NotBefore: testStart.Add(tt.lease), Until: testStart.Add(time.Minute)}}
-			cfg := GeneratorOptions{Lease: lease, MaxWait: -1}
+			opts := GeneratorOptions{Worker: 5, Clock: clock, MaxWait: -1}
 			if tt.notBefore != 0 {
-				cfg.NotBefore = testStart.Add(tt.notBefore)
+				opts.NotBefore = testStart.Add(tt.notBefore)
 			}
-			g, err := NewGenerator(cfg)
+			g, gate, err := NewGatedGenerator(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
+			gate.Grant(Grant{NotBefore: testStart.Add(tt.lease), Until: testStart.Add(time.Minute)})
 			floor := testStart.Add(tt.wantAfter)
 			if tt.wantAfter > 0 {
 				if _, err := g.Next(); !errors.Is(err, ErrClockBehind) {
@@ -231,11 +194,11 @@ var nexters = []nexter{
 	}},
 }
 
-func TestLeaseUntil(t *testing.T) {
+func TestGateUntil(t *testing.T) {
 	for _, nx := range nexters {
 		t.Run(nx.name, func(t *testing.T) {
-			g, lease, clock := newLeased(t, GeneratorOptions{MaxWait: -1})
-			lease.give(Grant{Until: clock.Now().Add(10 * time.Millisecond)})
+			g, gate, clock := newGated(t, GeneratorOptions{MaxWait: -1})
+			gate.Grant(Grant{Until: clock.Now().Add(10 * time.Millisecond)})
 			if _, err := nx.next(g); err != nil {
 				t.Fatal(err)
 			}
@@ -249,7 +212,7 @@ func TestLeaseUntil(t *testing.T) {
 				t.Fatalf("past Until: got %v, want ErrLeaseExpired", err)
 			}
 			// A renewal lets it go on.
-			lease.give(Grant{Until: clock.Now().Add(time.Second)})
+			gate.Grant(Grant{Until: clock.Now().Add(time.Second)})
 			ids, err := nx.next(g)
 			if err != nil {
 				t.Fatalf("after renewal: %v", err)
@@ -261,7 +224,7 @@ func TestLeaseUntil(t *testing.T) {
 	}
 }
 
-func TestLeaseGrantErr(t *testing.T) {
+func TestGateGrantErr(t *testing.T) {
 	expired := fmt.Errorf("%w: renewal failed: connection refused", ErrLeaseExpired)
 	lost := fmt.Errorf("%w: worker 5 taken by another owner", ErrLeaseLost)
 	tests := []struct {
@@ -278,13 +241,13 @@ func TestLeaseGrantErr(t *testing.T) {
 	for _, tt := range tests {
 		for _, nx := range nexters {
 			t.Run(tt.name+"/"+nx.name, func(t *testing.T) {
-				g, lease, clock := newLeased(t, GeneratorOptions{})
+				g, gate, clock := newGated(t, GeneratorOptions{})
 				ids, err := nx.next(g)
 				if err != nil {
 					t.Fatal(err)
 				}
 				last := ids[len(ids)-1]
-				final := lease.give(tt.grant(clock.Now()))
+				final := gate.Grant(tt.grant(clock.Now()))
 				if at := DefaultLayout.Decode(last).Time; final.Before(at) {
 					t.Fatalf("grant returned %s, before the last ID's %s", final, at)
 				}
@@ -300,13 +263,13 @@ func TestLeaseGrantErr(t *testing.T) {
 	}
 }
 
-func TestLeaseRaiseFloor(t *testing.T) {
-	g, lease, clock := newLeased(t, GeneratorOptions{})
+func TestGateRaiseFloor(t *testing.T) {
+	g, gate, clock := newGated(t, GeneratorOptions{})
 	if _, err := g.Next(); err != nil {
 		t.Fatal(err)
 	}
 	floor := clock.Now().Add(2 * time.Second)
-	lease.give(Grant{NotBefore: floor, Until: clock.Now().Add(time.Minute)})
+	gate.Grant(Grant{NotBefore: floor, Until: clock.Now().Add(time.Minute)})
 	clock.Add(2*time.Second + time.Millisecond)
 	id, err := g.Next()
 	if err != nil {
@@ -316,7 +279,7 @@ func TestLeaseRaiseFloor(t *testing.T) {
 		t.Fatalf("ID at %s, want after the raised floor %s", at, floor)
 	}
 	// A lower floor later changes nothing.
-	lease.give(Grant{NotBefore: floor.Add(-time.Second), Until: clock.Now().Add(time.Minute)})
+	gate.Grant(Grant{NotBefore: floor.Add(-time.Second), Until: clock.Now().Add(time.Minute)})
 	next, err := g.Next()
 	if err != nil || next <= id {
 		t.Fatalf("after a lower floor: %d, %v; want an ID above %d", next, err, id)
@@ -326,10 +289,10 @@ func TestLeaseRaiseFloor(t *testing.T) {
 	}
 }
 
-// TestLeaseNextNStopsAtUntil fills what the grant allows and no more.
-func TestLeaseNextNStopsAtUntil(t *testing.T) {
-	g, lease, clock := newLeased(t, GeneratorOptions{})
-	lease.give(Grant{Until: clock.Now()})
+// TestGateNextNStopsAtUntil fills what the grant allows and no more.
+func TestGateNextNStopsAtUntil(t *testing.T) {
+	g, gate, clock := newGated(t, GeneratorOptions{})
+	gate.Grant(Grant{Until: clock.Now()})
 	ids := make([]ID, 5000)
 	err := g.NextN(ids)
 	if !errors.Is(err, ErrLeaseExpired) {
@@ -342,18 +305,17 @@ func TestLeaseNextNStopsAtUntil(t *testing.T) {
 	}
 }
 
-// TestLeaseStopIsFinal runs goroutines issuing IDs while the lease is lost:
+// TestGateStopIsFinal runs goroutines issuing IDs while the lease is lost:
 // the time the lost grant returns bounds every ID ever issued, and none is
 // issued after it.
-func TestLeaseStopIsFinal(t *testing.T) {
+func TestGateStopIsFinal(t *testing.T) {
 	for _, nx := range nexters {
 		t.Run(nx.name, func(t *testing.T) {
-			lease := &testLease{worker: 5, layout: DefaultLayout, clock: SystemClock(),
-				first: Grant{Until: time.Now().Add(time.Minute)}}
-			g, err := NewGenerator(GeneratorOptions{Lease: lease})
+			g, gate, err := NewGatedGenerator(GeneratorOptions{Worker: 5})
 			if err != nil {
 				t.Fatal(err)
 			}
+			gate.Grant(Grant{Until: time.Now().Add(time.Minute)})
 			var (
 				wg     sync.WaitGroup
 				mu     sync.Mutex
@@ -383,7 +345,7 @@ func TestLeaseStopIsFinal(t *testing.T) {
 			}
 			close(start)
 			time.Sleep(20 * time.Millisecond)
-			final := lease.give(Grant{Err: fmt.Errorf("%w: closed", ErrLeaseLost)})
+			final := gate.Grant(Grant{Err: fmt.Errorf("%w: closed", ErrLeaseLost)})
 			after := g.Stats().IDs
 			wg.Wait()
 			if len(issued) == 0 {

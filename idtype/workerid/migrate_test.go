@@ -1,0 +1,16 @@
+package workerid_test
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/snowkeyhq/snowkey/idtype/workerid"
+	"github.com/snowkeyhq/snowkey/migrations"
+)
+
+// The tests of package workerid migrate through this (see MigrateDB).
+func init() {
+	workerid.MigrateDB = func(ctx context.Context, db *sql.DB, reservedWorker int64) error {
+		return migrations.Up(ctx, db, migrations.Options{ReservedWorker: reservedWorker})
+	}
+}
