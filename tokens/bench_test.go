@@ -312,3 +312,61 @@ func usedMemory(b testing.TB, c *redis.Client) int64 {
 	b.Fatalf("no used_memory in INFO memory")
 	return 0
 }
+
+// BenchmarkStatsPaired measures what Stats costs the hottest path, a
+// cached Validate, whose one addition is the count of hits: every op
+// times a block of 64 cached Validates on a Manager that counts and a
+// block on one that does not (its cache's uncounted switch), in
+// alternating order, over the same tokens, and reports the time ratio
+// counted/uncounted as "counted/uncounted" (1.00: no cost). With 32
+// goroutines the blocks of all goroutines run interleaved on 2 cores,
+// so that the hit counters' cache lines are contended as in a server.
+func BenchmarkStatsPaired(b *testing.B) {
+	const block = 64
+	c := testenv.RedisClient(b)
+	ctx := context.Background()
+	gen := newGen(b)
+	prefix := testenv.KeyPrefix(b)
+	counted := newManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: time.Minute})
+	uncounted := newManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: time.Minute})
+	uncounted.cache.uncounted = true
+	toks := make([]string, benchTokens)
+	for i := range toks {
+		toks[i], _ = issue(b, counted, userID(b, gen), Metadata{})
+		for _, m := range []*Manager{counted, uncounted} {
+			if _, err := m.Validate(ctx, toks[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, g := range []int{1, 32} {
+		b.Run("goroutines="+strconv.Itoa(g), func(b *testing.B) {
+			var countedNs, uncountedNs atomic.Int64
+			parallel(b, g, func(i int) error {
+				run := func(m *Manager, ns *atomic.Int64) error {
+					t0 := time.Now()
+					for j := range block {
+						if _, err := m.Validate(ctx, toks[(i+j)%benchTokens]); err != nil {
+							return err
+						}
+					}
+					ns.Add(int64(time.Since(t0)))
+					return nil
+				}
+				first, second := counted, uncounted
+				firstNs, secondNs := &countedNs, &uncountedNs
+				if i%2 == 1 {
+					first, second, firstNs, secondNs = second, first, secondNs, firstNs
+				}
+				if err := run(first, firstNs); err != nil {
+					return err
+				}
+				return run(second, secondNs)
+			})
+			b.ReportMetric(float64(countedNs.Load())/float64(uncountedNs.Load()), "counted/uncounted")
+			if hits := counted.Stats().CacheHits; hits == 0 || uncounted.Stats().CacheHits != 0 {
+				b.Fatalf("hits counted %d, uncounted %d: the switch does not work", hits, uncounted.Stats().CacheHits)
+			}
+		})
+	}
+}
