@@ -40,22 +40,21 @@ const timeUnit = 10 * time.Millisecond
 // names it. What the middleware needs is in MiddlewareOptions.
 type Options struct {
 	// KeyPrefix starts every Redis key the Manager writes. Zero means
-	// DefaultKeyPrefix, "tok:".
-	// Give each Manager that shares a Redis its own prefix. It must not
-	// hold '{' or '}', which would change the keys' Redis Cluster hash
-	// slot. Keys are the prefix plus at most 24 bytes; Redis stores a key
-	// of up to 30 bytes in its smallest allocation, so a prefix of up to 6
-	// bytes costs the least memory.
+	// DefaultKeyPrefix, "tok:". Give each Manager that shares a Redis its
+	// own prefix. It must not hold '{' or '}', which would change the
+	// keys' Redis Cluster hash slot. Keys are the prefix plus at most 24
+	// bytes; Redis stores a key of up to 30 bytes in its smallest
+	// allocation, so a prefix of up to 6 bytes costs the least memory.
 	KeyPrefix string
 
 	// TokenPrefix starts every token, before an underscore: "snk" makes
 	// "snk_…". Zero means DefaultTokenPrefix, "snk". One to 16 ASCII
-	// letters and digits. A
-	// distinct prefix lets secret scanners (and people) recognize the
-	// tokens. The stored digest covers the prefix with the secret, so a
-	// token validates only under the prefix it was issued with: changing
-	// the prefix invalidates every token issued under the old one, and a
-	// token re-prefixed by hand (with a recomputed checksum) is refused.
+	// letters and digits. A distinct prefix lets secret scanners (and
+	// people) recognize the tokens. The stored digest covers the prefix
+	// with the secret, so a token validates only under the prefix it was
+	// issued with: changing the prefix invalidates every token issued
+	// under the old one, and a token re-prefixed by hand (with a
+	// recomputed checksum) is refused.
 	TokenPrefix string
 
 	// IdleTimeout ends a session that has not been used for this long.
@@ -83,10 +82,10 @@ type Options struct {
 	MaxSessions int
 
 	// CacheTTL turns on an in-process cache of validated sessions when
-	// positive. Zero means no cache. A cached session is
-	// served without asking Redis for at most CacheTTL after Redis last
-	// vouched for it, so a token revoked elsewhere keeps working on this
-	// instance for at most CacheTTL. Revocations made through this Manager
+	// positive. Zero means no cache. A cached session is served without
+	// asking Redis for at most CacheTTL after Redis last vouched for it,
+	// so a token revoked elsewhere keeps working on this instance for at
+	// most CacheTTL. Revocations made through this Manager
 	// (Revoke, RevokeSession, RevokeAll, Rotate, MaxSessions) take effect
 	// here at once: no Validate that begins after one returned, with or
 	// without an error, serves the sessions it may have ended, even if a
@@ -116,8 +115,8 @@ type Options struct {
 	// Sentinel and Cluster) has it; and set min-replicas-to-write on the
 	// primary as the server-side complement, so that the primary refuses
 	// writes while it has fewer replicas in reach. It needs a
-	// *redis.Client (redis.NewFailoverClient returns one, for Sentinel) or a
-	// *redis.ClusterClient (where it talks to the key's master); New
+	// *redis.Client (redis.NewFailoverClient returns one, for Sentinel)
+	// or a *redis.ClusterClient (where it talks to the key's master); New
 	// refuses other clients.
 	WaitReplicas int
 
