@@ -9,6 +9,7 @@
 //
 //	<!-- snippet: fragment -->
 //	<!-- snippet: fragment(ctx context.Context, db *gorm.DB, r *http.Request) -->
+//	<!-- snippet: continue -->
 //	<!-- snippet: run -->
 //
 // A fragment is statements, which are wrapped in a function, or
@@ -16,6 +17,9 @@
 // parentheses are declared for it as variables of those types, so that a
 // snippet can use a db or an r without showing where it came from, and
 // the packages it names (tokens.New, json.Marshal) are imported for it.
+// A block marked continue goes on with the fragment before it, after
+// whatever prose stands between them: one program, explained in pieces,
+// where a later piece uses what an earlier one declared.
 // Everything else must compile as written: an unused variable or import,
 // a name that does not exist, a wrong type, or a finding of go vet fails
 // the block. A complete file must be gofmt-formatted; one marked run must

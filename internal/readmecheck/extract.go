@@ -21,7 +21,11 @@ const (
 	// <!-- snippet: fragment(NAME TYPE, ...) -->: statements, which are
 	// wrapped in a function, or declarations, which stand at the top of
 	// a file. The variables in parentheses are declared for it, and the
-	// packages it names are imported (see Source).
+	// packages it names are imported (see Source). A block marked
+	// <!-- snippet: continue --> is not a Block of its own but a Part of
+	// the fragment before it, so that a README can explain a program
+	// between its pieces and a later piece can use what an earlier one
+	// declared.
 	Fragment
 )
 
@@ -37,7 +41,8 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// A Block is one ```go block of a Markdown file.
+// A Block is one ```go block of a Markdown file, with the blocks that
+// continue it.
 type Block struct {
 	// Line is the line of the Markdown file (from 1) that holds the
 	// block's first line of code; Source maps compiler positions to it.
@@ -52,13 +57,23 @@ type Block struct {
 	Given string
 	// MarkerLine is the line of the block's marker; zero without one.
 	MarkerLine int
+	// More are the blocks marked <!-- snippet: continue --> that follow a
+	// Fragment, in order: its code goes on with theirs.
+	More []Part
+}
+
+// A Part is a block that continues a Fragment.
+type Part struct {
+	Line int // as Block.Line
+	Code string
 }
 
 var (
 	markerRe = regexp.MustCompile(`^\s*<!--\s*snippet:\s*(.*?)\s*-->\s*$`)
 	fenceRe  = regexp.MustCompile("^( {0,3})(`{3,}|~{3,})\\s*([^\\s`]*)")
-	// givenRe reads a marker's directive: fragment, fragment(...), run.
-	directiveRe = regexp.MustCompile(`^(fragment|run)\s*(?:\((.*)\))?$`)
+	// directiveRe reads a marker's directive: fragment, fragment(...),
+	// continue, run.
+	directiveRe = regexp.MustCompile(`^(fragment|continue|run)\s*(?:\((.*)\))?$`)
 )
 
 // Extract returns the ```go blocks of a Markdown document, in order, with
@@ -67,16 +82,19 @@ var (
 //
 //	<!-- snippet: fragment -->
 //	<!-- snippet: fragment(ctx context.Context, r *http.Request) -->
+//	<!-- snippet: continue -->
 //	<!-- snippet: run -->
 //
 // It fails, naming the line, on a marker it does not know, a marker that
-// no ```go block follows, a run marker with a parameter list, and a go
-// block without a closing fence. Blocks in other languages, and lines
+// no ```go block follows, a run or continue marker with a parameter list,
+// a continue marker with no fragment before it, and a go block without a
+// closing fence. Blocks in other languages, and lines
 // inside them, are skipped.
 func Extract(md string) ([]Block, error) {
 	lines := strings.Split(strings.ReplaceAll(md, "\r\n", "\n"), "\n")
 	var blocks []Block
 	var pending *Block // the marker waiting for its block
+	cont := false      // whether pending continues the last fragment
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]
 		if strings.TrimSpace(line) == "" {
@@ -89,9 +107,13 @@ func Extract(md string) ([]Block, error) {
 			d := directiveRe.FindStringSubmatch(m[1])
 			switch {
 			case d == nil:
-				return nil, fmt.Errorf("line %d: unknown snippet marker %q: want fragment, fragment(NAME TYPE, ...) or run", i+1, m[1])
-			case d[1] == "run" && strings.Contains(m[1], "("):
-				return nil, fmt.Errorf("line %d: snippet marker %q: run takes no parameters", i+1, m[1])
+				return nil, fmt.Errorf("line %d: unknown snippet marker %q: want fragment, fragment(NAME TYPE, ...), continue or run", i+1, m[1])
+			case d[1] != "fragment" && strings.Contains(m[1], "("):
+				return nil, fmt.Errorf("line %d: snippet marker %q: %s takes no parameters", i+1, m[1], d[1])
+			case d[1] == "continue" && (len(blocks) == 0 || blocks[len(blocks)-1].Kind != Fragment):
+				return nil, fmt.Errorf("line %d: snippet marker continue: no fragment before it to continue", i+1)
+			case d[1] == "continue":
+				pending, cont = &Block{Kind: Fragment, MarkerLine: i + 1}, true
 			case d[1] == "run":
 				pending = &Block{Kind: Program, MarkerLine: i + 1}
 			default:
@@ -134,7 +156,13 @@ func Extract(md string) ([]Block, error) {
 			code.WriteByte('\n')
 		}
 		b.Code = code.String()
-		blocks = append(blocks, b)
+		if cont {
+			prev := &blocks[len(blocks)-1]
+			prev.More = append(prev.More, Part{Line: b.Line, Code: b.Code})
+			cont = false
+		} else {
+			blocks = append(blocks, b)
+		}
 		i = end
 	}
 	if pending != nil {

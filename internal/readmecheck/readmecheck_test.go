@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -130,6 +131,7 @@ var wantRe = regexp.MustCompile(`^want: (?:(ok)|error "([^"]+)"(?: at code line 
 func wantLines(t *testing.T, md string) (wants map[int]want, first int) {
 	wants = map[int]want{}
 	var cur *want
+	prev := "" // the last line that is not blank
 	for i, l := range strings.Split(md, "\n") {
 		if m := wantRe.FindStringSubmatch(l); m != nil {
 			w := want{ok: m[1] == "ok", says: m[2]}
@@ -137,9 +139,10 @@ func wantLines(t *testing.T, md string) (wants map[int]want, first int) {
 				w.codeLine, _ = strconv.Atoi(m[3])
 			}
 			cur = &w
-			continue
 		}
-		if strings.HasPrefix(l, "```go") {
+		// A block that continues a fragment is part of it, not a block
+		// with a want of its own.
+		if strings.HasPrefix(l, "```go") && prev != "<!-- snippet: continue -->" {
 			if cur == nil {
 				t.Fatalf("testdata/blocks.md:%d: a go block without a want line", i+1)
 			}
@@ -148,6 +151,9 @@ func wantLines(t *testing.T, md string) (wants map[int]want, first int) {
 			}
 			wants[i+2] = *cur
 			cur = nil
+		}
+		if strings.TrimSpace(l) != "" {
+			prev = l
 		}
 	}
 	return wants, first
@@ -165,18 +171,23 @@ func TestExtract(t *testing.T) {
 		"x := 1",                     // 8
 		"_ = x",                      // 9
 		"```",                        // 10
-		"<!-- snippet:   fragment( ctx context.Context, db *gorm.DB )  -->", // 11
-		"",                      // 12
-		"  ```Go",               // 13
-		"  gen.Next()",          // 14
-		"  ```",                 // 15
-		"```sh",                 // 16
-		"<!-- snippet: run -->", // 17: inside a sh block, not a marker
-		"```",                   // 18
-		"<!-- snippet: run -->", // 19
-		"````go",                // 20
-		"```",                   // 21: too short to close
-		"````",                  // 22
+		"Then:",                      // 11
+		"<!-- snippet: continue -->", // 12
+		"```go",                      // 13
+		"y := x",                     // 14
+		"```",                        // 15
+		"<!-- snippet:   fragment( ctx context.Context, db *gorm.DB )  -->", // 16
+		"",                      // 17
+		"  ```Go",               // 18
+		"  gen.Next()",          // 19
+		"  ```",                 // 20
+		"```sh",                 // 21
+		"<!-- snippet: run -->", // 22: inside a sh block, not a marker
+		"```",                   // 23
+		"<!-- snippet: run -->", // 24
+		"````go",                // 25
+		"```",                   // 26: too short to close
+		"````",                  // 27
 	}, "\n")
 	got, err := readmecheck.Extract(md)
 	if err != nil {
@@ -184,15 +195,16 @@ func TestExtract(t *testing.T) {
 	}
 	want := []readmecheck.Block{
 		{Line: 4, Code: "package main\n", Kind: readmecheck.File},
-		{Line: 8, Code: "x := 1\n_ = x\n", Kind: readmecheck.Fragment, MarkerLine: 6},
-		{Line: 14, Code: "gen.Next()\n", Kind: readmecheck.Fragment, Given: "ctx context.Context, db *gorm.DB", MarkerLine: 11},
-		{Line: 21, Code: "```\n", Kind: readmecheck.Program, MarkerLine: 19},
+		{Line: 8, Code: "x := 1\n_ = x\n", Kind: readmecheck.Fragment, MarkerLine: 6,
+			More: []readmecheck.Part{{Line: 14, Code: "y := x\n"}}},
+		{Line: 19, Code: "gen.Next()\n", Kind: readmecheck.Fragment, Given: "ctx context.Context, db *gorm.DB", MarkerLine: 16},
+		{Line: 26, Code: "```\n", Kind: readmecheck.Program, MarkerLine: 24},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Extract found %d blocks, want %d: %+v", len(got), len(want), got)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("block %d:\n got %+v\nwant %+v", i, got[i], want[i])
 		}
 	}
@@ -202,6 +214,10 @@ func TestExtract(t *testing.T) {
 	}{
 		{"unknown marker", "<!-- snippet: fragmnet -->\n```go\nx\n```\n", "line 1: unknown snippet marker"},
 		{"run with parameters", "<!-- snippet: run(ctx context.Context) -->\n```go\nx\n```\n", "run takes no parameters"},
+		{"continue with parameters", "<!-- snippet: fragment -->\n```go\nx\n```\n<!-- snippet: continue(x int) -->\n```go\nx\n```\n",
+			"continue takes no parameters"},
+		{"continue first", "<!-- snippet: continue -->\n```go\nx\n```\n", "line 1: snippet marker continue: no fragment before it"},
+		{"continue after a file", "```go\npackage p\n```\n<!-- snippet: continue -->\n```go\nx\n```\n", "line 4: snippet marker continue: no fragment"},
 		{"marker before text", "<!-- snippet: fragment -->\ntext\n```go\nx\n```\n", "line 1: snippet marker not followed"},
 		{"marker at the end", "```go\nx\n```\n<!-- snippet: fragment -->\n", "line 4: snippet marker not followed"},
 		{"marker before a sh block", "<!-- snippet: fragment -->\n```sh\nls\n```\n", `followed by a "sh" block`},
@@ -240,6 +256,15 @@ func TestSource(t *testing.T) {
 		if strings.Contains(src, s) {
 			t.Errorf("the source imports %s:\n%s", s, src)
 		}
+	}
+
+	// A part that continues a fragment carries its own line directive.
+	src, err = readmecheck.Source("/x/README.md", readmecheck.Block{
+		Line: 5, Kind: readmecheck.Fragment, MarkerLine: 4, Code: "x := 1\n",
+		More: []readmecheck.Part{{Line: 12, Code: "fmt.Println(x)\n"}},
+	})
+	if want := "//line /x/README.md:5:1\nx := 1\n//line /x/README.md:12:1\nfmt.Println(x)\n}\n"; err != nil || !strings.Contains(src, want) {
+		t.Errorf("a continued fragment: %v\n%s\nwant it to hold\n%s", err, src, want)
 	}
 
 	if _, err := readmecheck.Source("/x/README.md", readmecheck.Block{Line: 3, MarkerLine: 2, Kind: readmecheck.Fragment, Given: "ctx"}); err == nil ||

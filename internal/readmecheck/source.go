@@ -14,8 +14,8 @@ import (
 // report positions in the Markdown file, so that an error reads
 // README.md:75:2.
 //
-// A File or Program block is the file as written. A Fragment becomes a file
-// of package snippet: declarations (types, functions, variables) at the
+// A File or Program block is the file as written. A Fragment, with the
+// parts that continue it, becomes a file of package snippet: declarations (types, functions, variables) at the
 // top of the file, anything else as the body of a function, so that
 // statements compile where they stand. Its given variables become
 // package-level variables, in scope for either form. The packages a
@@ -37,8 +37,12 @@ func Source(mdPath string, b Block) (string, error) {
 
 	// Declarations, if the fragment parses as the body of a file;
 	// statements otherwise.
+	all := b.Code
+	for _, p := range b.More {
+		all += p.Code
+	}
 	decls := true
-	if _, err := parser.ParseFile(token.NewFileSet(), "", "package snippet\n"+b.Code, parser.SkipObjectResolution); err != nil {
+	if _, err := parser.ParseFile(token.NewFileSet(), "", "package snippet\n"+all, parser.SkipObjectResolution); err != nil {
 		decls = false
 	}
 	var body strings.Builder
@@ -51,6 +55,10 @@ func Source(mdPath string, b Block) (string, error) {
 	}
 	body.WriteString(lineDirective(mdPath, b.Line))
 	body.WriteString(b.Code)
+	for _, p := range b.More {
+		body.WriteString(lineDirective(mdPath, p.Line))
+		body.WriteString(p.Code)
+	}
 	if !decls {
 		body.WriteString("}\n")
 	}
