@@ -393,7 +393,7 @@ func TestRules(t *testing.T) {
 }
 
 func TestRulesOnlyTagged(t *testing.T) {
-	e := newEnv(t, gormplugin.OnlyTagged())
+	e := newEnv(t, gormplugin.Options{OnlyTagged: true})
 	c := Company{ID: 3, Name: "untagged key: mine"}
 	o := Order{ID: 4}
 	if err := e.db.Create(&c).Error; err != nil || c.ID != 3 {

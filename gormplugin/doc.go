@@ -12,24 +12,37 @@
 //	}
 //	db.Create(&post) // post.ID is set, and is the row's key
 //
+// # Options
+//
+// Like every snowkey constructor, New takes its configuration as one
+// Options struct by value, go-redis style, whose zero value is the
+// default; since the common call needs none, it is an optional trailing
+// argument: New(gen) or New(gen, Options{OnlyTagged: true}). Bad
+// arguments (a nil Source, two Options) make db.Use fail with an error
+// wrapping idtype.ErrInvalidOptions, the one sentinel for bad options
+// across snowkey.
+//
 // # Which fields
 //
 // The plugin reads GORM's own schema of the model, never column names:
 //
 //   - the primary key, when it is the model's only primary key and its
 //     type is idtype.ID (or *idtype.ID);
-//   - every field tagged `gorm:"snowflake"`, of type int64, idtype.ID or
-//     another 64-bit integer type (or a pointer to one), whether or not it
-//     is a key.
+//   - every field tagged `gorm:"snowflake"`, whether or not it is a key,
+//     of type int64, idtype.ID or another type defined as int64 (type Seq
+//     int64), or a pointer to one of these. No other type: not int, not
+//     uint64, though they may be 64 bits wide, because a snowflake is a
+//     positive int64 and PostgreSQL's bigint is signed.
 //
 // It never fills a field whose value is already set, a field the database
 // fills (a `default:` tag such as `default:snowflake_id()`, an explicit
 // `autoIncrement`, a `generated:` column), a field GORM does not insert
 // (`<-:false`, or left out with Omit or Select), or the halves of a
 // composite primary key that are not tagged (a many2many join table's key
-// is left alone). `snowflake:false` opts a key out; OnlyTagged makes the
-// plugin fill tagged fields only. A field tagged snowflake that is not a
-// 64-bit integer fails every create of its model with ErrFieldType.
+// is left alone). `snowflake:false` opts a key out; Options.OnlyTagged
+// makes the plugin fill tagged fields only. A field tagged snowflake of
+// any other type (a uint64, say) fails every create of its model with
+// ErrFieldType, naming the field, its type and the types that work.
 //
 // Because idtype.ID's GormDataType is "bigint", AutoMigrate makes its keys
 // plain bigint columns, not bigserial. An int64 key tagged snowflake needs

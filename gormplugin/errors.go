@@ -12,9 +12,12 @@ var (
 	// needed. The error also wraps the Source's own error, such as
 	// idtype.ErrClockBehind.
 	ErrGenerate = errors.New("gormplugin: generate IDs")
-	// ErrFieldType means a field tagged `gorm:"snowflake"` is not an
-	// integer of 64 bits (int64, idtype.ID, or a pointer to one).
-	ErrFieldType = errors.New("gormplugin: snowflake field is not a 64-bit integer")
+	// ErrFieldType means a field tagged `gorm:"snowflake"` is not of a
+	// type the plugin fills: int64, idtype.ID, another type defined as
+	// int64 (type Seq int64), or a pointer to one of these. int, uint64
+	// and the other integer types are refused, even where they are 64
+	// bits wide. The error names the model, the field and its type.
+	ErrFieldType = errors.New("gormplugin: snowflake field is not int64-based")
 	// ErrNotAddressable means a key needs filling in a value the plugin
 	// cannot write to: a struct or array passed to Create by value. Pass a
 	// pointer, as GORM's own documentation does.

@@ -34,9 +34,9 @@ type plan struct {
 //
 //   - the primary key, when it is the model's only one and its type is
 //     idtype.ID (unless onlyTagged, or tagged `snowflake:false`);
-//   - every field tagged `gorm:"snowflake"`, of type int64, idtype.ID, or
-//     another 64-bit integer type (or a pointer to one), in a composite key
-//     or not;
+//   - every field tagged `gorm:"snowflake"`, in a composite key or not:
+//     of type int64, idtype.ID or another type defined as int64, or a
+//     pointer to one (any other type is an ErrFieldType for the model);
 //
 // but never a field the database fills itself (a `default:` tag, an
 // explicit `autoIncrement` tag, a `generated:` column), and never one
@@ -54,7 +54,8 @@ func newPlan(s *schema.Schema, onlyTagged bool) *plan {
 			continue // `snowflake:false` opts a key out
 		case tagged:
 			if f.IndirectFieldType.Kind() != reflect.Int64 {
-				p.err = fmt.Errorf("%w: %s.%s is %s", ErrFieldType, s.Name, f.Name, f.FieldType)
+				p.err = fmt.Errorf("%w: %s.%s is %s; a snowflake field must be int64, idtype.ID, "+
+					"another type defined as int64, or a pointer to one", ErrFieldType, s.Name, f.Name, f.FieldType)
 				return p
 			}
 		case onlyTagged || f != onlyPK || f.IndirectFieldType != idType:

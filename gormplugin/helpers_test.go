@@ -165,7 +165,7 @@ type env struct {
 
 // newEnv migrates a fresh database (so that snowflake_id() exists),
 // registers the plugin on worker 1, and creates every model's table.
-func newEnv(t testing.TB, opts ...gormplugin.Option) *env {
+func newEnv(t testing.TB, opts ...gormplugin.Options) *env {
 	t.Helper()
 	url := testenv.Postgres(t)
 	sqlDB, err := sql.Open("pgx", url)

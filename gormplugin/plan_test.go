@@ -123,3 +123,106 @@ func TestNoDatabaseErrors(t *testing.T) {
 		t.Errorf("a second plugin of the same name was accepted")
 	}
 }
+
+// TestFieldTypes checks which types a field tagged snowflake may have:
+// the int64 kind, behind a pointer or not; anything else fails every
+// create of the model with ErrFieldType, naming the field, its type and
+// the types that work.
+func TestFieldTypes(t *testing.T) {
+	db := dryRun()
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Use(gormplugin.New(gen)); err != nil {
+		t.Fatal(err)
+	}
+	type (
+		tagInt64 struct {
+			ID  idtype.ID `gorm:"primaryKey"`
+			Ref int64     `gorm:"snowflake"`
+		}
+		tagSeqPtr struct {
+			ID  idtype.ID `gorm:"primaryKey"`
+			Ref *Seq      `gorm:"snowflake"`
+		}
+		tagUint64 struct {
+			ID  idtype.ID `gorm:"primaryKey"`
+			Ref uint64    `gorm:"snowflake"`
+		}
+		tagInt struct {
+			ID  idtype.ID `gorm:"primaryKey"`
+			Ref int       `gorm:"snowflake"`
+		}
+		tagUint64Key struct {
+			ID uint64 `gorm:"primaryKey;snowflake"`
+		}
+	)
+	a, b := &tagInt64{}, &tagSeqPtr{}
+	if err := db.Create(a).Error; err != nil || a.Ref == 0 {
+		t.Errorf("int64 tagged snowflake: %v, %+v", err, a)
+	}
+	if err := db.Create(b).Error; err != nil || b.Ref == nil || *b.Ref == 0 {
+		t.Errorf("*Seq tagged snowflake: %v, %+v", err, b)
+	}
+	for _, tc := range []struct {
+		v          any
+		field, typ string
+	}{
+		{&tagUint64{}, "tagUint64.Ref", "uint64"},
+		{&tagInt{}, "tagInt.Ref", "int"},
+		{&tagUint64Key{}, "tagUint64Key.ID", "uint64"},
+	} {
+		err := db.Create(tc.v).Error
+		if !errors.Is(err, gormplugin.ErrFieldType) ||
+			!containsAll(err.Error(), tc.field+" is "+tc.typ+";", "int64, idtype.ID, another type defined as int64, or a pointer to one") {
+			t.Errorf("%T: %v; want ErrFieldType naming %s, %s and the types that work", tc.v, err, tc.field, tc.typ)
+		}
+	}
+}
+
+// TestNewArguments: a nil Source or more than one Options makes db.Use
+// fail with idtype.ErrInvalidOptions, and then nothing is registered.
+func TestNewArguments(t *testing.T) {
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		p    *gormplugin.Plugin
+		says string
+	}{
+		{"nil Source", gormplugin.New(nil), "Source is nil"},
+		{"two Options", gormplugin.New(gen, gormplugin.Options{}, gormplugin.Options{OnlyTagged: true}), "at most one Options, not 2"},
+	} {
+		db := dryRun()
+		err := db.Use(tc.p)
+		if !errors.Is(err, idtype.ErrInvalidOptions) || !containsAll(err.Error(), tc.says) {
+			t.Errorf("%s: db.Use = %v; want idtype.ErrInvalidOptions saying %q", tc.name, err, tc.says)
+		}
+		c := Company{}
+		if err := db.Create(&c).Error; err != nil || c.ID != 0 {
+			t.Errorf("%s: a plugin that failed to initialize filled a key: %v, %d", tc.name, err, c.ID)
+		}
+		if db.Callback().Create().Get(gormplugin.CallbackName) != nil {
+			t.Errorf("%s: the create callback is registered", tc.name)
+		}
+	}
+
+	// One Options, zero or not, is fine; the zero one is the default.
+	for _, opts := range [][]gormplugin.Options{nil, {{}}, {{OnlyTagged: true}}} {
+		db := dryRun()
+		if err := db.Use(gormplugin.New(gen, opts...)); err != nil {
+			t.Fatalf("New(gen, %+v): %v", opts, err)
+		}
+		c := Company{}
+		if err := db.Create(&c).Error; err != nil {
+			t.Fatal(err)
+		}
+		onlyTagged := len(opts) == 1 && opts[0].OnlyTagged
+		if filled := c.ID != 0; filled == onlyTagged {
+			t.Errorf("New(gen, %+v): untagged idtype.ID key filled = %v", opts, filled)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package gormplugin
 
 import (
+	"fmt"
 	"sync"
 
 	"gorm.io/gorm"
@@ -16,28 +17,45 @@ import (
 type Plugin struct {
 	src        idtype.Source
 	onlyTagged bool
-	plans      sync.Map // *schema.Schema -> *plan
+	// err, set by New, is what Initialize returns instead of registering
+	// anything: New itself returns no error, to keep db.Use(New(gen))
+	// one line.
+	err   error
+	plans sync.Map // *schema.Schema -> *plan
 }
 
-// An Option changes which fields a Plugin fills.
-type Option func(*Plugin)
-
-// OnlyTagged makes the plugin fill only fields tagged `gorm:"snowflake"`,
-// and leave untagged idtype.ID primary keys alone. It suits a code base
-// that adopts the plugin model by model.
-func OnlyTagged() Option {
-	return func(p *Plugin) { p.onlyTagged = true }
+// Options configures a Plugin. Its zero value is the default: fill every
+// zero idtype.ID primary key and every field tagged `gorm:"snowflake"`.
+type Options struct {
+	// OnlyTagged makes the plugin fill only fields tagged
+	// `gorm:"snowflake"`, and leave untagged idtype.ID primary keys alone.
+	// It suits a code base that adopts the plugin model by model. Zero
+	// (false) means the plugin also fills a model's only primary key when
+	// its type is idtype.ID.
+	OnlyTagged bool
 }
 
-// New returns a plugin that takes its IDs from src:
+// New returns a plugin that takes its IDs from src. opts is optional, at
+// most one Options; the zero Options is the default:
 //
 //	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 7})
 //	...
 //	err = db.Use(gormplugin.New(gen))
-func New(src idtype.Source, opts ...Option) *Plugin {
+//	// or, to fill tagged fields only:
+//	err = db.Use(gormplugin.New(gen, gormplugin.Options{OnlyTagged: true}))
+//
+// A nil src or more than one Options makes Initialize, and so db.Use,
+// fail with an error wrapping idtype.ErrInvalidOptions, and the plugin
+// registers nothing.
+func New(src idtype.Source, opts ...Options) *Plugin {
 	p := &Plugin{src: src}
-	for _, opt := range opts {
-		opt(p)
+	switch {
+	case src == nil:
+		p.err = fmt.Errorf("%w: gormplugin.New: the Source is nil", idtype.ErrInvalidOptions)
+	case len(opts) > 1:
+		p.err = fmt.Errorf("%w: gormplugin.New takes at most one Options, not %d", idtype.ErrInvalidOptions, len(opts))
+	case len(opts) == 1:
+		p.onlyTagged = opts[0].OnlyTagged
 	}
 	return p
 }
@@ -55,8 +73,12 @@ func (*Plugin) Name() string { return "snowkey:gormplugin" }
 // callback (UpdateCallbackName) and a builder of the ON CONFLICT clause
 // that wraps any builder registered before it; the last two keep Save and
 // UpdateAll upserts from changing an existing row's snowflake fields. db.Use
-// calls it.
+// calls it. It returns the error New recorded for bad arguments (wrapping
+// idtype.ErrInvalidOptions), and then registers nothing.
 func (p *Plugin) Initialize(db *gorm.DB) error {
+	if p.err != nil {
+		return p.err
+	}
 	if err := db.Callback().Create().Before("gorm:before_create").Register(CallbackName, p.assign); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package tokens
 import (
 	"context"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -311,4 +312,77 @@ func usedMemory(b testing.TB, c *redis.Client) int64 {
 	}
 	b.Fatalf("no used_memory in INFO memory")
 	return 0
+}
+
+// BenchmarkStatsPaired measures what Stats costs the hottest path, a
+// cached Validate, whose one addition is the count of hits: every op
+// times a block of 64 cached Validates on a Manager that counts and a
+// block on one that does not (its cache's uncounted switch), back to
+// back in alternating order, over the same tokens, and it reports the
+// median over the ops of the time ratio counted/uncounted as
+// "counted/uncounted" (1.00: no cost). The median, not the ratio of
+// sums: a block that the scheduler stops for a time slice (another
+// goroutine's, or another process's on a shared machine) costs a
+// thousand blocks' time, and which side it lands on is chance. With 32
+// goroutines, blocks of all goroutines run interleaved on the cores, so
+// that the hit counters' cache lines are contended as in a server.
+func BenchmarkStatsPaired(b *testing.B) {
+	const block = 64
+	c := testenv.RedisClient(b)
+	ctx := context.Background()
+	gen := newGen(b)
+	prefix := testenv.KeyPrefix(b)
+	counted := newManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: time.Minute})
+	uncounted := newManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: time.Minute})
+	uncounted.cache.uncounted = true
+	toks := make([]string, benchTokens)
+	for i := range toks {
+		toks[i], _ = issue(b, counted, userID(b, gen), Metadata{})
+		for _, m := range []*Manager{counted, uncounted} {
+			if _, err := m.Validate(ctx, toks[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, g := range []int{1, 32} {
+		b.Run("goroutines="+strconv.Itoa(g), func(b *testing.B) {
+			var mu sync.Mutex
+			var ratios []float64
+			parallel(b, g, func(i int) error {
+				run := func(m *Manager) (time.Duration, error) {
+					t0 := time.Now()
+					for j := range block {
+						if _, err := m.Validate(ctx, toks[(i+j)%benchTokens]); err != nil {
+							return 0, err
+						}
+					}
+					return time.Since(t0), nil
+				}
+				first, second := counted, uncounted
+				if i%2 == 1 {
+					first, second = second, first
+				}
+				d1, err := run(first)
+				if err != nil {
+					return err
+				}
+				d2, err := run(second)
+				if err != nil {
+					return err
+				}
+				if first == uncounted {
+					d1, d2 = d2, d1
+				}
+				mu.Lock()
+				ratios = append(ratios, float64(d1)/float64(d2))
+				mu.Unlock()
+				return nil
+			})
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "counted/uncounted")
+			if hits := counted.Stats().CacheHits; hits == 0 || uncounted.Stats().CacheHits != 0 {
+				b.Fatalf("hits counted %d, uncounted %d: the switch does not work", hits, uncounted.Stats().CacheHits)
+			}
+		})
+	}
 }

@@ -37,6 +37,9 @@ type cache struct {
 	// unguarded turns off the revocation count, for the tests' control
 	// runs (see defences).
 	unguarded bool
+	// uncounted turns off the count of hits, for the benchmark that
+	// measures what counting costs (BenchmarkStatsPaired).
+	uncounted bool
 	// base anchors the entries' deadlines, kept as monotonic nanoseconds
 	// since base: a hit reads the monotonic clock only.
 	base   time.Time
@@ -49,7 +52,10 @@ type cacheShard struct {
 	// revocations counts the revocations of the shard's sessions; it
 	// moves only under mu, and is read without it before a request.
 	revocations atomic.Uint64
-	_           [24]byte // keep neighbouring shards' locks off one cache line
+	// hits counts the shard's cache hits for Stats, on the cache line
+	// that a hit's read lock has just taken.
+	hits atomic.Uint64
+	_    [16]byte // keep neighbouring shards' locks off one cache line
 }
 
 type cacheEntry struct {
@@ -94,7 +100,22 @@ func (c *cache) get(t *token, sum uint32, digest *[sha256.Size]byte) (Session, b
 		int64(time.Since(c.base)) >= e.until {
 		return Session{}, false
 	}
+	if !c.uncounted {
+		sh.hits.Add(1)
+	}
 	return e.s, true
+}
+
+// hits returns the cache hits so far: zero for a nil cache.
+func (c *cache) hits() uint64 {
+	if c == nil {
+		return 0
+	}
+	var n uint64
+	for i := range c.shards {
+		n += c.shards[i].hits.Load()
+	}
+	return n
 }
 
 // mark returns the revocation count of a session's shard, which a

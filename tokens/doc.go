@@ -28,6 +28,24 @@
 // there is nothing to sweep. Options.CacheTTL turns on an in-process cache
 // with a hard bound on how long a revocation takes to reach this instance.
 //
+// # Options
+//
+// Like every snowkey constructor, New takes one Options struct by value,
+// go-redis style: the zero value of each field is a documented default
+// ("Zero means …"), so tokens.Options{} is a working configuration, and a
+// bad field makes New fail with an error wrapping idtype.ErrInvalidOptions
+// (the one sentinel for bad options across snowkey) that names it. The
+// HTTP middleware has its own MiddlewareOptions (Header, Realm, Logger):
+// Manager.Middleware uses the zero value, NewMiddleware any other.
+//
+// # Counters
+//
+// Manager.Stats returns counts of validations (OK, invalid,
+// unavailable), cache hits and misses, refreshes and failed refreshes,
+// revocations (sessions ended) and sessions issued, for an application to
+// export beside idtype's Generator.Stats and the worker lease's Status.
+// Counting takes atomic adds and no lock.
+//
 // # The promise
 //
 // No revoked session is served after the revocation returned without
@@ -87,6 +105,10 @@
 //	tok, sess, err := m.Issue(ctx, user.ID, tokens.Metadata{UserAgent: r.UserAgent()})
 //	…
 //	mux.Handle("/api/", m.Middleware(api))
+//	// or, with a header of your own and the app's logger:
+//	auth, err := tokens.NewMiddleware(m, tokens.MiddlewareOptions{Header: "X-Session", Logger: logger})
+//	…
+//	mux.Handle("/api/", auth(api))
 //	// in a handler:
 //	sess, _ := tokens.FromContext(r.Context())
 package tokens

@@ -18,8 +18,9 @@ import (
 )
 
 // newManager builds a Manager over an in-process miniredis, so that the
-// examples run anywhere; production code passes its redis.Client,
-// redis.ClusterClient or FailoverClient instead.
+// examples run anywhere; production code passes its *redis.Client (from
+// redis.NewClient, or redis.NewFailoverClient for Sentinel) or
+// *redis.ClusterClient instead.
 func newManager() (*tokens.Manager, func()) {
 	mr, err := miniredis.Run()
 	if err != nil {
@@ -101,6 +102,50 @@ func ExampleManager_Middleware() {
 	// 200 "" hello, user 42
 	// 401 "Bearer realm=\"api\", error=\"invalid_token\"" Unauthorized
 	// 400 "Bearer realm=\"api\", error=\"invalid_request\"" Bad Request
+}
+
+func ExampleNewMiddleware() {
+	m, done := newManager()
+	defer done()
+	tok, _, err := m.Issue(context.Background(), 42, tokens.Metadata{})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// A client that cannot set Authorization sends the bare token in a
+	// header of its own; challenges name the app's realm.
+	auth, err := tokens.NewMiddleware(m, tokens.MiddlewareOptions{Header: "X-Session", Realm: "notes"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	me := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := tokens.FromContext(r.Context())
+		fmt.Fprintf(w, "hello, user %d", s.UserID)
+	})
+	srv := httptest.NewServer(auth(me))
+	defer srv.Close()
+
+	for _, h := range [][2]string{{"X-Session", tok}, {"Authorization", "Bearer " + tok}, {"X-Session", "snk_forged"}, {"", ""}} {
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		if h[0] != "" {
+			req.Header.Set(h[0], h[1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Printf("%d %q %s\n", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), strings.TrimSpace(string(body)))
+	}
+	_, err = tokens.NewMiddleware(m, tokens.MiddlewareOptions{Header: "Authorization"})
+	fmt.Println(errors.Is(err, idtype.ErrInvalidOptions), err)
+	// Output:
+	// 200 "" hello, user 42
+	// 200 "" hello, user 42
+	// 401 "Bearer realm=\"notes\", error=\"invalid_token\"" Unauthorized
+	// 401 "Bearer realm=\"notes\"" Unauthorized
+	// true idtype: invalid options: Header is Authorization, which is always read
 }
 
 func ExampleManager_List() {

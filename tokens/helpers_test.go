@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -166,15 +165,12 @@ func newGen(t testing.TB) *idtype.Generator {
 	return g
 }
 
-// newManager returns a Manager over c with keys under the test's prefix
-// and logs discarded, unless opts says otherwise.
+// newManager returns a Manager over c with keys under the test's prefix,
+// unless opts says otherwise.
 func newManager(t testing.TB, c redis.UniversalClient, gen *idtype.Generator, opts Options) *Manager {
 	t.Helper()
 	if opts.KeyPrefix == "" {
 		opts.KeyPrefix = testenv.KeyPrefix(t)
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	m, err := New(c, gen, opts)
 	if err != nil {

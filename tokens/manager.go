@@ -11,7 +11,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,7 +26,8 @@ import (
 // Every session of a user lives in the Redis Cluster slot picked by the
 // user's slot tag (see the token layout in token.go), so each method is a
 // single command or script in one slot: the same code works on a
-// redis.Client, a redis.ClusterClient and a FailoverClient (Sentinel).
+// *redis.Client (for Sentinel, the one redis.NewFailoverClient returns)
+// and a *redis.ClusterClient.
 //
 // Round trips: Issue, Revoke, RevokeSession, RevokeAll and List take one
 // (with Options.WaitReplicas, the WAIT goes in the same round trip);
@@ -46,8 +46,7 @@ type Manager struct {
 	s      scripts
 	cache  *cache // nil when Options.CacheTTL is zero
 	def    defences
-
-	refreshFailures atomic.Uint64
+	stats  counters
 }
 
 // defences are switches, one per defence of the revocation promise, that
@@ -66,17 +65,6 @@ type defences struct {
 	// noRefreshTolerance fails a Validate whose refresh write failed
 	// after its read verified the session.
 	noRefreshTolerance bool
-}
-
-// Stats counts what a Manager has seen since New.
-type Stats struct {
-	// RefreshFailures counts the refreshes of the idle timeout that Redis
-	// did not take, typically because it is out of memory under
-	// maxmemory-policy noeviction. Validate serves the session anyway,
-	// since its read verified it, and the next Validate tries the refresh
-	// again; a session whose refreshes keep failing idles out after
-	// IdleTimeout. A count that keeps growing means Redis needs memory.
-	RefreshFailures uint64
 }
 
 // New returns a Manager that keeps sessions in client and takes session IDs
@@ -126,11 +114,6 @@ func New(client redis.UniversalClient, gen idtype.Source, opts Options) (*Manage
 // Options returns the options in force, with every default filled in.
 func (m *Manager) Options() Options { return m.opts }
 
-// Stats returns the Manager's counters.
-func (m *Manager) Stats() Stats {
-	return Stats{RefreshFailures: m.refreshFailures.Load()}
-}
-
 // Issue starts a session for the user and returns its token, the only copy
 // of which goes to the client, and the session. meta is recorded for the
 // user's session list; its zero value records nothing.
@@ -168,6 +151,8 @@ func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (s
 		m.cache.revokeUser(userID, nil)
 		return "", Session{}, unavailable("issue", err)
 	}
+	m.stats.issued.Add(1)
+	m.stats.revocations.Add(uint64(len(revoked)))
 	m.forget(revoked)
 	if len(revoked) > 0 {
 		if err := m.acknowledged("issue", acked); err != nil {
@@ -231,6 +216,7 @@ func (m *Manager) digest(t *token) [sha256.Size]byte {
 func (m *Manager) Validate(ctx context.Context, token string) (Session, error) {
 	t, sum, ok := parseFields(m.opts.TokenPrefix, token)
 	if !ok {
+		m.stats.validInvalid.Add(1)
 		return Session{}, ErrInvalidToken
 	}
 	// The cache knows a token by the SHA-256 of its secret, which is
@@ -241,35 +227,57 @@ func (m *Manager) Validate(ctx context.Context, token string) (Session, error) {
 	if m.cache != nil {
 		secretSum = sha256.Sum256(t.secret[:])
 		if s, ok := m.cache.get(&t, sum, &secretSum); ok {
-			return s, nil
+			return s, nil // counted as a hit by the cache
 		}
+		m.stats.cacheMisses.Add(1)
 	}
+	s, err := m.validateStored(ctx, token, &t, sum, &secretSum)
+	switch {
+	case err == nil:
+		m.stats.validOK.Add(1)
+	case errors.Is(err, ErrInvalidToken):
+		m.stats.validInvalid.Add(1)
+	default:
+		m.stats.validUnavailable.Add(1)
+	}
+	return s, err
+}
+
+// validateStored is Validate past the cache: it checks the token's
+// checksum, asks Redis, refreshes the idle timeout when that is due, and
+// caches the answer. Its errors are ErrInvalidToken itself or errors
+// wrapping ErrUnavailable.
+func (m *Manager) validateStored(ctx context.Context, token string, t *token, sum uint32, secretSum *[sha256.Size]byte) (Session, error) {
 	if !sumOK(token, sum) {
 		return Session{}, ErrInvalidToken
 	}
-	digest := m.digest(&t)
+	digest := m.digest(t)
 	// Read the cache's revocation count and the clock before Redis
 	// answers: a revocation after this point keeps the answer out of the
 	// cache, and the cache's bound on staleness runs from a moment no
 	// later than Redis's answer.
 	mark := m.cache.mark(t.session)
 	now := time.Now()
-	s, _, err := m.load(ctx, &t, &digest, now)
+	s, _, err := m.load(ctx, t, &digest, now)
 	if err != nil {
 		return Session{}, err
 	}
 	if now.Sub(s.LastSeenAt) >= m.opts.RefreshInterval {
-		refreshed, err := m.refresh(ctx, &t, &digest, s, now)
+		refreshed, err := m.refresh(ctx, t, &digest, s, now)
 		switch {
 		case err == nil:
+			m.stats.refreshes.Add(1)
 			s = refreshed
-		case errors.Is(err, ErrInvalidToken) || m.def.noRefreshTolerance:
+		case errors.Is(err, ErrInvalidToken):
 			return Session{}, err
 		default:
-			m.refreshFailures.Add(1)
+			m.stats.refreshFailures.Add(1)
+			if m.def.noRefreshTolerance {
+				return Session{}, err
+			}
 		}
 	}
-	m.cache.put(&t, sum, &secretSum, s, now, mark)
+	m.cache.put(t, sum, secretSum, s, now, mark)
 	return s, nil
 }
 
@@ -391,6 +399,8 @@ func (m *Manager) Rotate(ctx context.Context, token string) (string, Session, er
 	if n == 0 {
 		return "", Session{}, ErrInvalidToken
 	}
+	m.stats.issued.Add(1)
+	m.stats.revocations.Add(1)
 	if err := m.acknowledged("rotate", acked); err != nil {
 		return "", Session{}, err
 	}
@@ -421,6 +431,7 @@ func (m *Manager) Revoke(ctx context.Context, token string) error {
 	if n == 0 {
 		return ErrInvalidToken
 	}
+	m.stats.revocations.Add(1)
 	return m.acknowledged("revoke", acked)
 }
 
@@ -443,6 +454,9 @@ func (m *Manager) RevokeSession(ctx context.Context, userID, sessionID idtype.ID
 	m.cache.revoke(sessionID)
 	if err != nil {
 		return false, unavailable("revoke session", err)
+	}
+	if n == 1 {
+		m.stats.revocations.Add(1)
 	}
 	if err := m.acknowledged("revoke session", acked); err != nil {
 		return false, err
@@ -487,6 +501,7 @@ func (m *Manager) RevokeAll(ctx context.Context, userID idtype.ID, keep ...idtyp
 	if err != nil {
 		return 0, unavailable("revoke all", err)
 	}
+	m.stats.revocations.Add(uint64(max(live, 0)))
 	if err := m.acknowledged("revoke all", acked); err != nil {
 		return 0, err
 	}

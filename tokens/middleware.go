@@ -3,14 +3,72 @@ package tokens
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
-// Middleware authenticates every request before next sees it. It reads the
-// token from "Authorization: Bearer <token>" (RFC 6750), or from
-// Options.Header if set, never from the query string, and answers:
+// MiddlewareOptions configures the middleware that NewMiddleware returns.
+// Like Options, its zero value is a working configuration: every field's
+// zero value is a documented default, and Manager.Middleware is the
+// middleware of the zero MiddlewareOptions.
+type MiddlewareOptions struct {
+	// Header names one more request header that the middleware reads a
+	// token from, holding the bare token, such as "X-Session-Token". Zero
+	// means none: only Authorization: Bearer is read, which is always
+	// read; the query string never is. It must be a header name other
+	// than Authorization.
+	Header string
+
+	// Realm is the realm of the WWW-Authenticate challenges. Zero means
+	// DefaultRealm, "api". It must not hold '"', '\' or control
+	// characters.
+	Realm string
+
+	// Logger receives the middleware's log lines: rejected tokens at
+	// Debug (naming the session ID, never the token) and store failures at
+	// Error. Zero (nil) means slog.Default(), as it is when the middleware
+	// is made.
+	Logger *slog.Logger
+}
+
+// DefaultRealm is the default MiddlewareOptions.Realm.
+const DefaultRealm = "api"
+
+// withDefaults fills in the zero fields and checks the result.
+func (o MiddlewareOptions) withDefaults() (MiddlewareOptions, error) {
+	if o.Realm == "" {
+		o.Realm = DefaultRealm
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	switch {
+	case o.Header != "" && !isHeaderName(o.Header):
+		return o, fmt.Errorf("%w: Header %q is not a header name", idtype.ErrInvalidOptions, o.Header)
+	case strings.EqualFold(o.Header, "Authorization"):
+		return o, fmt.Errorf("%w: Header is Authorization, which is always read", idtype.ErrInvalidOptions)
+	case !isRealm(o.Realm):
+		return o, fmt.Errorf("%w: Realm %q holds '\"', '\\' or a control character", idtype.ErrInvalidOptions, o.Realm)
+	}
+	o.Header = http.CanonicalHeaderKey(o.Header)
+	return o, nil
+}
+
+// middleware is what NewMiddleware and Manager.Middleware wrap handlers
+// with.
+type middleware struct {
+	m    *Manager
+	opts MiddlewareOptions
+}
+
+// Middleware authenticates every request before next sees it, with the
+// zero MiddlewareOptions: the token is read from "Authorization: Bearer",
+// challenges name the realm "api", and log lines go to slog.Default().
+// NewMiddleware makes one with other options. The answers:
 //
 //   - no token (no Authorization header, or another scheme such as Basic):
 //     401 with WWW-Authenticate: Bearer realm="…" and no error code;
@@ -23,22 +81,56 @@ import (
 //   - a valid token: next, with the Session in the request's context (see
 //     FromContext).
 //
-// It logs to Options.Logger: rejected tokens at Debug, store failures at
-// Error, naming the session ID (public) and never the token.
+// It logs rejected tokens at Debug and store failures at Error, naming the
+// session ID (public) and never the token.
 func (m *Manager) Middleware(next http.Handler) http.Handler {
+	mw, _ := newMiddleware(m, MiddlewareOptions{}) // the zero options pass every check
+	return mw.wrap(next)
+}
+
+// NewMiddleware returns the middleware of Manager.Middleware configured by
+// opts: it reads the token from "Authorization: Bearer <token>" (RFC
+// 6750), or from opts.Header if set, never from the query string, and
+// answers as Manager.Middleware says. The error wraps
+// idtype.ErrInvalidOptions and names the bad field; m must not be nil.
+//
+//	auth, err := tokens.NewMiddleware(m, tokens.MiddlewareOptions{Header: "X-Session"})
+//	…
+//	mux.Handle("/api/", auth(api))
+func NewMiddleware(m *Manager, opts MiddlewareOptions) (func(http.Handler) http.Handler, error) {
+	mw, err := newMiddleware(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	return mw.wrap, nil
+}
+
+func newMiddleware(m *Manager, opts MiddlewareOptions) (*middleware, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: the Manager is nil", idtype.ErrInvalidOptions)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &middleware{m: m, opts: o}, nil
+}
+
+func (mw *middleware) wrap(next http.Handler) http.Handler {
+	m, o := mw.m, &mw.opts
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var custom []string
-		if m.opts.Header != "" {
-			custom = r.Header.Values(m.opts.Header)
+		if o.Header != "" {
+			custom = r.Header.Values(o.Header)
 		}
 		tok, res := parseCredentials(r.Header.Values("Authorization"), custom)
 		switch res {
 		case credNone:
-			m.challenge(w, http.StatusUnauthorized, "")
+			mw.challenge(w, http.StatusUnauthorized, "")
 			return
 		case credMalformed:
-			m.opts.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: malformed credentials")
-			m.challenge(w, http.StatusBadRequest, "invalid_request")
+			o.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: malformed credentials")
+			mw.challenge(w, http.StatusBadRequest, "invalid_request")
 			return
 		}
 		s, err := m.Validate(r.Context(), tok)
@@ -47,20 +139,22 @@ func (m *Manager) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		attrs := make([]slog.Attr, 0, 2)
-		if sid, ok := sessionOf(m.opts.TokenPrefix, tok); ok {
-			attrs = append(attrs, slog.Int64("session", int64(sid)))
+		// The session ID is public: it names the session in the logs
+		// without giving away the token.
+		if t, ok := parseToken(m.opts.TokenPrefix, tok); ok {
+			attrs = append(attrs, slog.Int64("session", int64(t.session)))
 		}
 		switch {
 		case errors.Is(err, ErrInvalidToken):
-			m.opts.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: token rejected", attrs...)
-			m.challenge(w, http.StatusUnauthorized, "invalid_token")
+			o.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: token rejected", attrs...)
+			mw.challenge(w, http.StatusUnauthorized, "invalid_token")
 		case r.Context().Err() != nil:
 			// The client is gone; nobody reads the answer.
-			m.opts.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: request ended during validation", attrs...)
+			o.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: request ended during validation", attrs...)
 			http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
 		default:
 			attrs = append(attrs, slog.String("error", err.Error()))
-			m.opts.Logger.LogAttrs(r.Context(), slog.LevelError, "tokens: session store unavailable", attrs...)
+			o.Logger.LogAttrs(r.Context(), slog.LevelError, "tokens: session store unavailable", attrs...)
 			http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
 		}
 	})
@@ -68,8 +162,8 @@ func (m *Manager) Middleware(next http.Handler) http.Handler {
 
 // challenge answers with a Bearer challenge and, unless code is empty, an
 // RFC 6750 error code.
-func (m *Manager) challenge(w http.ResponseWriter, status int, code string) {
-	v := `Bearer realm="` + m.opts.Realm + `"`
+func (mw *middleware) challenge(w http.ResponseWriter, status int, code string) {
+	v := `Bearer realm="` + mw.opts.Realm + `"`
 	if code != "" {
 		v += `, error="` + code + `"`
 	}
@@ -165,4 +259,26 @@ func NewContext(ctx context.Context, s Session) context.Context {
 func FromContext(ctx context.Context) (Session, bool) {
 	s, ok := ctx.Value(sessionKey{}).(Session)
 	return s, ok
+}
+
+// isHeaderName reports whether s is an RFC 9110 token, the syntax of a
+// field name.
+func isHeaderName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if isAlnum(string(c)) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return s != ""
+}
+
+func isRealm(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

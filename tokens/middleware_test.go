@@ -3,6 +3,7 @@ package tokens
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,13 +16,17 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 )
 
-// serve sends one request with a Bearer token through m.Middleware and
-// returns the status.
+// serve sends one request with a Bearer token through m's middleware,
+// with its logs discarded, and returns the status.
 func serve(m *Manager, tok string) int {
 	r := httptest.NewRequest("GET", "/me", nil)
 	r.Header.Set("Authorization", "Bearer "+tok)
 	w := httptest.NewRecorder()
-	m.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})).ServeHTTP(w, r)
+	auth, err := NewMiddleware(m, MiddlewareOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err) // the options are valid
+	}
+	auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})).ServeHTTP(w, r)
 	return w.Code
 }
 
@@ -29,11 +34,15 @@ func TestMiddleware(t *testing.T) {
 	forEach(t, []backend{miniBackend, singleBackend, clusterBackend}, func(t *testing.T, b backend) {
 		gen := newGen(t)
 		var logs bytes.Buffer
-		m := newManager(t, b.client(t), gen, Options{
+		m := newManager(t, b.client(t), gen, Options{})
+		auth, err := NewMiddleware(m, MiddlewareOptions{
 			Header: "x-session-token",
 			Realm:  "example",
 			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		user := userID(t, gen)
 		tok, sess := issue(t, m, user, Metadata{})
 		revoked, revokedS := issue(t, m, user, Metadata{})
@@ -78,7 +87,7 @@ func TestMiddleware(t *testing.T) {
 		for _, tt := range tests {
 			var got Session
 			var reached bool
-			h := m.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				got, reached = FromContext(r.Context())
 			}))
 			r := httptest.NewRequest("GET", "/me"+tt.query, nil)
@@ -121,7 +130,11 @@ func TestMiddlewareUnavailable(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	var logs bytes.Buffer
-	m, err := New(c, newGen(t), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	m, err := New(c, newGen(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := NewMiddleware(m, MiddlewareOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +142,7 @@ func TestMiddlewareUnavailable(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("Authorization", "Bearer "+tok)
 	w := httptest.NewRecorder()
-	m.Middleware(http.NotFoundHandler()).ServeHTTP(w, r)
+	auth(http.NotFoundHandler()).ServeHTTP(w, r)
 	if w.Code != 503 {
 		t.Errorf("status %d, want 503", w.Code)
 	}
@@ -149,7 +162,7 @@ func TestMiddlewareUnavailable(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	w = httptest.NewRecorder()
-	m.Middleware(http.NotFoundHandler()).ServeHTTP(w, r.WithContext(ctx))
+	auth(http.NotFoundHandler()).ServeHTTP(w, r.WithContext(ctx))
 	if strings.Contains(logs.String(), "level=ERROR") {
 		t.Errorf("a canceled request was logged as an error: %s", logs.String())
 	}
@@ -199,5 +212,87 @@ func TestFromContext(t *testing.T) {
 	s := Session{ID: 5, UserID: idtype.ID(7), IssuedAt: time.Unix(1, 0)}
 	if got, ok := FromContext(NewContext(context.Background(), s)); !ok || got != s {
 		t.Errorf("FromContext(NewContext(s)) = %+v, %v", got, ok)
+	}
+}
+
+// TestMiddlewareZeroOptions checks that Manager.Middleware is the
+// middleware of the zero MiddlewareOptions: Bearer only, realm "api",
+// slog.Default().
+func TestMiddlewareZeroOptions(t *testing.T) {
+	gen := newGen(t)
+	m := newManager(t, miniClient(t), gen, Options{})
+	user := userID(t, gen)
+	tok, sess := issue(t, m, user, Metadata{})
+	revoked, _ := issue(t, m, user, Metadata{})
+	if err := m.Revoke(t.Context(), revoked); err != nil {
+		t.Fatal(err)
+	}
+	var got Session
+	h := m.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = FromContext(r.Context())
+	}))
+	tests := []struct {
+		name, header, value string
+		status              int
+		challenge           string
+	}{
+		{"bearer", "Authorization", "Bearer " + tok, 200, ""},
+		{"a custom header is not read", "X-Session-Token", tok, 401, `Bearer realm="api"`},
+		{"revoked", "Authorization", "Bearer " + revoked, 401, `Bearer realm="api", error="invalid_token"`},
+		{"malformed", "Authorization", "Bearer", 400, `Bearer realm="api", error="invalid_request"`},
+	}
+	for _, tt := range tests {
+		got = Session{}
+		r := httptest.NewRequest("GET", "/me", nil)
+		r.Header.Set(tt.header, tt.value)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tt.status || w.Header().Get("WWW-Authenticate") != tt.challenge {
+			t.Errorf("%s: %d %q, want %d %q", tt.name, w.Code, w.Header().Get("WWW-Authenticate"), tt.status, tt.challenge)
+		}
+		if tt.status == 200 && got != sess {
+			t.Errorf("%s: session in context %+v, want %+v", tt.name, got, sess)
+		}
+	}
+	mw, err := newMiddleware(m, MiddlewareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := mw.opts; o.Header != "" || o.Realm != DefaultRealm || o.Logger != slog.Default() {
+		t.Errorf("the zero MiddlewareOptions became %+v, want no Header, Realm %q, slog.Default()", o, DefaultRealm)
+	}
+}
+
+func TestMiddlewareOptions(t *testing.T) {
+	m := newManager(t, miniClient(t), newGen(t), Options{})
+	logger := slog.New(slog.DiscardHandler)
+	mw, err := newMiddleware(m, MiddlewareOptions{Header: "x-session-token", Realm: "example", Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := mw.opts; o.Header != "X-Session-Token" || o.Realm != "example" || o.Logger != logger {
+		t.Errorf("options in force %+v", o)
+	}
+
+	tests := []struct {
+		name  string
+		opts  MiddlewareOptions
+		field string
+	}{
+		{"Header with a space", MiddlewareOptions{Header: "X Token"}, "Header"},
+		{"Header with a colon", MiddlewareOptions{Header: "X-Token:"}, "Header"},
+		{"Header Authorization", MiddlewareOptions{Header: "authorization"}, "Header"},
+		{"quote in Realm", MiddlewareOptions{Realm: `a"b`}, "Realm"},
+		{"backslash in Realm", MiddlewareOptions{Realm: `a\b`}, "Realm"},
+		{"newline in Realm", MiddlewareOptions{Realm: "a\nb"}, "Realm"},
+	}
+	for _, tt := range tests {
+		auth, err := NewMiddleware(m, tt.opts)
+		if !errors.Is(err, idtype.ErrInvalidOptions) || !strings.Contains(err.Error(), tt.field) || auth != nil {
+			t.Errorf("%s: NewMiddleware = %v, want idtype.ErrInvalidOptions naming %s and no middleware", tt.name, err, tt.field)
+		}
+	}
+	if _, err := NewMiddleware(nil, MiddlewareOptions{}); !errors.Is(err, idtype.ErrInvalidOptions) {
+		t.Errorf("nil Manager: %v, want idtype.ErrInvalidOptions", err)
 	}
 }

@@ -2,8 +2,6 @@ package tokens
 
 import (
 	"fmt"
-	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
@@ -24,8 +22,6 @@ const (
 	DefaultMaxSessions = 100
 	// DefaultCacheSize is the default Options.CacheSize.
 	DefaultCacheSize = 10000
-	// DefaultRealm is the default Options.Realm.
-	DefaultRealm = "api"
 	// DefaultWaitTimeout is the default Options.WaitTimeout.
 	DefaultWaitTimeout = time.Second
 )
@@ -37,54 +33,59 @@ const MaxAbsoluteLifetime = 400 * 24 * time.Hour
 // timeUnit is the resolution of the stored last-seen time.
 const timeUnit = 10 * time.Millisecond
 
-// Options configures a Manager. The zero value of every field is a
-// documented, safe default; the zero Options is a working configuration.
+// Options configures a Manager, go-redis style: New takes it by value, the
+// zero value of every field is a documented, safe default ("Zero means
+// …"), so the zero Options is a working configuration, and a bad field
+// makes New fail with an error wrapping idtype.ErrInvalidOptions that
+// names it. What the middleware needs is in MiddlewareOptions.
 type Options struct {
-	// KeyPrefix starts every Redis key the Manager writes; default "tok:".
-	// Give each Manager that shares a Redis its own prefix. It must not
-	// hold '{' or '}', which would change the keys' Redis Cluster hash
-	// slot. Keys are the prefix plus at most 24 bytes; Redis stores a key
-	// of up to 30 bytes in its smallest allocation, so a prefix of up to 6
-	// bytes costs the least memory.
+	// KeyPrefix starts every Redis key the Manager writes. Zero means
+	// DefaultKeyPrefix, "tok:". Give each Manager that shares a Redis its
+	// own prefix. It must not hold '{' or '}', which would change the
+	// keys' Redis Cluster hash slot. Keys are the prefix plus at most 24
+	// bytes; Redis stores a key of up to 30 bytes in its smallest
+	// allocation, so a prefix of up to 6 bytes costs the least memory.
 	KeyPrefix string
 
 	// TokenPrefix starts every token, before an underscore: "snk" makes
-	// "snk_…"; default "snk". One to 16 ASCII letters and digits. A
-	// distinct prefix lets secret scanners (and people) recognize the
-	// tokens. The stored digest covers the prefix with the secret, so a
-	// token validates only under the prefix it was issued with: changing
-	// the prefix invalidates every token issued under the old one, and a
-	// token re-prefixed by hand (with a recomputed checksum) is refused.
+	// "snk_…". Zero means DefaultTokenPrefix, "snk". One to 16 ASCII
+	// letters and digits. A distinct prefix lets secret scanners (and
+	// people) recognize the tokens. The stored digest covers the prefix
+	// with the secret, so a token validates only under the prefix it was
+	// issued with: changing the prefix invalidates every token issued
+	// under the old one, and a token re-prefixed by hand (with a
+	// recomputed checksum) is refused.
 	TokenPrefix string
 
-	// IdleTimeout ends a session that has not been used for this long;
-	// default 7 days. Use extends it (see RefreshInterval), up to
-	// AbsoluteLifetime.
+	// IdleTimeout ends a session that has not been used for this long.
+	// Zero means DefaultIdleTimeout, 7 days. Use extends it (see
+	// RefreshInterval), up to AbsoluteLifetime.
 	IdleTimeout time.Duration
 
 	// AbsoluteLifetime ends a session this long after login however much
-	// it is used; default 30 days, at most MaxAbsoluteLifetime. Lowering
-	// it applies to existing sessions too.
+	// it is used. Zero means DefaultAbsoluteLifetime, 30 days; at most
+	// MaxAbsoluteLifetime. Lowering it applies to existing sessions too.
 	AbsoluteLifetime time.Duration
 
 	// RefreshInterval throttles the sliding idle timeout: Validate writes
 	// the new last-seen time (and extends the expiry) only when the stored
-	// one is at least this old. Default IdleTimeout/2, so a session in
+	// one is at least this old. Zero means IdleTimeout/2, so a session in
 	// use costs at most one write per half idle window, and a session dies
 	// after between IdleTimeout-RefreshInterval and IdleTimeout without
 	// use. It must be shorter than IdleTimeout and at least 10 ms.
 	RefreshInterval time.Duration
 
-	// MaxSessions bounds the live sessions of one user; default 100. When
-	// Issue would pass it, the user's oldest sessions are revoked, so a
-	// login loop cannot fill Redis.
+	// MaxSessions bounds the live sessions of one user. Zero means
+	// DefaultMaxSessions, 100. When Issue would pass it, the user's oldest
+	// sessions are revoked, so a login loop cannot fill Redis; there is no
+	// setting without a bound.
 	MaxSessions int
 
 	// CacheTTL turns on an in-process cache of validated sessions when
-	// positive; zero (the default) means no cache. A cached session is
-	// served without asking Redis for at most CacheTTL after Redis last
-	// vouched for it, so a token revoked elsewhere keeps working on this
-	// instance for at most CacheTTL. Revocations made through this Manager
+	// positive. Zero means no cache. A cached session is served without
+	// asking Redis for at most CacheTTL after Redis last vouched for it,
+	// so a token revoked elsewhere keeps working on this instance for at
+	// most CacheTTL. Revocations made through this Manager
 	// (Revoke, RevokeSession, RevokeAll, Rotate, MaxSessions) take effect
 	// here at once: no Validate that begins after one returned, with or
 	// without an error, serves the sessions it may have ended, even if a
@@ -93,21 +94,13 @@ type Options struct {
 	// use is refreshed before it idles out.
 	CacheTTL time.Duration
 
-	// CacheSize bounds the cache's entries; default 10,000.
+	// CacheSize bounds the cache's entries. Zero means DefaultCacheSize,
+	// 10,000. It matters only with CacheTTL.
 	CacheSize int
-
-	// Header names one more request header that Middleware reads a token
-	// from, holding the bare token, such as "X-Session-Token"; default
-	// none. Authorization: Bearer is always read; the query string never.
-	Header string
-
-	// Realm is the realm of Middleware's WWW-Authenticate challenges;
-	// default "api". It must not hold '"', '\' or control characters.
-	Realm string
 
 	// WaitReplicas makes every call that revokes sessions wait until this
 	// many replicas have acknowledged the revocation, so that a failover
-	// to a replica cannot undo it; default 0: do not wait. The call sends
+	// to a replica cannot undo it. Zero means do not wait. The call sends
 	// Redis's WAIT on the connection that made the write, in one round
 	// trip with it, and fails with ErrUnavailable when fewer replicas
 	// acknowledge within WaitTimeout: the revocation then applied on the
@@ -122,20 +115,15 @@ type Options struct {
 	// Sentinel and Cluster) has it; and set min-replicas-to-write on the
 	// primary as the server-side complement, so that the primary refuses
 	// writes while it has fewer replicas in reach. It needs a
-	// *redis.Client (Sentinel's FailoverClient is one) or a
-	// *redis.ClusterClient (where it talks to the key's master); New
+	// *redis.Client (redis.NewFailoverClient returns one, for Sentinel)
+	// or a *redis.ClusterClient (where it talks to the key's master); New
 	// refuses other clients.
 	WaitReplicas int
 
-	// WaitTimeout bounds the wait of WaitReplicas; default 1 second. It
-	// must be less than the client's ReadTimeout, which bounds the reply
-	// to WAIT.
+	// WaitTimeout bounds the wait of WaitReplicas. Zero means
+	// DefaultWaitTimeout, 1 second. It must be at least 1 ms and less than
+	// the client's ReadTimeout, which bounds the reply to WAIT.
 	WaitTimeout time.Duration
-
-	// Logger receives Middleware's log lines: rejected tokens at Debug
-	// (naming the session ID, never the token) and store failures at
-	// Error. Nil means slog.Default().
-	Logger *slog.Logger
 }
 
 // withDefaults fills in the zero fields and checks the result.
@@ -160,12 +148,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
-	}
-	if o.Realm == "" {
-		o.Realm = DefaultRealm
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
 	}
 	if o.WaitTimeout == 0 {
 		o.WaitTimeout = DefaultWaitTimeout
@@ -193,18 +175,11 @@ func (o Options) withDefaults() (Options, error) {
 			o.CacheTTL, o.RefreshInterval, o.IdleTimeout)
 	case o.CacheSize < 1:
 		return bad("CacheSize %d is not positive", o.CacheSize)
-	case o.Header != "" && !isHeaderName(o.Header):
-		return bad("Header %q is not a header name", o.Header)
-	case strings.EqualFold(o.Header, "Authorization"):
-		return bad("Header is Authorization, which is always read")
 	case o.WaitReplicas < 0:
 		return bad("WaitReplicas %d is negative", o.WaitReplicas)
 	case o.WaitTimeout < time.Millisecond:
 		return bad("WaitTimeout %v is less than 1ms", o.WaitTimeout)
-	case !isRealm(o.Realm):
-		return bad("Realm %q holds '\"', '\\' or a control character", o.Realm)
 	}
-	o.Header = http.CanonicalHeaderKey(o.Header)
 	return o, nil
 }
 
@@ -215,26 +190,4 @@ func isAlnum(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// isHeaderName reports whether s is an RFC 9110 token, the syntax of a
-// field name.
-func isHeaderName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if isAlnum(string(c)) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
-			continue
-		}
-		return false
-	}
-	return s != ""
-}
-
-func isRealm(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }

@@ -20,19 +20,19 @@ func TestOptionsDefaults(t *testing.T) {
 	if o.KeyPrefix != DefaultKeyPrefix || o.TokenPrefix != DefaultTokenPrefix ||
 		o.IdleTimeout != DefaultIdleTimeout || o.AbsoluteLifetime != DefaultAbsoluteLifetime ||
 		o.RefreshInterval != DefaultIdleTimeout/2 || o.MaxSessions != DefaultMaxSessions ||
-		o.CacheTTL != 0 || o.CacheSize != DefaultCacheSize || o.Realm != DefaultRealm ||
-		o.Header != "" || o.Logger == nil {
+		o.CacheTTL != 0 || o.CacheSize != DefaultCacheSize || o.WaitReplicas != 0 ||
+		o.WaitTimeout != DefaultWaitTimeout {
 		t.Errorf("defaults: %+v", o)
 	}
 	if m.cache != nil {
 		t.Error("a cache without CacheTTL")
 	}
-	m, err = New(redis.NewClient(&redis.Options{}), newGen(t), Options{Header: "x-session-token", CacheTTL: time.Second})
+	m, err = New(redis.NewClient(&redis.Options{}), newGen(t), Options{CacheTTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Options().Header != "X-Session-Token" || m.cache == nil {
-		t.Errorf("Header %q, cache %v", m.Options().Header, m.cache != nil)
+	if m.cache == nil {
+		t.Error("no cache with CacheTTL")
 	}
 }
 
@@ -55,10 +55,6 @@ func TestOptionsInvalid(t *testing.T) {
 		{"negative CacheTTL", Options{CacheTTL: -1}, "CacheTTL"},
 		{"CacheTTL outlasting the idle window", Options{IdleTimeout: time.Minute, CacheTTL: 31 * time.Second}, "CacheTTL"},
 		{"negative CacheSize", Options{CacheSize: -5}, "CacheSize"},
-		{"Header with a space", Options{Header: "X Token"}, "Header"},
-		{"Header Authorization", Options{Header: "authorization"}, "Header"},
-		{"quote in Realm", Options{Realm: `a"b`}, "Realm"},
-		{"newline in Realm", Options{Realm: "a\nb"}, "Realm"},
 		{"negative WaitReplicas", Options{WaitReplicas: -1}, "WaitReplicas"},
 		{"WaitTimeout below 1 ms", Options{WaitReplicas: 1, WaitTimeout: time.Microsecond}, "WaitTimeout"},
 	}

@@ -116,13 +116,6 @@ func sumOK(s string, sum uint32) bool {
 	return sum == checksum(s[:len(s)-sumDigits])
 }
 
-// sessionOf returns the session ID of a well-formed token, for logs: the
-// session ID is public, the rest of the token is not.
-func sessionOf(prefix, s string) (idtype.ID, bool) {
-	t, ok := parseToken(prefix, s)
-	return t.session, ok
-}
-
 // appendBase62 appends v as exactly width base62 digits; v must fit.
 func appendBase62(b []byte, v uint64, width int) []byte {
 	n := len(b)

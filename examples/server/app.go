@@ -37,7 +37,8 @@ type Config struct {
 	// Leases configures the worker-number leases (see newGenerator). A
 	// zero Logger means the App's.
 	Leases workerid.Options
-	// Tokens configures the login tokens. A zero Logger means the App's.
+	// Tokens configures the login tokens. Their middleware logs to the
+	// App's Logger.
 	Tokens tokens.Options
 	// Argon2 sets the cost of password hashes; zero means DefaultArgon2.
 	Argon2 Argon2Params
@@ -54,6 +55,7 @@ type App struct {
 	rdb       redis.UniversalClient
 	gen       *idtype.Generator
 	tokens    *tokens.Manager
+	auth      func(http.Handler) http.Handler // the tokens middleware
 	argon     Argon2Params
 	dummyHash string // checked against when an email is unknown, so timing does not tell
 	// hashSlots bounds the password hashes computed at once: each takes
@@ -104,11 +106,10 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err = a.useGenerator(); err != nil {
 		return nil, err
 	}
-	topts := cfg.Tokens
-	if topts.Logger == nil {
-		topts.Logger = a.log
+	if a.tokens, err = tokens.New(a.rdb, a.gen, cfg.Tokens); err != nil {
+		return nil, err
 	}
-	if a.tokens, err = tokens.New(a.rdb, a.gen, topts); err != nil {
+	if a.auth, err = tokens.NewMiddleware(a.tokens, tokens.MiddlewareOptions{Logger: a.log}); err != nil {
 		return nil, err
 	}
 	if a.dummyHash, err = hashPassword("not a password", a.argon); err != nil {

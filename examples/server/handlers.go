@@ -36,7 +36,7 @@ const (
 // unchanged.
 func (a *App) routes() http.Handler {
 	mux := http.NewServeMux()
-	auth := a.tokens.Middleware
+	auth := a.auth
 	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) *apiError) {
 		mux.Handle(pattern, apiHandler(h))
 	}

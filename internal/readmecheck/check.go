@@ -1,0 +1,144 @@
+package readmecheck
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// modulePath is the path of the scratch module the blocks are built in.
+const modulePath = "readmecheck.local"
+
+// A Module is a scratch Go module in a directory of its own that requires
+// snowkey, replaced by a checkout of it, with the versions of
+// dependencies that the checkout's go.mod selects. Each block is built in
+// a package of its own.
+type Module struct {
+	// BuildFlags go to every go build and go vet, such as -race, so that
+	// they find the dependencies compiled by a test run with the same
+	// flags in the build cache.
+	BuildFlags []string
+
+	dir string
+	env []string
+}
+
+// NewModule writes the scratch module into dir (which should be empty)
+// for the snowkey checkout at repo: a go.mod that requires snowkey,
+// replaced by repo, and every module repo requires, at the same versions,
+// and a copy of repo's go.sum. The go commands it runs use only the local
+// module cache (GOPROXY=off, GOWORK=off, GOFLAGS=-mod=mod), so that a
+// block cannot make them download anything.
+func NewModule(ctx context.Context, dir, repo string) (*Module, error) {
+	repo, err := filepath.Abs(repo)
+	if err != nil {
+		return nil, err
+	}
+	m := &Module{dir: dir, env: append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOFLAGS=-mod=mod")}
+	out, err := m.goCmd(ctx, repo, "mod", "edit", "-json")
+	if err != nil {
+		return nil, fmt.Errorf("readmecheck: read %s/go.mod: %v\n%s", repo, err, out)
+	}
+	var mod struct {
+		Module  struct{ Path string }
+		Go      string
+		Require []struct{ Path, Version string }
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return nil, fmt.Errorf("readmecheck: read %s/go.mod: %v", repo, err)
+	}
+	var gomod strings.Builder
+	fmt.Fprintf(&gomod, "module %s\n\ngo %s\n\nrequire (\n\t%s v0.0.0\n", modulePath, mod.Go, mod.Module.Path)
+	for _, r := range mod.Require {
+		fmt.Fprintf(&gomod, "\t%s %s\n", r.Path, r.Version)
+	}
+	fmt.Fprintf(&gomod, ")\n\nreplace %s => %s\n", mod.Module.Path, repo)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod.String()), 0o644); err != nil {
+		return nil, err
+	}
+	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Check builds block b of the Markdown file mdPath (an absolute path,
+// which the errors name) with go build and go vet, and runs it if it is a
+// Program. A File or Program must also be gofmt-formatted. The error
+// holds the go commands' output, with positions in the Markdown file; the
+// output is what a Program printed.
+func (m *Module) Check(ctx context.Context, mdPath string, b Block) (output string, err error) {
+	src, err := Source(mdPath, b)
+	if err != nil {
+		return "", err
+	}
+	if b.Kind != Fragment {
+		f, err := parser.ParseFile(token.NewFileSet(), "", b.Code, parser.PackageClauseOnly)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("%s:%d: a go block without a marker is a complete file, package clause first, "+
+				"or else it needs <!-- snippet: fragment --> on the line before it: %v", mdPath, b.Line, err)
+		case b.Kind == Program && f.Name.Name != "main":
+			return "", fmt.Errorf("%s:%d: a block marked run must be package main, not %s", mdPath, b.Line, f.Name.Name)
+		}
+		if formatted, err := format.Source([]byte(b.Code)); err == nil && !bytes.Equal(formatted, []byte(b.Code)) {
+			return "", fmt.Errorf("%s:%d: the block is not gofmt-formatted; gofmt makes it:\n%s", mdPath, b.Line, formatted)
+		}
+	}
+	pkg := fmt.Sprintf("b%05d", b.Line)
+	dir := filepath.Join(m.dir, pkg)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "block.go"), []byte(src), 0o644); err != nil {
+		return "", err
+	}
+	bin := os.DevNull
+	if b.Kind == Program {
+		bin = filepath.Join(m.dir, pkg+".exe")
+	}
+	build := append(append([]string{"build"}, m.BuildFlags...), "-o", bin, "./"+pkg)
+	if out, err := m.goCmd(ctx, m.dir, build...); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	vet := append(append([]string{"vet"}, m.BuildFlags...), "./"+pkg)
+	if out, err := m.goCmd(ctx, m.dir, vet...); err != nil {
+		return "", fmt.Errorf("go vet: %v\n%s", err, out)
+	}
+	if b.Kind != Program {
+		return "", nil
+	}
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Dir = m.dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s:%d: the program failed: %v\n%s", mdPath, b.Line, err, out)
+	}
+	return string(out), nil
+}
+
+// goCmd runs the go command in dir and returns its combined output.
+func (m *Module) goCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = m.env
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		return out, fmt.Errorf("readmecheck: run go %s: %w", strings.Join(args, " "), err)
+	}
+	return out, err
+}

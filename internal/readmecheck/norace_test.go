@@ -1,0 +1,5 @@
+//go:build !race
+
+package readmecheck_test
+
+const raceEnabled = false
