@@ -534,7 +534,10 @@ func TestConcurrentChaoticClock(t *testing.T) {
 		wg.Go(func() {
 			out := make([]ID, 0, perGoroutine)
 			batch := make([]ID, 1+w*50)
-			for len(out) < perGoroutine || rounds.Load() < minRounds {
+			// ... and until the generator has seen a step back: a step
+			// back lasts a few yields, which on a loaded machine could all
+			// pass with no goroutine reading the clock.
+			for len(out) < perGoroutine || rounds.Load() < minRounds || g.backwardSteps.Load() == 0 {
 				if time.Now().After(deadline) {
 					t.Errorf("goroutine %d issued %d of %d IDs in %v, with the clock stepped %d times: the generator stalled",
 						w, len(out), perGoroutine, timeLimit, rounds.Load())
