@@ -45,7 +45,8 @@ type PartitionReport struct {
 //   - With Retention, it removes (drops, or detaches with Detach) every
 //     partition it made whose whole period ended more than Retention ago.
 //     A partition it did not make (another name or other bounds) is never
-//     removed.
+//     removed, nor are rows of an expired period that sit in the default
+//     partition.
 //
 // It is idempotent, and safe to call from every instance of an app at
 // once: each step runs in a transaction of its own that first takes the

@@ -801,3 +801,77 @@ func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool) {
 		}
 	}
 }
+
+// TestMaintainSchema: a table in a schema off the search_path keeps its
+// partitions beside it.
+func TestMaintainSchema(t *testing.T) {
+	ctx := testenv.Deadline(t, time.Minute)
+	_, sqlDB := openDB(t)
+	if _, err := sqlDB.ExecContext(ctx, "CREATE SCHEMA app"); err != nil {
+		t.Fatal(err)
+	}
+	rawTable(t, sqlDB, "app.logs")
+	parts := newPartitioner(t, "app.logs", pgkit.PartitionOptions{Premake: 1, Period: pgkit.Month,
+		Clock: newClock(date("2025-12-31T23:00:00Z"))})
+	rep, err := parts.Maintain(ctx, sqlDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"logs_default", "logs_p202512", "logs_p202601"}
+	if !same(rep.Created, want) {
+		t.Errorf("created %v, want %v", rep.Created, want)
+	}
+	var n int
+	if err := sqlDB.QueryRowContext(ctx, `SELECT count(*) FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+		WHERE s.nspname = 'app' AND c.relispartition AND c.relkind = 'r'`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("%d partitions in schema app, %v; want 3", n, err)
+	}
+}
+
+// TestMaintainLockTimeout: a step that cannot get the table's lock, held
+// by a long transaction, fails after LockTimeout instead of queueing every
+// later query behind itself, and succeeds once the lock is free. The
+// control, with no bound, is still waiting when its context ends.
+func TestMaintainLockTimeout(t *testing.T) {
+	ctx := testenv.Deadline(t, time.Minute)
+	_, sqlDB := openDB(t)
+	rawTable(t, sqlDB, "events")
+	clock := newClock(date("2025-03-10T12:00:00Z"))
+	parts := newPartitioner(t, "events", pgkit.PartitionOptions{Premake: -1, Clock: clock, LockTimeout: 200 * time.Millisecond})
+	if _, err := parts.Maintain(ctx, sqlDB); err != nil {
+		t.Fatal(err)
+	}
+	long, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = long.Rollback() }()
+	if _, err := long.ExecContext(ctx, "SELECT count(*) FROM events"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(date("2025-03-11T12:00:00Z"))
+	start := time.Now()
+	_, err = parts.Maintain(ctx, sqlDB)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+		t.Errorf("behind a reader: %v, want lock_timeout's 55P03", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the step waited %v with a LockTimeout of 200ms", took)
+	}
+
+	unbounded := newPartitioner(t, "events", pgkit.PartitionOptions{Premake: -1, Clock: clock, LockTimeout: -1})
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := unbounded.Maintain(short, sqlDB); err == nil || short.Err() == nil {
+		t.Errorf("control, no LockTimeout: %v; want it still waiting when its 1s context ended", err)
+	}
+
+	if err := long.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := parts.Maintain(ctx, sqlDB)
+	if err != nil || !same(rep.Created, []string{"events_p20250311"}) {
+		t.Errorf("once the lock is free: %+v, %v", rep, err)
+	}
+}
