@@ -10,11 +10,10 @@ package idtype
 // spreads id % 100 but not id % 1024.
 //
 // With RandomSequenceStart the first ID of a millisecond takes a sequence
-// drawn at random below 2^(SequenceBits-2) (0 to 1,023 on the default
-// layout; see firstOf for how it is drawn):
-// uniform modulo every power of two up to 1,024 (the low bits are the
-// sequence's), and close to uniform for other n below it, where the time
-// bits mix in too. A quarter of the sequence space is the least that
+// drawn at random (see firstOf) below 2^(SequenceBits-2), 0 to 1,023 on
+// the default layout. That makes id % n uniform for every power of two n
+// up to 1,024 (the low bits are the sequence's), and close to uniform for
+// other n below it, where the time bits mix in too. A quarter of the sequence space is the least that
 // spreads id % 1,024, and leaves three quarters (3,072 IDs on the default
 // layout) for the rest of the millisecond, so only a millisecond busier
 // than that waits for the next one sooner.

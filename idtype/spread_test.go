@@ -133,8 +133,8 @@ func shardCounts(ids []ID, n int) []int {
 // The arrival times come from fixed seeds, so the test is the same at
 // every run. Each n is tested on 10 seeds; a fair source fails a test at
 // p <= 0.01 one time in a hundred, so more than 2 failures of 10 (odds of
-// about 1 in 10,000) mean the spread is not uniform. One seed of exact
-// 5 ms steps is tested too: a caller on a timer.
+// about 1 in 10,000) mean the spread is not uniform. The same holds for
+// IDs exactly 1 to 10 ms apart.
 func TestRandomSequenceStartShards(t *testing.T) {
 	const k = 20 * 1024 // 20 IDs a shard at n = 1024
 	fails := map[int]int{}
@@ -151,19 +151,29 @@ func TestRandomSequenceStartShards(t *testing.T) {
 			}
 		}
 	}
-	exact := make([]ID, 0, k)
-	g, clock := newTestGenerator(t, GeneratorOptions{Worker: 5, RandomSequenceStart: true})
-	for range k {
-		clock.Add(5 * time.Millisecond)
-		id, err := g.Next()
-		if err != nil {
-			t.Fatal(err)
+	// Callers on a timer: IDs exactly 1, 2, ... 10 ms apart, where a weak
+	// hash of the clock (a multiplication alone) lines the starts up.
+	exactFails := map[int]int{}
+	for step := range 10 {
+		g, clock := newTestGenerator(t, GeneratorOptions{Worker: 5, RandomSequenceStart: true})
+		exact := make([]ID, k)
+		for i := range exact {
+			clock.Add(time.Duration(step+1) * time.Millisecond)
+			var err error
+			if exact[i], err = g.Next(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		exact = append(exact, id)
+		for _, n := range shardNs {
+			if chiSquareP(shardCounts(exact, n)) <= 0.01 {
+				exactFails[n]++
+			}
+		}
 	}
 	for _, n := range shardNs {
-		if p := chiSquareP(shardCounts(exact, n)); p <= 0.01 {
-			t.Errorf("with RandomSequenceStart and IDs exactly 5 ms apart, id %% %d fails the chi-square test: p = %v", n, p)
+		if exactFails[n] > 2 {
+			t.Errorf("with RandomSequenceStart and IDs exactly 1..10 ms apart, id %% %d failed the chi-square test for %d of 10 steps",
+				n, exactFails[n])
 		}
 		if fails[n] > 2 {
 			t.Errorf("with RandomSequenceStart, id %% %d failed the chi-square test at p <= 0.01 for %d of 10 seeds", n, fails[n])
