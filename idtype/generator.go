@@ -76,6 +76,15 @@ type GeneratorOptions struct {
 	// like strict mode. Zero means strict: no ID carries a time later than
 	// the clock's. At most MaxDriftCap.
 	MaxDrift time.Duration
+	// RandomSequenceStart starts the sequence of a millisecond at a number
+	// drawn at random below 2^(SequenceBits-2) (1,024 on the default
+	// layout) instead of 0, unless the millisecond before spent its
+	// sequence, so that
+	// id % n spreads evenly over shards when traffic is low and each
+	// millisecond issues one ID or a few (see spread.go). It costs a
+	// saturated generator at most the start of a burst's first
+	// millisecond. False, the zero value, starts at 0.
+	RandomSequenceStart bool
 }
 
 // Config is the name GeneratorOptions had.
@@ -114,7 +123,8 @@ const cachePad = 128
 // last ID issued, and moves it only forward with compare-and-swap:
 //
 //   - When the clock reads a later millisecond than the state, the next ID
-//     takes that millisecond with sequence 0.
+//     takes that millisecond with sequence 0 (or a random start, with
+//     RandomSequenceStart).
 //   - Otherwise the next ID is the state plus one: the next sequence in the
 //     same millisecond, or, when the sequence is spent, sequence 0 of the
 //     millisecond after. That is how a frozen or backward-stepping clock is
@@ -144,6 +154,8 @@ type Generator struct {
 	maxDriftMs int64
 	maxWait    time.Duration // < 0: never wait
 	initState  int64
+	spread     int64 // mask of the random sequence start; 0: off
+	spreadAll  bool  // tests' control: a random start even after a spent millisecond
 
 	// The padding keeps the read-only fields above and the statistics
 	// below off the cache lines of state and limit, which every call of
@@ -217,6 +229,9 @@ func newGenerator(opts GeneratorOptions, gated bool) (*Generator, error) {
 	}
 	if g.clock == nil {
 		g.clock = SystemClock()
+	}
+	if opts.RandomSequenceStart {
+		g.spread = spreadMask(l)
 	}
 	if g.maxWait == 0 {
 		g.maxWait = DefaultMaxWait
@@ -315,6 +330,9 @@ func (g *Generator) Next() (ID, error) {
 				return 0, g.pastLimit(now)
 			}
 			next = now << g.seqBits
+			if g.spread != 0 {
+				next = g.firstOf(now, old, nowNs)
+			}
 			if !g.state.CompareAndSwap(old, next) {
 				continue
 			}
@@ -362,6 +380,9 @@ func (g *Generator) NextN(dst []ID) error {
 				return g.pastLimit(now)
 			}
 			first = now << g.seqBits
+			if g.spread != 0 {
+				first = g.firstOf(now, old, nowNs)
+			}
 		}
 		// The last state the clock allows: the end of the millisecond
 		// now+MaxDrift, or of the layout or the Gate's grant.

@@ -17,6 +17,9 @@
 //   - snowkey_worker_leases, the table of workerid.Postgres's worker
 //     leases. Its SQL lives in package workerid, beside the queries that
 //     use it (workerid.Migrations); Up applies it in the one numbering.
+//   - snowflake_time(id), snowflake_worker(id), snowflake_sequence(id) and
+//     snowflake_first_id(t), which take IDs apart and give the first ID of
+//     a time (see below).
 //
 // # Options
 //
@@ -46,6 +49,25 @@
 // The role that calls snowflake_id() needs USAGE and UPDATE on
 // snowflake_id_state; the migrations grant nothing, since most apps run
 // them as the role they query with.
+//
+// # Time functions
+//
+// A snowflake carries its creation time, so SQL can read it from the key:
+//
+//	SELECT id, snowflake_time(id) AS created FROM events
+//	WHERE id >= snowflake_first_id(now() - interval '1 day')
+//
+// snowflake_time(id) is when the ID was issued (timestamptz, to the
+// millisecond), snowflake_worker(id) and snowflake_sequence(id) its other
+// two fields, and snowflake_first_id(t) the smallest ID of the millisecond
+// of t, as idtype.Layout.FirstID gives it (0 before the epoch, MaxID past
+// the layout's last time). They decode with idtype.DefaultLayout; each has
+// a variant for any layout, which takes it as three more arguments:
+// snowflake_time(id, epoch, worker_bits, sequence_bits). They agree with
+// idtype on every ID, are IMMUTABLE, so they work in index expressions,
+// generated columns and partition bounds, and are inlined into the calling
+// query. An ID of 0 or less fails with SQLSTATE SQLStateInvalidID, a layout
+// that idtype refuses with SQLStateInvalidLayout.
 //
 // # Schemas, databases and shards
 //

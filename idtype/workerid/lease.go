@@ -110,6 +110,7 @@ func (l *Lease) NewGenerator() (*idtype.Generator, error) {
 	o := l.pool.opts
 	g, gate, err := idtype.NewGatedGenerator(idtype.GeneratorOptions{
 		Worker: l.worker, Layout: o.Layout, Clock: o.Clock, MaxWait: o.MaxWait, MaxDrift: o.MaxDrift,
+		RandomSequenceStart: o.RandomSequenceStart,
 	})
 	if err != nil {
 		// The pool checked its options and the number is one of its

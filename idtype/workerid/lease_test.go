@@ -336,3 +336,33 @@ func TestLeaseGeneratorOptions(t *testing.T) {
 		}
 	}, "postgres")
 }
+
+// TestLeaseRandomSequenceStart: Options.RandomSequenceStart reaches the
+// generators on the pool's leases. The control, without it, starts every
+// millisecond at sequence 0.
+func TestLeaseRandomSequenceStart(t *testing.T) {
+	forKinds(t, func(t *testing.T, b backend) {
+		for _, on := range []bool{true, false} {
+			clock := &steppedClock{}
+			clock.ns.Store(time.Now().UnixNano())
+			l := acquire(t, b.pool(t, b.addr, Options{Clock: clock, RandomSequenceStart: on}))
+			g := generator(t, l)
+			starts := map[int64]bool{}
+			for range 200 {
+				clock.ns.Add(int64(3 * time.Millisecond))
+				id, err := g.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				starts[idtype.DefaultLayout.Decode(id).Sequence] = true
+			}
+			// 200 draws from 1,024 values are almost all distinct.
+			if on && len(starts) < 150 {
+				t.Errorf("RandomSequenceStart: the first IDs of 200 milliseconds have %d distinct sequences", len(starts))
+			}
+			if !on && (len(starts) != 1 || !starts[0]) {
+				t.Errorf("control: without the option the first IDs' sequences are %v, want only 0", starts)
+			}
+		}
+	}, "postgres") // Redis waits out a TTL by this clock, which stands still
+}

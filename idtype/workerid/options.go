@@ -77,6 +77,11 @@ type Options struct {
 	// lease bounds it too: no ID is later than what the lease has
 	// confirmed. Zero means strict: no ID later than the clock.
 	MaxDrift time.Duration
+	// RandomSequenceStart applies to the generators on the pool's leases,
+	// as idtype.GeneratorOptions.RandomSequenceStart: each millisecond's
+	// sequence starts at a random number, so that id % n spreads evenly
+	// over shards at low traffic. False, the zero value, starts at 0.
+	RandomSequenceStart bool
 	// Clock is the time source of the leases, and of the generators built
 	// on them. Nil means idtype.SystemClock().
 	Clock idtype.Clock
