@@ -93,7 +93,7 @@ func TestBrowser(t *testing.T) {
 	ctx := startBrowser(t)
 	shot := screenshotter(t, ctx)
 
-	const email, password = "browser@example.com", "browser-password"
+	const email, password = "browser@example.com", goodPassword
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {
@@ -126,6 +126,7 @@ func TestBrowser(t *testing.T) {
 	do("sign up",
 		chromedp.SendKeys(chromedp.CSS("#email"), email),
 		chromedp.SendKeys(chromedp.CSS("#password"), password),
+		chromedp.SendKeys(chromedp.CSS("#name"), "Headless Hal"),
 		chromedp.Click(chromedp.CSS("#signup")))
 	waitStatus("Signed up")
 	do("log in", chromedp.SendKeys(chromedp.CSS("#device"), "headless chromium"), chromedp.Click(chromedp.CSS("#login")),

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestPassword(t *testing.T) {
@@ -176,20 +174,5 @@ func TestPageURL(t *testing.T) {
 		if got := pageURL(tc.addr); got != tc.want {
 			t.Errorf("pageURL(%v) = %q, want %q", tc.addr, got, tc.want)
 		}
-	}
-}
-
-func TestHashSlots(t *testing.T) {
-	a := &App{hashSlots: make(chan struct{}, 1)}
-	a.hashSlots <- struct{}{} // every slot busy
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	ran := false
-	if err := a.withHashSlot(ctx, func() error { ran = true; return nil }); !errors.Is(err, context.DeadlineExceeded) || ran {
-		t.Fatalf("with no free slot: err %v, ran %v; want DeadlineExceeded without running", err, ran)
-	}
-	<-a.hashSlots
-	if err := a.withHashSlot(t.Context(), func() error { ran = true; return nil }); err != nil || !ran || len(a.hashSlots) != 0 {
-		t.Fatalf("with a free slot: err %v, ran %v, slots in use %d", err, ran, len(a.hashSlots))
 	}
 }

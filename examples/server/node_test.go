@@ -43,12 +43,12 @@ func TestNode(t *testing.T) {
 	node := findNode(t)
 	app, srv := startApp(t, realServers())
 	// A post with an ID that a JS number rounds, by another user.
-	otherID, _ := signupLogin(t, srv, "other@example.com", "other-password")
+	otherID, _ := signupLogin(t, srv, "other@example.com", goodPassword)
 	seeded := seedPost(t, app, otherID, "written elsewhere")
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "testdata/e2e.mjs", srv.URL, "node@example.com", "node-password")
+	cmd := exec.CommandContext(ctx, node, "testdata/e2e.mjs", srv.URL, "node@example.com", goodPassword)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
