@@ -151,7 +151,13 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.hashes, err = newHashPool(cfg.Throttle, cfg.unboundedHashQueue); err != nil {
 		return nil, err
 	}
-	a.log.Info("snowkey example server starting", "database", dbKind.describe(), "redis", redisDesc)
+	dbDesc := dbKind.describe()
+	if cfg.noRedaction {
+		// The control run logs the URLs as they are, as a server that
+		// trusted url.URL.Redacted would have.
+		dbDesc, redisDesc = cfg.DatabaseURL, cfg.RedisURL
+	}
+	a.log.Info("snowkey example server starting", "database", dbDesc, "redis", redisDesc)
 
 	defer func() {
 		if err != nil {

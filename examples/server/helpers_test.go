@@ -125,6 +125,25 @@ type response struct {
 	body   []byte
 }
 
+// callURL GETs a full URL.
+func callURL(t *testing.T, u string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	return response{res.StatusCode, res.Header, b}
+}
+
 // json decodes the body into v, failing the test if it is not JSON.
 func (r response) json(t *testing.T, v any) {
 	t.Helper()

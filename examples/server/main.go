@@ -44,11 +44,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// go-redis logs a few lines of its own (failed dials, pool trouble)
+	// through a process-wide logger: into this one, redacted too.
+	redis.SetLogger(redisLogger{newRedactor(os.Getenv("DATABASE_URL"), os.Getenv("REDIS_URL")).logger(logger)})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr, logger); err != nil {
@@ -137,6 +142,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// redisLogger passes go-redis's log lines to slog, at Warn.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, args ...any) {
+	r.l.WarnContext(ctx, "redis: "+fmt.Sprintf(format, args...))
 }
 
 // pageURL is the address of the web page on the listener: localhost when

@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/ccojocar/zxcvbn-go"
 )
@@ -41,14 +40,31 @@ func checkPasswordPolicy(password, email, name string) *apiError {
 	inputs = append(inputs, strings.FieldsFunc(domain+" "+local+" "+name, func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	})...)
-	scored := password
-	if utf8.RuneCountInString(scored) > policyRunes {
-		scored = string([]rune(scored)[:policyRunes])
+	runes := []rune(password)
+	if len(runes) > policyRunes {
+		runes = runes[:policyRunes]
 	}
-	res := zxcvbn.PasswordStrength(scored, inputs)
+	res := zxcvbn.PasswordStrength(string(repeatUnit(runes)), inputs)
 	if res.Score < minPasswordScore {
 		return badRequest("password is too easy to guess (it would be cracked in %s; strength %d of 4, %d needed): "+
 			"use a longer passphrase of unrelated words", res.CrackTimeDisplay, res.Score, minPasswordScore)
 	}
 	return nil
+}
+
+// repeatUnit returns the shortest unit that s repeats (with a partial
+// repeat at the end), or s. The Go port of zxcvbn finds repeats of one
+// character only, so "abab…" would score as random: a password is judged
+// by its unit instead, since repeating a unit adds almost nothing to guess.
+func repeatUnit(s []rune) []rune {
+next:
+	for p := 1; p <= len(s)/2; p++ {
+		for i := p; i < len(s); i++ {
+			if s[i] != s[i-p] {
+				continue next
+			}
+		}
+		return s[:p]
+	}
+	return s
 }

@@ -186,8 +186,9 @@ async function run(fn) {
     await fn();
   } catch (e) {
     if ((e.status === 429 || e.status === 503) && e.retryAfter) {
-      const what = e.status === 429 ? "Too many attempts" : "The server is busy";
-      status(what + ": try again in " + e.retryAfter + " s. (" + e.message + ")", true);
+      // The message says "try again in N s"; the buttons count the
+      // same N seconds down, from the answer's Retry-After.
+      status(e.message.charAt(0).toUpperCase() + e.message.slice(1) + ".", true);
       holdAccountButtons(e.retryAfter);
       return;
     }
@@ -255,11 +256,11 @@ function inspect(text) {
   let i = 0;
   for (const [name, width] of fields) {
     const group = document.createElement("span");
-    group.className = "field " + name;
+    group.className = "field f-" + name;
     group.title = name + ": " + width + (width === 1n ? " bit" : " bits");
     for (let k = 0n; k < width; k++, i++) {
       const b = document.createElement("span");
-      b.className = "bit " + name;
+      b.className = "bit f-" + name;
       b.textContent = bits[i];
       group.appendChild(b);
     }
