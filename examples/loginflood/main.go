@@ -1,16 +1,19 @@
 // Command loginflood measures what a password-guessing flood does to the
-// example server: it signs up a victim account, sends -n wrong-password
-// logins at -c concurrency from one loopback address, and meanwhile logs
-// the victim in with the right password from another loopback address,
-// one login at a time. It prints the answers the flood got, by status,
-// and the latency of the legitimate logins.
+// example server: it signs up a victim and ten bystanders, sends -n
+// wrong-password logins to the victim's account at -c concurrency from
+// one loopback address, and meanwhile logs bystanders in, one login at a
+// time, each from another loopback address of 127.0.1.0/24 (as many
+// users would, each within their own rate limits). It prints the answers the flood
+// got, by status, how many reached the password hashes (from /metrics,
+// when the server has it), the latency of the bystander's logins, and
+// whether the victim can log in from another address after the flood.
 //
 //	go -C examples run ./server &
 //	go -C examples run ./loginflood -url http://localhost:8080
 //
 // It sends traffic only to loopback addresses: the server sees the flood
-// from -flood-ip and the legitimate user from -user-ip (both 127.x.x.x,
-// which Linux routes to the loopback interface).
+// from -flood-ip and the others from 127.0.1.x and 127.0.2.x (Linux routes
+// all of 127.0.0.0/8 to the loopback interface).
 package main
 
 import (
@@ -45,8 +48,8 @@ func run(args []string, out io.Writer) error {
 	n := fs.Int("n", 300, "wrong-password logins in the flood")
 	c := fs.Int("c", 60, "concurrent flood requests")
 	floodIP := fs.String("flood-ip", "127.0.0.2", "loopback address the flood comes from")
-	userIP := fs.String("user-ip", "127.0.0.3", "loopback address the legitimate user logs in from")
-	timeout := fs.Duration("timeout", 2*time.Minute, "bound on the whole run")
+	rounds := fs.Int("rounds", 1, "floods to send, one after another, each with -n logins")
+	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,30 +60,42 @@ func run(args []string, out io.Writer) error {
 	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("-url %s is not on a loopback address; this tool floods only this machine", *base)
 	}
-	for _, s := range []string{*floodIP, *userIP} {
-		if ip := net.ParseIP(s); ip == nil || !ip.IsLoopback() {
-			return fmt.Errorf("%s is not a loopback address", s)
-		}
+	if ip := net.ParseIP(*floodIP); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%s is not a loopback address", *floodIP)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 
-	flood, user := clientFrom(*floodIP, *c), clientFrom(*userIP, 1)
-	email := fmt.Sprintf("victim-%d@example.com", time.Now().UnixNano())
+	flood := clientFrom(*floodIP, *c)
+	// user returns the client of the i-th legitimate request, each from
+	// an address of its own.
+	user := func(i int) *http.Client { return clientFrom(fmt.Sprintf("127.0.1.%d", 1+i%250), 1) }
+	stamp := time.Now().UnixNano()
+	email := fmt.Sprintf("victim-%d@example.com", stamp)
+	const bystanders = 10
+	bystander := func(i int) string { return fmt.Sprintf("bystander-%d-%d@example.com", i%bystanders, stamp) }
 	const password = "plum-kite-orbit-93"
-	if err := signup(ctx, user, *base, email, password); err != nil {
-		return err
+	for i, e := range []string{email} {
+		if err := signup(ctx, clientFrom(fmt.Sprintf("127.0.2.%d", 1+i), 1), *base, e, password); err != nil {
+			return err
+		}
+	}
+	for i := range bystanders {
+		if err := signup(ctx, clientFrom(fmt.Sprintf("127.0.2.%d", 2+i), 1), *base, bystander(i), password); err != nil {
+			return err
+		}
 	}
 	// One login before the flood: the baseline latency.
-	before, status, err := login(ctx, user, *base, email, password)
+	before, status, err := login(ctx, user(0), *base, bystander(0), password)
 	if err != nil || status != http.StatusOK {
 		return fmt.Errorf("login before the flood: status %d, %v", status, err)
 	}
+	hashesBefore, haveMetrics := hashes(ctx, user(0), *base)
 
 	var (
-		mu         sync.Mutex
-		counts     = map[int]int{}
-		wg         sync.WaitGroup
+		mu     sync.Mutex
+		counts = map[int]int{}
+		wg     sync.WaitGroup
 	)
 	jobs := make(chan int)
 	start := time.Now()
@@ -103,15 +118,15 @@ func run(args []string, out io.Writer) error {
 	var userStatus = map[int]int{}
 	var userWG sync.WaitGroup
 	userWG.Go(func() {
-		for {
+		for i := 1; ; i++ {
 			select {
 			case <-floodDone:
 				return
 			case <-ctx.Done():
 				return
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(20 * time.Millisecond):
 			}
-			d, st, err := login(ctx, user, *base, email, password)
+			d, st, err := login(ctx, user(i), *base, bystander(i), password)
 			if err != nil {
 				st = -1
 			}
@@ -121,7 +136,7 @@ func run(args []string, out io.Writer) error {
 			}
 		}
 	})
-	for i := range *n {
+	for i := range *n * *rounds {
 		select {
 		case jobs <- i:
 		case <-ctx.Done():
@@ -133,7 +148,7 @@ func run(args []string, out io.Writer) error {
 	close(floodDone)
 	userWG.Wait()
 
-	fmt.Fprintf(out, "flood: %d wrong-password logins at %d-way from %s in %v\n", *n, *c, *floodIP, took.Round(time.Millisecond))
+	fmt.Fprintf(out, "flood: %d×%d wrong-password logins at %d-way from %s in %v\n", *rounds, *n, *c, *floodIP, took.Round(time.Millisecond))
 	codes := make([]int, 0, len(counts))
 	for k := range counts {
 		codes = append(codes, k)
@@ -142,15 +157,49 @@ func run(args []string, out io.Writer) error {
 	for _, k := range codes {
 		fmt.Fprintf(out, "  status %d: %d\n", k, counts[k])
 	}
-	fmt.Fprintf(out, "legitimate login from %s: %v before the flood; during it %d logins, statuses %v\n",
-		*userIP, before.Round(time.Millisecond), len(lat), userStatus)
+	if after, ok := hashes(ctx, user(0), *base); ok && haveMetrics {
+		// The bystander's logins hashed too: count them out.
+		fmt.Fprintf(out, "  reached the password hashes: %d\n", int(after-hashesBefore)-len(lat))
+	} else {
+		fmt.Fprintf(out, "  reached the password hashes: %d (every 401; the server has no /metrics)\n", counts[http.StatusUnauthorized])
+	}
+	fmt.Fprintf(out, "bystanders' logins, each from its own address: %v before the flood; during it %d logins, statuses %v\n",
+		before.Round(time.Millisecond), len(lat), userStatus)
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
 		fmt.Fprintf(out, "  latency p50 %v, p99 %v, max %v\n",
 			q(0.5).Round(time.Millisecond), q(0.99).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 	}
+	d, st, err := login(ctx, user(251), *base, email, password)
+	fmt.Fprintf(out, "victim's own login from another address after the flood: status %d in %v (%v)\n", st, d.Round(time.Millisecond), err)
 	return nil
+}
+
+// hashes reads snowkey_example_password_hashes_total from /metrics.
+func hashes(ctx context.Context, c *http.Client, base string) (float64, bool) {
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
+	if err != nil {
+		return 0, false
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "snowkey_example_password_hashes_total "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // clientFrom returns an HTTP client whose connections come from the

@@ -503,3 +503,39 @@ func pageAll(t *testing.T, srv *httptest.Server, tok string) []string {
 		next = *page.Next
 	}
 }
+
+// TestCrossOriginSignup is the attack of the issue: a page on another
+// origin posts a signup as text/plain, which a browser sends without a
+// CORS preflight. The server refuses it with 415 and creates nothing; in
+// the control run, without the Content-Type check, the account is made.
+func TestCrossOriginSignup(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
+			cfg := Config{Throttle: generous()}
+			cfg.noContentTypeCheck = control
+			app, srv := startAppConfig(t, cfg)
+			req, err := http.NewRequestWithContext(t.Context(), "POST", srv.URL+"/api/signup",
+				strings.NewReader(`{"email":"drive-by@example.com","password":"`+goodPassword+`","name":"X"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "text/plain;charset=UTF-8")
+			req.Header.Set("Origin", "https://evil.example")
+			res, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			var n int64
+			if err := app.db.Model(&User{}).Where("email = ?", "drive-by@example.com").Count(&n).Error; err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !control && (res.StatusCode != 415 || n != 0):
+				t.Errorf("text/plain signup from another origin: %d, %d accounts made; want 415 and none", res.StatusCode, n)
+			case control && (res.StatusCode != 202 || n != 1):
+				t.Errorf("control: %d, %d accounts; want the account made, as before the check", res.StatusCode, n)
+			}
+		})
+	}
+}
