@@ -354,10 +354,14 @@ func checkInspector(t *testing.T, b pageDriver, cli string, l idtype.Layout, lay
 // buildSnowkey builds the snowkey command of the repository.
 func buildSnowkey(t *testing.T) string {
 	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go command in PATH to build snowkey with: %v", err)
+	}
 	bin := filepath.Join(t.TempDir(), "snowkey")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/snowkeyhq/snowkey/cmd/snowkey").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/snowkeyhq/snowkey/cmd/snowkey").CombinedOutput(); err != nil {
 		t.Fatalf("go build snowkey: %v\n%s", err, out)
 	}
 	return bin

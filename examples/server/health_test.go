@@ -134,7 +134,7 @@ func TestReadyLease(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	prefix := testenv.KeyPrefix(t)
 	cfg := Config{Redis: rdb, KeyPrefix: prefix + "ex:", Tokens: tokens.Options{KeyPrefix: prefix + "tok:"},
-		Leases: workerid.Options{KeyPrefix: prefix + "wid:", TTL: 2 * time.Second}, Throttle: generous()}
+		Leases: workerid.Options{KeyPrefix: prefix + "wid:", TTL: 3 * time.Second}, Throttle: generous()}
 	app, srv := startAppConfig(t, cfg)
 	if app.lease == nil {
 		t.Fatal("no lease")

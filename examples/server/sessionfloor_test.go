@@ -61,8 +61,8 @@ func TestSessionFloor(t *testing.T) {
 				}
 			}
 
-			// The restart: a fresh database, the clock 3 s behind.
-			_, srv2 := startAppConfig(t, config(shiftedClock{idtype.SystemClock(), 3 * time.Second}))
+			// The restart: a fresh database, the clock 6 s behind.
+			_, srv2 := startAppConfig(t, config(shiftedClock{idtype.SystemClock(), 6 * time.Second}))
 			signupLogin(t, srv2, "floor@example.com", goodPassword)
 			s2 := sessionOf("second", call(t, srv2, "POST", "/api/login", "", `{"email":"floor@example.com","password":"`+goodPassword+`"}`))
 			t.Logf("session before the restart %s (%v), after %s (%v)", s1, s1.Time(), s2, s2.Time())

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +97,60 @@ type throttle struct {
 	limits  [numRules]redis_rate.Limit
 	off     bool
 	denied  [numRules]atomic.Uint64
+	// blocked remembers, for keys Redis has just refused, until when:
+	// the rest of a flood is answered from memory, with the same wait,
+	// instead of a Redis round trip each (see blockList).
+	blocked blockList
+}
+
+// maxBlocked bounds the keys a throttle remembers as refused.
+const maxBlocked = 10000
+
+// blockList is the keys Redis refused, each with the moment Redis said a
+// request would next be allowed. Until then Redis would refuse them too
+// (GCRA counts no refused request, so the moment does not move), so
+// answering from memory changes no answer; it only spares Redis and the
+// server the round trips of a flood. Another instance may take the token
+// that frees up at that moment; the next request past it asks Redis
+// again. Entries past their moment are dropped when the list is full.
+type blockList struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+// wait returns how long key stays refused, if it does.
+func (b *blockList) wait(key string, now time.Time) (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u, ok := b.until[key]
+	if !ok {
+		return 0, false
+	}
+	if !now.Before(u) {
+		delete(b.until, key)
+		return 0, false
+	}
+	return u.Sub(now), true
+}
+
+// block remembers that key is refused until u.
+func (b *blockList) block(key string, u, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.until == nil {
+		b.until = make(map[string]time.Time)
+	}
+	if len(b.until) >= maxBlocked {
+		for k, v := range b.until {
+			if !now.Before(v) {
+				delete(b.until, k)
+			}
+		}
+		if len(b.until) >= maxBlocked {
+			return // a flood of many keys: Redis answers each
+		}
+	}
+	b.until[key] = u
 }
 
 func newThrottle(o ThrottleOptions, prefix string, off bool) (*throttle, error) {
@@ -136,15 +191,22 @@ func (t *throttle) allow(ctx context.Context, r rule, key string) (*apiError, er
 	if t.off {
 		return nil, nil
 	}
-	res, err := t.limiter.Allow(ctx, t.prefix+r.name()+":"+key, t.limits[r])
-	if err != nil {
-		return nil, fmt.Errorf("rate limit %s: %w", r.name(), err)
-	}
-	if res.Allowed > 0 {
-		return nil, nil
+	k := t.prefix + r.name() + ":" + key
+	now := time.Now()
+	d, blocked := t.blocked.wait(k, now)
+	if !blocked {
+		res, err := t.limiter.Allow(ctx, k, t.limits[r])
+		if err != nil {
+			return nil, fmt.Errorf("rate limit %s: %w", r.name(), err)
+		}
+		if res.Allowed > 0 {
+			return nil, nil
+		}
+		d = res.RetryAfter
+		t.blocked.block(k, now.Add(d), now)
 	}
 	t.denied[r].Add(1)
-	wait := retryAfterSeconds(res.RetryAfter)
+	wait := retryAfterSeconds(d)
 	return &apiError{status: http.StatusTooManyRequests, msg: r.message(wait), retryAfter: wait}, nil
 }
 

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
@@ -238,4 +240,59 @@ func callQuiet(srv *httptest.Server, method, path, body string) int {
 	}
 	res.Body.Close()
 	return res.StatusCode
+}
+
+// TestBlockList checks that a key Redis refused is answered from memory
+// until the moment Redis named, with the wait counting down, and asked of
+// Redis again after it; and that the list stays bounded.
+func TestBlockList(t *testing.T) {
+	ctx := testenv.Deadline(t, 30*time.Second)
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer rdb.Close()
+	th, err := newThrottle(ThrottleOptions{LoginPerIP: redis_rate.Limit{Rate: 1, Period: 2 * time.Second, Burst: 1}}, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th.bind(rdb)
+	if e, err := th.allow(ctx, loginIP, "a"); e != nil || err != nil {
+		t.Fatalf("first request: %v, %v", e, err)
+	}
+	e, err := th.allow(ctx, loginIP, "a")
+	if err != nil || e == nil || e.status != 429 || e.retryAfter != 2 {
+		t.Fatalf("second request: %+v, %v; want 429 with a 2 s wait", e, err)
+	}
+	calls := m.CommandCount()
+	for range 100 {
+		if e, _ := th.allow(ctx, loginIP, "a"); e == nil || e.status != 429 {
+			t.Fatalf("a refused key let through before its moment: %+v", e)
+		}
+	}
+	if got := m.CommandCount(); got != calls {
+		t.Errorf("100 refusals from memory sent %d Redis commands", got-calls)
+	}
+	if got := th.denied[loginIP].Load(); got != 101 {
+		t.Errorf("denied counter %d, want 101", got)
+	}
+	// Past the moment, Redis decides again, and lets one through.
+	th.blocked.mu.Lock()
+	th.blocked.until[th.prefix+loginIP.name()+":a"] = time.Now().Add(-time.Millisecond)
+	th.blocked.mu.Unlock()
+	time.Sleep(2100 * time.Millisecond) // Redis's own clock: one emission interval
+	if e, err := th.allow(ctx, loginIP, "a"); e != nil || err != nil {
+		t.Fatalf("after the wait: %+v, %v", e, err)
+	}
+
+	var b blockList
+	now := time.Now()
+	for i := range maxBlocked + 10 {
+		b.block(strconv.Itoa(i), now.Add(time.Minute), now)
+	}
+	if len(b.until) != maxBlocked {
+		t.Errorf("%d keys remembered, want at most %d", len(b.until), maxBlocked)
+	}
+	b.block("late", now.Add(time.Minute), now.Add(2*time.Minute)) // every entry has expired by then
+	if _, ok := b.wait("late", now); !ok || len(b.until) != 1 {
+		t.Errorf("a full list of expired keys was not cleared: %d keys", len(b.until))
+	}
 }
