@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math/big"
 	"net/http"
@@ -535,6 +536,30 @@ func TestCrossOriginSignup(t *testing.T) {
 				t.Errorf("text/plain signup from another origin: %d, %d accounts made; want 415 and none", res.StatusCode, n)
 			case control && (res.StatusCode != 202 || n != 1):
 				t.Errorf("control: %d, %d accounts; want the account made, as before the check", res.StatusCode, n)
+			}
+		})
+	}
+}
+
+// TestSignupEnumeration signs up a new email, then the same email again in
+// another letter case, and compares the answers: the same status and
+// body, so signup tells nobody which emails have accounts. The control
+// run answers as the server once did, 409 "already registered", and the
+// comparison catches it.
+func TestSignupEnumeration(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same answer", true: "control"}[control], func(t *testing.T) {
+			cfg := Config{Throttle: generous()}
+			cfg.revealTaken = control
+			_, srv := startAppConfig(t, cfg)
+			fresh := call(t, srv, "POST", "/api/signup", "", `{"email":"enum@example.com","password":"`+goodPassword+`","name":"E"}`)
+			taken := call(t, srv, "POST", "/api/signup", "", `{"email":"Enum@Example.com","password":"`+otherPassword+`","name":"F"}`)
+			same := fresh.status == taken.status && bytes.Equal(fresh.body, taken.body)
+			switch {
+			case !control && (!same || fresh.status != 202):
+				t.Errorf("new email: %d %s; taken email: %d %s; want one 202 answer", fresh.status, fresh.body, taken.status, taken.body)
+			case control && same:
+				t.Errorf("control: both signups answered %d %s; the comparison cannot see a difference", fresh.status, fresh.body)
 			}
 		})
 	}

@@ -74,6 +74,7 @@ type defences struct {
 	noContentTypeCheck bool         // accept any Content-Type as JSON
 	noRedaction        bool         // log and return secrets as they are
 	noSessionFloor     bool         // a fixed worker's restart floor ignores sessions
+	revealTaken        bool         // signup answers 409 for a registered email, as it once did
 	clock              idtype.Clock // of a fixed worker's generator; nil: the system clock
 }
 
@@ -102,6 +103,7 @@ type App struct {
 	closers     []func(context.Context) error
 	handler     http.Handler
 	noJSONCheck bool
+	revealTaken bool
 }
 
 // ErrConfig means the Config cannot work; the message says which field.
@@ -121,7 +123,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &App{log: secrets.logger(log), secrets: secrets, argon: cfg.Argon2, noJSONCheck: cfg.noContentTypeCheck}
+	a := &App{log: secrets.logger(log), secrets: secrets, argon: cfg.Argon2, noJSONCheck: cfg.noContentTypeCheck, revealTaken: cfg.revealTaken}
 	if a.argon == (Argon2Params{}) {
 		a.argon = DefaultArgon2()
 	}
