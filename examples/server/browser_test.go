@@ -163,6 +163,11 @@ func TestBrowser(t *testing.T) {
 	shot("posted")
 
 	// Every row shows the ID exactly and the time decoded from it.
+	rows := fmt.Sprintf(`document.querySelector('#posts tr[data-id="%s"]') !== null && document.querySelector('#posts tr[data-id="%s"]') !== null`, post.ID, seeded)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](rows, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		shot("failed")
+		t.Fatalf("the page never listed posts %s and %s: %v", post.ID, seeded, err)
+	}
 	for _, id := range []idtype.ID{post.ID, seeded} {
 		if id <= twoTo53 {
 			t.Errorf("ID %s is not above 2^53", id)

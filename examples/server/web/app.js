@@ -304,8 +304,9 @@ document.addEventListener("DOMContentLoaded", () => run(async () => {
       const p = await api("POST", "/api/posts", { title: $("post-title").value, body: $("post-body").value });
       $("post-title").value = "";
       $("post-body").value = "";
-      status("Posted: ID " + p.id + ".");
+      // The status comes once the list shows the post.
       await loadPosts(false);
+      status("Posted: ID " + p.id + ".");
     });
   });
   $("older").addEventListener("click", () => run(() => loadPosts(true)));
