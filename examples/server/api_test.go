@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math/big"
 	"net/http"
@@ -39,8 +40,8 @@ func TestAPI(t *testing.T) {
 // testAPI runs every endpoint, with good and bad input, on one backend.
 func testAPI(t *testing.T, b backend) {
 	app, srv := startApp(t, b)
-	aliceID, alice := signupLogin(t, srv, "alice@example.com", "alice-password")
-	_, bob := signupLogin(t, srv, "bob@example.com", "bob-password")
+	aliceID, alice := signupLogin(t, srv, "alice@example.com", goodPassword)
+	_, bob := signupLogin(t, srv, "bob@example.com", otherPassword)
 	r := call(t, srv, "POST", "/api/posts", alice, `{"title":"first","body":"hello"}`)
 	if r.status != http.StatusCreated {
 		t.Fatalf("create post: %d %s", r.status, r.body)
@@ -66,22 +67,31 @@ func testAPI(t *testing.T, b backend) {
 		name         string
 		method, path string
 		token, body  string
+		contentType  string // of the body; "" for application/json, "-" for none
 		status       int
 		errContains  string // in the JSON error; "" for none expected
 		challenge    string // WWW-Authenticate expected
 		check        func(t *testing.T, r response)
 	}{
-		// signup
-		{name: "signup", method: "POST", path: "/api/signup", body: `{"email":"Carol@Example.com","password":"carol-password"}`,
-			status: 201, check: func(t *testing.T, r response) {
-				var u map[string]string
-				r.json(t, &u)
-				checkID(t, "user id", u["id"])
-			}},
-		{name: "signup taken", method: "POST", path: "/api/signup", body: `{"email":"alice@example.com","password":"another-password"}`,
-			status: 409, errContains: "already registered"},
-		{name: "signup taken other case", method: "POST", path: "/api/signup", body: `{"email":" ALICE@example.com ","password":"another-password"}`,
-			status: 409, errContains: "already registered"},
+		// signup: one answer whether the email is new or taken
+		{name: "signup", method: "POST", path: "/api/signup", body: `{"email":"Carol@Example.com","password":"` + goodPassword + `","name":" Carol "}`,
+			status: 202, check: checkAccepted},
+		{name: "signup taken", method: "POST", path: "/api/signup", body: `{"email":"alice@example.com","password":"` + otherPassword + `","name":"Mallory"}`,
+			status: 202, check: checkAccepted},
+		{name: "signup taken other case", method: "POST", path: "/api/signup", body: `{"email":" ALICE@example.com ","password":"` + otherPassword + `","name":"Mallory"}`,
+			status: 202, check: checkAccepted},
+		{name: "signup JSON with charset", method: "POST", path: "/api/signup", contentType: "application/json; charset=UTF-8",
+			body: `{"email":"charset@example.com","password":"` + goodPassword + `","name":"C"}`, status: 202},
+		{name: "signup text/plain", method: "POST", path: "/api/signup", contentType: "text/plain",
+			body: `{"email":"d@example.com","password":"` + goodPassword + `","name":"D"}`, status: 415, errContains: "text/plain"},
+		{name: "signup form", method: "POST", path: "/api/signup", contentType: "application/x-www-form-urlencoded",
+			body: `email=d@example.com`, status: 415, errContains: "not JSON"},
+		{name: "signup no Content-Type", method: "POST", path: "/api/signup", contentType: "-",
+			body: `{"email":"d@example.com","password":"` + goodPassword + `","name":"D"}`, status: 415, errContains: "no Content-Type"},
+		{name: "signup JSON in latin1", method: "POST", path: "/api/signup", contentType: "application/json; charset=latin1",
+			body: `{"email":"d@example.com","password":"` + goodPassword + `","name":"D"}`, status: 415},
+		{name: "signup multipart", method: "POST", path: "/api/signup", contentType: "multipart/form-data; boundary=x",
+			body: "--x--", status: 415},
 		{name: "signup no body", method: "POST", path: "/api/signup", status: 400, errContains: "empty"},
 		{name: "signup not JSON", method: "POST", path: "/api/signup", body: `email=a@b.c`, status: 400, errContains: "not a JSON object"},
 		{name: "signup JSON array", method: "POST", path: "/api/signup", body: `[1,2]`, status: 400},
@@ -106,10 +116,22 @@ func testAPI(t *testing.T, b backend) {
 			status: 400, errContains: "shorter"},
 		{name: "signup NUL in password", method: "POST", path: "/api/signup", body: `{"email":"d@example.com","password":"abc\u0000defgh"}`,
 			status: 400, errContains: "NUL"},
+		{name: "signup no name", method: "POST", path: "/api/signup", body: `{"email":"d@example.com","password":"` + goodPassword + `"}`,
+			status: 400, errContains: "name is required"},
+		{name: "signup blank name", method: "POST", path: "/api/signup", body: `{"email":"d@example.com","password":"` + goodPassword + `","name":"  "}`,
+			status: 400, errContains: "name is required"},
+		{name: "signup long name", method: "POST", path: "/api/signup", body: `{"email":"d@example.com","password":"` + goodPassword + `","name":"` + strings.Repeat("n", maxName+1) + `"}`,
+			status: 400, errContains: "name is longer"},
+		{name: "signup name with newline", method: "POST", path: "/api/signup", body: `{"email":"d@example.com","password":"` + goodPassword + `","name":"a\nb"}`,
+			status: 400, errContains: "control character"},
+		{name: "signup common password", method: "POST", path: "/api/signup", body: `{"email":"d@example.com","password":"12345678","name":"D"}`,
+			status: 400, errContains: "too easy to guess"},
+		{name: "signup password is the email", method: "POST", path: "/api/signup", body: `{"email":"dora@example.com","password":"Dora@Example.com","name":"D"}`,
+			status: 400, errContains: "must not contain your email"},
 		{name: "signup huge body", method: "POST", path: "/api/signup", body: bigBody, status: 413, errContains: "larger"},
 
 		// login
-		{name: "login", method: "POST", path: "/api/login", body: `{"email":"ALICE@example.com","password":"alice-password","device":"test"}`,
+		{name: "login", method: "POST", path: "/api/login", body: `{"email":"ALICE@example.com","password":"` + goodPassword + `","device":"test"}`,
 			status: 200, check: func(t *testing.T, r response) {
 				var l struct {
 					Token   string
@@ -128,12 +150,17 @@ func testAPI(t *testing.T, b backend) {
 					t.Errorf("token %s holds the user ID %s", l.Token, aliceID)
 				}
 			}},
-		{name: "login wrong password", method: "POST", path: "/api/login", body: `{"email":"alice@example.com","password":"wrong-password"}`,
+		{name: "login wrong password", method: "POST", path: "/api/login", body: `{"email":"alice@example.com","password":"` + otherPassword + `"}`,
 			status: 401, errContains: "wrong email or password"},
-		{name: "login unknown email", method: "POST", path: "/api/login", body: `{"email":"nobody@example.com","password":"alice-password"}`,
+		{name: "login unknown email", method: "POST", path: "/api/login", body: `{"email":"nobody@example.com","password":"` + goodPassword + `"}`,
 			status: 401, errContains: "wrong email or password"},
 		{name: "login bad JSON", method: "POST", path: "/api/login", body: `{`, status: 400},
-		{name: "login long device", method: "POST", path: "/api/login", body: `{"email":"alice@example.com","password":"alice-password","device":"` + strings.Repeat("d", 101) + `"}`,
+		{name: "login text/plain", method: "POST", path: "/api/login", contentType: "text/plain",
+			body: `{"email":"alice@example.com","password":"` + goodPassword + `"}`, status: 415},
+		{name: "login with a name", method: "POST", path: "/api/login", body: `{"email":"alice@example.com","password":"` + goodPassword + `","name":"x"}`,
+			status: 400, errContains: `"name"`},
+		{name: "post text/plain", method: "POST", path: "/api/posts", token: alice, contentType: "text/plain", body: `{"title":"t"}`, status: 415},
+		{name: "login long device", method: "POST", path: "/api/login", body: `{"email":"alice@example.com","password":"` + goodPassword + `","device":"` + strings.Repeat("d", 101) + `"}`,
 			status: 400, errContains: "device"},
 
 		// authentication, as the tokens middleware answers
@@ -146,11 +173,11 @@ func testAPI(t *testing.T, b backend) {
 		// me
 		{name: "me", method: "GET", path: "/api/me", token: alice, status: 200, check: func(t *testing.T, r response) {
 			var me struct {
-				ID, Email string
-				Session   struct{ ID string }
+				ID, Email, Name string
+				Session         struct{ ID string }
 			}
 			r.json(t, &me)
-			if me.ID != aliceID || me.Email != "alice@example.com" || me.Session.ID == "" {
+			if me.ID != aliceID || me.Email != "alice@example.com" || me.Name != "The alice" || me.Session.ID == "" {
 				t.Errorf("me: %s", r.body)
 			}
 		}},
@@ -161,7 +188,7 @@ func testAPI(t *testing.T, b backend) {
 				var p postJSON
 				r.json(t, &p)
 				checkID(t, "post id", p.ID.String())
-				if p.Title != "by bob" || p.AuthorEmail != "bob@example.com" || !p.CreatedAt.Equal(p.ID.Time()) {
+				if p.Title != "by bob" || p.AuthorName != "The bob" || !p.CreatedAt.Equal(p.ID.Time()) {
 					t.Errorf("post: %s", r.body)
 				}
 			}},
@@ -183,6 +210,11 @@ func testAPI(t *testing.T, b backend) {
 			r.json(t, &page)
 			if len(page.Posts) == 0 || page.Next != nil {
 				t.Errorf("list: %s", r.body)
+			}
+			// Any signed-in user reads the list: it shows authors by
+			// name, never their email.
+			if strings.Contains(string(r.body), "@example.com") || strings.Contains(string(r.body), "email") {
+				t.Errorf("the post list shows an email: %s", r.body)
 			}
 			if !slices.ContainsFunc(page.Posts, func(p postJSON) bool { return p.ID == post.ID }) {
 				t.Errorf("list lacks post %s: %s", post.ID, r.body)
@@ -245,7 +277,15 @@ func testAPI(t *testing.T, b backend) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := call(t, srv, tc.method, tc.path, tc.token, tc.body)
+			ct := "application/json"
+			switch tc.contentType {
+			case "":
+			case "-":
+				ct = ""
+			default:
+				ct = tc.contentType
+			}
+			r := callType(t, srv, tc.method, tc.path, tc.token, tc.body, ct)
 			if r.status != tc.status {
 				t.Fatalf("status %d, want %d; body %s", r.status, tc.status, r.body)
 			}
@@ -263,11 +303,33 @@ func testAPI(t *testing.T, b backend) {
 		})
 	}
 
+	// A signup for a taken email changed nothing: the owner's password
+	// still works, the other one does not.
+	if r := call(t, srv, "POST", "/api/login", "", `{"email":"alice@example.com","password":"`+otherPassword+`"}`); r.status != 401 {
+		t.Errorf("login with the password of the second signup: %d, want 401", r.status)
+	}
+	if r := call(t, srv, "POST", "/api/login", "", `{"email":"alice@example.com","password":"`+goodPassword+`"}`); r.status != 200 {
+		t.Errorf("login of the owner after the second signup: %d, want 200", r.status)
+	}
+	var users int64
+	if err := app.db.Model(&User{}).Where("email IN ?", []string{"alice@example.com", "carol@example.com"}).Count(&users).Error; err != nil || users != 2 {
+		t.Errorf("users alice and carol: %d (%v), want 2", users, err)
+	}
+
 	if app.db.Name() == "postgres" {
 		t.Run("row inserted by SQL", func(t *testing.T) { testSQLInsert(t, app, srv, aliceID, bob) })
 	}
 	t.Run("sessions", func(t *testing.T) { testSessions(t, srv) })
 	t.Run("pagination", func(t *testing.T) { testPagination(t, srv) })
+}
+
+// checkAccepted checks a signup's answer: 202 and the one body every
+// accepted signup gets, new email or not.
+func checkAccepted(t *testing.T, r response) {
+	t.Helper()
+	if want := mustJSON(t, signupAccepted); string(r.body) != want {
+		t.Errorf("signup answered %s, want %s", r.body, want)
+	}
 }
 
 // seedPost writes a post straight to the database, as another service
@@ -330,14 +392,14 @@ func testSQLInsert(t *testing.T, app *App, srv *httptest.Server, authorID, token
 // testSessions logs one user in three times and logs the sessions out one
 // way after another.
 func testSessions(t *testing.T, srv *httptest.Server) {
-	creds := `{"email":"dave@example.com","password":"dave-password"}`
-	if r := call(t, srv, "POST", "/api/signup", "", creds); r.status != 201 {
+	creds := `{"email":"dave@example.com","password":"` + goodPassword + `","name":"Dave"}`
+	if r := call(t, srv, "POST", "/api/signup", "", creds); r.status != 202 {
 		t.Fatalf("signup: %d %s", r.status, r.body)
 	}
 	var toks []string
 	var sids []string
 	for i := range 4 {
-		r := call(t, srv, "POST", "/api/login", "", fmt.Sprintf(`{"email":"dave@example.com","password":"dave-password","device":"d%d"}`, i))
+		r := call(t, srv, "POST", "/api/login", "", fmt.Sprintf(`{"email":"dave@example.com","password":"%s","device":"d%d"}`, goodPassword, i))
 		var l struct {
 			Token   string
 			Session struct{ ID string }
@@ -390,7 +452,7 @@ func testSessions(t *testing.T, srv *httptest.Server) {
 // testPagination pages through posts with ?before= and checks the order
 // and that nothing repeats or goes missing.
 func testPagination(t *testing.T, srv *httptest.Server) {
-	_, tok := signupLogin(t, srv, "erin@example.com", "erin-password")
+	_, tok := signupLogin(t, srv, "erin@example.com", goodPassword)
 	before := len(pageAll(t, srv, tok))
 	var made []string
 	for i := range 16 {
@@ -440,5 +502,65 @@ func pageAll(t *testing.T, srv *httptest.Server, tok string) []string {
 			t.Fatalf("page of %d posts with next %s; want 7 and the last ID %s", len(page.Posts), *page.Next, all[len(all)-1])
 		}
 		next = *page.Next
+	}
+}
+
+// TestCrossOriginSignup is the attack of the issue: a page on another
+// origin posts a signup as text/plain, which a browser sends without a
+// CORS preflight. The server refuses it with 415 and creates nothing; in
+// the control run, without the Content-Type check, the account is made.
+func TestCrossOriginSignup(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
+			cfg := Config{Throttle: generous()}
+			cfg.noContentTypeCheck = control
+			app, srv := startAppConfig(t, cfg)
+			req, err := http.NewRequestWithContext(t.Context(), "POST", srv.URL+"/api/signup",
+				strings.NewReader(`{"email":"drive-by@example.com","password":"`+goodPassword+`","name":"X"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "text/plain;charset=UTF-8")
+			req.Header.Set("Origin", "https://evil.example")
+			res, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			var n int64
+			if err := app.db.Model(&User{}).Where("email = ?", "drive-by@example.com").Count(&n).Error; err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !control && (res.StatusCode != 415 || n != 0):
+				t.Errorf("text/plain signup from another origin: %d, %d accounts made; want 415 and none", res.StatusCode, n)
+			case control && (res.StatusCode != 202 || n != 1):
+				t.Errorf("control: %d, %d accounts; want the account made, as before the check", res.StatusCode, n)
+			}
+		})
+	}
+}
+
+// TestSignupEnumeration signs up a new email, then the same email again in
+// another letter case, and compares the answers: the same status and
+// body, so signup tells nobody which emails have accounts. The control
+// run answers as the server once did, 409 "already registered", and the
+// comparison catches it.
+func TestSignupEnumeration(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same answer", true: "control"}[control], func(t *testing.T) {
+			cfg := Config{Throttle: generous()}
+			cfg.revealTaken = control
+			_, srv := startAppConfig(t, cfg)
+			fresh := call(t, srv, "POST", "/api/signup", "", `{"email":"enum@example.com","password":"`+goodPassword+`","name":"E"}`)
+			taken := call(t, srv, "POST", "/api/signup", "", `{"email":"Enum@Example.com","password":"`+otherPassword+`","name":"F"}`)
+			same := fresh.status == taken.status && bytes.Equal(fresh.body, taken.body)
+			switch {
+			case !control && (!same || fresh.status != 202):
+				t.Errorf("new email: %d %s; taken email: %d %s; want one 202 answer", fresh.status, fresh.body, taken.status, taken.body)
+			case control && same:
+				t.Errorf("control: both signups answered %d %s; the comparison cannot see a difference", fresh.status, fresh.body)
+			}
+		})
 	}
 }

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"runtime"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -20,50 +20,90 @@ import (
 // Config configures the example server. The zero Config runs on the
 // embedded defaults: SQLite in memory and an in-process Redis.
 type Config struct {
-	// DatabaseURL picks the database: a postgres:// URL for PostgreSQL;
-	// "sqlite:PATH" for an SQLite file; empty for SQLite in memory.
+	// DatabaseURL picks the database: a postgres:// URL or a key=value
+	// connection string for PostgreSQL; "sqlite:PATH" for an SQLite file;
+	// empty for SQLite in memory. Its password never reaches a log line
+	// or an error (see redact.go).
 	DatabaseURL string
-	// RedisURL is a redis:// URL of the Redis that keeps the login
-	// sessions; empty means an in-process Redis (miniredis), whose
-	// sessions die with the process.
+	// RedisURL is a redis://, rediss:// or unix:// URL of the Redis that
+	// keeps the login sessions and the rate limits; empty means an
+	// in-process Redis (miniredis), whose sessions die with the process.
 	RedisURL string
 	// Redis, when not nil, is used instead of RedisURL; the App does not
 	// close it. Tests pass the shared test server's client here.
 	Redis redis.UniversalClient
-	// Worker, when positive, is the generator's fixed worker number.
-	// Zero means: lease a number (see ids.go) when PostgreSQL or a real
-	// Redis is configured, else use worker 1.
+	// Worker, when positive, is the generator's fixed worker number: 1 to
+	// the layout's largest, but never sqlReservedWorker (1023), which
+	// PostgreSQL's snowflake_id() stamps. Zero means: lease a number (see
+	// ids.go) when PostgreSQL or a real Redis is configured, else use
+	// worker 1.
 	Worker int64
+	// Layout is the bit layout of every ID; the zero Layout means
+	// idtype.DefaultLayout. PostgreSQL needs the default: its
+	// snowflake_id() issues IDs in it.
+	Layout idtype.Layout
 	// Leases configures the worker-number leases (see newGenerator). A
-	// zero Logger means the App's.
+	// zero Logger means the App's; a zero Layout means Layout.
 	Leases workerid.Options
-	// Tokens configures the login tokens. Their middleware logs to the
-	// App's Logger.
+	// Tokens configures the login tokens. A zero Logger means the App's.
 	Tokens tokens.Options
+	// Throttle configures the rate limits of signup and login and the
+	// queue in front of the password hashes; the zero value is the
+	// documented defaults.
+	Throttle ThrottleOptions
+	// KeyPrefix starts the Redis keys the example writes itself: the rate
+	// limits and the session floor. Empty means "example:".
+	KeyPrefix string
 	// Argon2 sets the cost of password hashes; zero means DefaultArgon2.
 	Argon2 Argon2Params
 	// Logger receives the server's log lines; nil means slog.Default().
+	// Open wraps it so that no line holds a secret of DatabaseURL or
+	// RedisURL.
 	Logger *slog.Logger
+
+	// defences switches defences off, for the control runs of the tests
+	// that prove each one. Nothing outside this package can reach it.
+	defences
+}
+
+// defences are the test-only switches that turn a defence off, and test
+// hooks no user needs. The zero value is every defence on.
+type defences struct {
+	noThrottle         bool         // no rate limits on signup and login
+	unboundedHashQueue bool         // requests wait for a hash slot without bound
+	noContentTypeCheck bool         // accept any Content-Type as JSON
+	noRedaction        bool         // log and return secrets as they are
+	noSessionFloor     bool         // a fixed worker's restart floor ignores sessions
+	revealTaken        bool         // signup answers 409 for a registered email, as it once did
+	clock              idtype.Clock // of a fixed worker's generator; nil: the system clock
 }
 
 // App is the example backend: its database, Redis, ID generator and
 // login tokens, and the HTTP handler that serves the API and the page.
 // Open builds one; Close releases what it holds.
 type App struct {
-	log       *slog.Logger
-	db        *gorm.DB
-	rdb       redis.UniversalClient
-	gen       *idtype.Generator
-	tokens    *tokens.Manager
-	auth      func(http.Handler) http.Handler // the tokens middleware
-	argon     Argon2Params
-	dummyHash string // checked against when an email is unknown, so timing does not tell
-	// hashSlots bounds the password hashes computed at once: each takes
-	// Argon2Params.Memory, so a burst of logins cannot exhaust memory.
-	hashSlots chan struct{}
-	leaseDone <-chan struct{} // of the worker lease; nil with a fixed worker
-	closers   []func(context.Context) error
-	handler   http.Handler
+	log     *slog.Logger
+	secrets *redactor
+	db      *gorm.DB
+	sqlDB   *sql.DB
+	rdb     redis.UniversalClient
+	layout  idtype.Layout
+	gen     *idtype.Generator
+	lease   *workerid.Lease // nil with a fixed worker
+	floor   *sessionFloor   // nil unless a fixed worker's sessions outlive the process
+	tokens  *tokens.Manager
+	auth    func(http.Handler) http.Handler
+	limits  *throttle
+	hashes  *hashPool
+	argon   Argon2Params
+	// dummyHash is checked against when an email is unknown, so timing
+	// does not tell.
+	dummyHash   string
+	metrics     *metrics
+	closers     []func(context.Context) error
+	handler     http.Handler
+	noJSONCheck bool
+	revealTaken bool
 }
 
 // ErrConfig means the Config cannot work; the message says which field.
@@ -71,23 +111,55 @@ var ErrConfig = errors.New("invalid server configuration")
 
 // Open connects to (or starts) the database and Redis that cfg names,
 // applies the migrations and builds the App. Its first log line says
-// which database and Redis it uses. On error nothing is left open.
+// which database and Redis it uses, without their passwords. On error
+// nothing is left open, and the error holds no secret of the URLs.
 func Open(ctx context.Context, cfg Config) (_ *App, err error) {
-	a := &App{log: cfg.Logger, argon: cfg.Argon2, hashSlots: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))}
-	if a.log == nil {
-		a.log = slog.Default()
+	secrets := newRedactor(cfg.DatabaseURL, cfg.RedisURL)
+	if cfg.noRedaction {
+		secrets = nil
 	}
+	defer func() { err = secrets.err(err) }()
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &App{log: secrets.logger(log), secrets: secrets, argon: cfg.Argon2, noJSONCheck: cfg.noContentTypeCheck, revealTaken: cfg.revealTaken}
 	if a.argon == (Argon2Params{}) {
 		a.argon = DefaultArgon2()
 	}
-	if cfg.Worker < 0 {
-		return nil, fmt.Errorf("%w: Worker %d is negative", ErrConfig, cfg.Worker)
+	if a.layout = cfg.Layout; a.layout.IsZero() {
+		a.layout = idtype.DefaultLayout
+	}
+	if err := a.layout.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: Layout: %w", ErrConfig, err)
+	}
+	if err := checkWorker(cfg.Worker, a.layout); err != nil {
+		return nil, err
 	}
 	dbKind, err := databaseKind(cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
-	a.log.Info("snowkey example server starting", "database", dbKind.describe(), "redis", describeRedis(cfg))
+	if dbKind.postgres && a.layout != idtype.DefaultLayout {
+		return nil, fmt.Errorf("%w: Layout: PostgreSQL's snowflake_id() issues IDs in idtype.DefaultLayout, and IDs of two layouts do not mix", ErrConfig)
+	}
+	redisDesc, err := describeRedis(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if a.limits, err = newThrottle(cfg.Throttle, cfg.KeyPrefix, cfg.noThrottle); err != nil {
+		return nil, err
+	}
+	if a.hashes, err = newHashPool(cfg.Throttle, cfg.unboundedHashQueue); err != nil {
+		return nil, err
+	}
+	dbDesc := dbKind.describe()
+	if cfg.noRedaction {
+		// The control run logs the URLs as they are, as a server that
+		// trusted url.URL.Redacted would have.
+		dbDesc, redisDesc = cfg.DatabaseURL, cfg.RedisURL
+	}
+	a.log.Info("snowkey example server starting", "database", dbDesc, "redis", redisDesc)
 
 	defer func() {
 		if err != nil {
@@ -97,46 +169,57 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.db, err = a.openDatabase(ctx, cfg.DatabaseURL, dbKind); err != nil {
 		return nil, err
 	}
+	if a.sqlDB, err = a.db.DB(); err != nil {
+		return nil, err
+	}
 	if a.rdb, err = a.openRedis(ctx, cfg); err != nil {
 		return nil, err
 	}
+	a.limits.bind(a.rdb)
 	if a.gen, err = a.newGenerator(ctx, cfg, dbKind); err != nil {
 		return nil, err
 	}
 	if err = a.useGenerator(); err != nil {
 		return nil, err
 	}
-	if a.tokens, err = tokens.New(a.rdb, a.gen, cfg.Tokens); err != nil {
+	if a.tokens, err = newTokenManager(a.rdb, a.gen, cfg.Tokens); err != nil {
 		return nil, err
 	}
-	if a.auth, err = tokens.NewMiddleware(a.tokens, tokens.MiddlewareOptions{Logger: a.log}); err != nil {
+	if a.auth, err = bearerAuth(a.tokens, a.log); err != nil {
 		return nil, err
 	}
 	if a.dummyHash, err = hashPassword("not a password", a.argon); err != nil {
 		return nil, err
 	}
+	a.metrics = newMetrics(a)
 	a.handler = a.routes()
 	return a, nil
 }
 
-// Handler returns the HTTP handler of the API and the web page.
+// Handler returns the HTTP handler of the API, the web page, the health
+// checks and the metrics.
 func (a *App) Handler() http.Handler { return a.handler }
 
 // Done returns a channel that is closed when the App's worker lease is
 // lost: the generator has stopped for good and nothing can be created, so
 // the server should exit and be restarted. With a fixed worker it is nil,
 // which never closes.
-func (a *App) Done() <-chan struct{} { return a.leaseDone }
+func (a *App) Done() <-chan struct{} {
+	if a.lease == nil {
+		return nil
+	}
+	return a.lease.Done()
+}
 
-// Close releases what Open acquired, in reverse order: the worker lease,
-// the Redis client or in-process Redis, the database.
+// Close releases what Open acquired, in reverse order: the session floor,
+// the worker lease, the Redis client or in-process Redis, the database.
 func (a *App) Close(ctx context.Context) error {
 	var errs []error
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		errs = append(errs, a.closers[i](ctx))
 	}
 	a.closers = nil
-	return errors.Join(errs...)
+	return a.secrets.err(errors.Join(errs...))
 }
 
 // onClose registers f to run on Close.

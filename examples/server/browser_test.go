@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
@@ -93,7 +97,7 @@ func TestBrowser(t *testing.T) {
 	ctx := startBrowser(t)
 	shot := screenshotter(t, ctx)
 
-	const email, password = "browser@example.com", "browser-password"
+	const email, password = "browser@example.com", goodPassword
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {
@@ -126,6 +130,7 @@ func TestBrowser(t *testing.T) {
 	do("sign up",
 		chromedp.SendKeys(chromedp.CSS("#email"), email),
 		chromedp.SendKeys(chromedp.CSS("#password"), password),
+		chromedp.SendKeys(chromedp.CSS("#name"), "Headless Hal"),
 		chromedp.Click(chromedp.CSS("#signup")))
 	waitStatus("Signed up")
 	do("log in", chromedp.SendKeys(chromedp.CSS("#device"), "headless chromium"), chromedp.Click(chromedp.CSS("#login")),
@@ -158,6 +163,11 @@ func TestBrowser(t *testing.T) {
 	shot("posted")
 
 	// Every row shows the ID exactly and the time decoded from it.
+	rows := fmt.Sprintf(`document.querySelector('#posts tr[data-id="%s"]') !== null && document.querySelector('#posts tr[data-id="%s"]') !== null`, post.ID, seeded)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](rows, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		shot("failed")
+		t.Fatalf("the page never listed posts %s and %s: %v", post.ID, seeded, err)
+	}
 	for _, id := range []idtype.ID{post.ID, seeded} {
 		if id <= twoTo53 {
 			t.Errorf("ID %s is not above 2^53", id)
@@ -209,6 +219,207 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the old token from Go: %d, want 401", r.status)
 	}
 	shot("logged-out")
+}
+
+// TestBrowserInspector drives the ID inspector: clicking an ID on the page
+// opens it, and on IDs with every field at its maximum, in the default
+// layout and in another that the server reports, the page's BigInt
+// decoding and its 64 coloured bits agree with `snowkey decode`. Then it
+// guesses a password on the page until the rate limit answers 429, and
+// sees the page show the wait the server asked for.
+func TestBrowserInspector(t *testing.T) {
+	ctx := startBrowser(t)
+	shot := screenshotter(t, ctx)
+	cli := buildSnowkey(t)
+	b := pageDriver{t: t, ctx: ctx, shot: shot}
+
+	// The default layout, on the real servers, with a post to click.
+	app, srv := startApp(t, realServers())
+	_, tok := signupLogin(t, srv, "inspect@example.com", goodPassword)
+	var post postJSON
+	call(t, srv, "POST", "/api/posts", tok, `{"title":"click my ID"}`).json(t, &post)
+	b.do("open the page", chromedp.Navigate(srv.URL), chromedp.WaitVisible(chromedp.CSS("#inspector")))
+	b.do("log in", chromedp.SendKeys(chromedp.CSS("#email"), "inspect@example.com"), chromedp.SendKeys(chromedp.CSS("#password"), goodPassword),
+		chromedp.Click(chromedp.CSS("#login")), chromedp.WaitVisible(chromedp.CSS("#app")))
+	row := fmt.Sprintf(`#posts tr[data-id="%s"] td.id`, post.ID)
+	b.do("click the post's ID", chromedp.WaitVisible(chromedp.CSS(row)), chromedp.Click(chromedp.CSS(row)), chromedp.WaitVisible(chromedp.CSS("#inspect-out")))
+	if got := b.text("#inspect-decimal"); got != post.ID.String() {
+		t.Errorf("clicking post %s opened %q in the inspector", post.ID, got)
+	}
+	shot("inspector")
+	checkInspector(t, b, cli, app.layout, nil, post.ID)
+
+	// Bad input gets a message, not a decoding.
+	for in, want := range map[string]string{
+		"12a":                 "only the digits",
+		"-5":                  "only the digits",
+		"9223372036854775808": "at most 2^63-1",
+		" ":                   "type an ID",
+	} {
+		b.inspect(in)
+		if got := b.text("#inspect-error"); !strings.Contains(got, want) || b.eval(`String(document.getElementById("inspect-out").hidden)`) != "true" {
+			t.Errorf("inspecting %q: error %q (want %q), output hidden %s", in, got, want, b.eval(`String(document.getElementById("inspect-out").hidden)`))
+		}
+	}
+
+	// Another layout, which the page learns from GET /api/layout; strict
+	// login limits.
+	narrow := idtype.Layout{Epoch: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), WorkerBits: 5, SequenceBits: 13}
+	cfg := Config{Layout: narrow, Worker: 20, Throttle: ThrottleOptions{LoginPerAccountPerIP: redis_rate.Limit{Rate: 1, Period: time.Hour, Burst: 2}}}
+	app2, srv2 := startAppConfig(t, cfg)
+	id2, err := app2.gen.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.do("open the other server's page", chromedp.Navigate(srv2.URL), chromedp.WaitVisible(chromedp.CSS("#inspector")))
+	checkInspector(t, b, cli, narrow, []string{"--epoch", narrow.Epoch.Format(time.RFC3339), "--worker-bits", "5", "--sequence-bits", "13"}, id2)
+
+	// Guess a password on the page until the limit answers.
+	b.do("type credentials", chromedp.SendKeys(chromedp.CSS("#email"), "guessed@example.com"), chromedp.SendKeys(chromedp.CSS("#password"), "wrong-guess-1"))
+	for range 2 {
+		b.do("guess", chromedp.Click(chromedp.CSS("#login")))
+		b.waitStatus("wrong email or password")
+		b.eval(`document.getElementById("status").textContent = ""`)
+	}
+	b.do("guess once more", chromedp.Click(chromedp.CSS("#login")))
+	status := b.waitStatus("Too many login attempts")
+	button := b.eval(`String(document.getElementById("login").disabled) + " " + document.getElementById("login").textContent`)
+	shot("throttled")
+	m := regexp.MustCompile(`^Too many login attempts for this account from your address; try again in (\d+) s\.$`).FindStringSubmatch(status)
+	if m == nil {
+		t.Fatalf("status after the 429: %q", status)
+	}
+	wait, _ := strconv.Atoi(m[1])
+	if wait < 1 || wait > 3600 {
+		t.Errorf("the page says wait %d s; the limit refills one an hour", wait)
+	}
+	// The button counts the Retry-After down: a second may have passed.
+	if b := regexp.MustCompile(`^true Log in \((\d+) s\)$`).FindStringSubmatch(button); b == nil || (b[1] != m[1] && b[1] != strconv.Itoa(wait-1)) {
+		t.Errorf("the login button during the wait: %q; the status says %d s", button, wait)
+	}
+	// The server's own answer to the next guess asks for the same wait,
+	// give or take the seconds that passed.
+	r := call(t, srv2, "POST", "/api/login", "", `{"email":"guessed@example.com","password":"wrong-guess-2"}`)
+	if got, _ := strconv.Atoi(r.header.Get("Retry-After")); r.status != 429 || got > wait || got < wait-5 {
+		t.Errorf("the server's next answer: %d, Retry-After %q; the page showed %d s", r.status, r.header.Get("Retry-After"), wait)
+	}
+}
+
+// checkInspector inspects, on the page, ids and the IDs with each field of
+// layout l at its maximum, and compares each with `snowkey decode --json`
+// run with layoutFlags.
+func checkInspector(t *testing.T, b pageDriver, cli string, l idtype.Layout, layoutFlags []string, ids ...idtype.ID) {
+	t.Helper()
+	maxTime := idtype.ID((int64(1)<<l.TimeBits() - 1) << (l.WorkerBits + l.SequenceBits))
+	maxWorker := idtype.ID(l.MaxWorker() << l.SequenceBits)
+	maxSeq := idtype.ID(l.MaxSequence())
+	ids = append(ids, idtype.MaxID, maxTime, maxWorker, maxSeq, maxTime|maxSeq, 0)
+	args := append(append([]string{"decode", "--json"}, layoutFlags...), "--")
+	for _, id := range ids {
+		args = append(args, id.String())
+	}
+	out, err := exec.Command(cli, args...).Output()
+	if err != nil {
+		t.Fatalf("snowkey %v: %v", args, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(ids) {
+		t.Fatalf("snowkey decode printed %d lines for %d IDs", len(lines), len(ids))
+	}
+	widths := map[string]int{"sign": 1, "time": int(l.TimeBits()), "worker": int(l.WorkerBits), "sequence": int(l.SequenceBits)}
+	for i, id := range ids {
+		var want struct {
+			ID       string    `json:"id"`
+			Time     time.Time `json:"time"`
+			Worker   int64     `json:"worker"`
+			Sequence int64     `json:"sequence"`
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &want); err != nil {
+			t.Fatalf("snowkey decode: %q: %v", lines[i], err)
+		}
+		b.inspect(id.String())
+		got, err := time.Parse(time.RFC3339Nano, b.text("#inspect-time"))
+		if err != nil || !got.Equal(want.Time) {
+			t.Errorf("ID %s: the page says time %q, snowkey decode %v", id, b.text("#inspect-time"), want.Time)
+		}
+		if w, s := b.text("#inspect-worker"), b.text("#inspect-sequence"); w != strconv.FormatInt(want.Worker, 10) || s != strconv.FormatInt(want.Sequence, 10) {
+			t.Errorf("ID %s: the page says worker %s, sequence %s; snowkey decode %d, %d", id, w, s, want.Worker, want.Sequence)
+		}
+		if got := b.eval(`Array.from(document.querySelectorAll("#inspect-bits .bit")).map((e) => e.textContent).join("")`); got != fmt.Sprintf("%064b", uint64(id)) {
+			t.Errorf("ID %s: the page draws bits %s, want %064b", id, got, uint64(id))
+		}
+		for field, n := range widths {
+			if got := b.eval(fmt.Sprintf(`String(document.querySelectorAll("#inspect-bits .field.f-%s .bit").length)`, field)); got != strconv.Itoa(n) {
+				t.Errorf("ID %s: %s bits drawn %s, the layout has %d", id, field, got, n)
+			}
+		}
+	}
+}
+
+// buildSnowkey builds the snowkey command of the repository.
+func buildSnowkey(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go command in PATH to build snowkey with: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "snowkey")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/snowkeyhq/snowkey/cmd/snowkey").CombinedOutput(); err != nil {
+		t.Fatalf("go build snowkey: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// pageDriver runs steps on a page and fails the test, with a screenshot,
+// when one fails.
+type pageDriver struct {
+	t    *testing.T
+	ctx  context.Context
+	shot func(string)
+}
+
+func (b pageDriver) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.shot("failed")
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval runs an expression in the page and returns its string value.
+func (b pageDriver) eval(expr string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.shot("failed")
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return s
+}
+
+// text returns the text of the element the CSS selector finds.
+func (b pageDriver) text(sel string) string {
+	b.t.Helper()
+	return b.eval(fmt.Sprintf(`document.querySelector(%q)?.textContent ?? "missing"`, sel))
+}
+
+// inspect types id into the inspector and submits it.
+func (b pageDriver) inspect(id string) {
+	b.t.Helper()
+	b.do("inspect "+id, chromedp.SetValue(chromedp.CSS("#inspect-id"), id), chromedp.Click(chromedp.CSS("#inspect")))
+}
+
+// waitStatus waits for the status line to contain s and returns it.
+func (b pageDriver) waitStatus(s string) string {
+	b.t.Helper()
+	expr := fmt.Sprintf(`document.getElementById("status").textContent.includes(%q)`, s)
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		b.shot("failed")
+		b.t.Fatalf("status %q never came; it is %q", s, b.text("#status"))
+	}
+	return b.text("#status")
 }
 
 // signupLoginExisting logs an existing user in once more, as another

@@ -1,14 +1,16 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 func TestPassword(t *testing.T) {
@@ -112,6 +114,12 @@ func TestOpenBadConfig(t *testing.T) {
 	}{
 		{"negative worker", Config{Worker: -1}},
 		{"worker too large", Config{Worker: 1024}},
+		{"reserved worker", Config{Worker: 1023}},
+		{"worker past a narrow layout", Config{Worker: 16, Layout: idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 4, SequenceBits: 12}}},
+		{"invalid layout", Config{Layout: idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 40, SequenceBits: 20}}},
+		{"postgres with another layout", Config{DatabaseURL: "postgres://u@127.0.0.1:1/db", Layout: idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 8, SequenceBits: 14}}},
+		{"bad limit", Config{Throttle: ThrottleOptions{LoginPerIP: redis_rate.Limit{Rate: 1}}}},
+		{"negative hash queue", Config{Throttle: ThrottleOptions{HashQueue: -1}}},
 		{"bad database URL", Config{DatabaseURL: "mysql://x"}},
 		{"bad redis URL", Config{RedisURL: "http://x"}},
 	} {
@@ -151,6 +159,9 @@ func TestRunFlags(t *testing.T) {
 		{"argument", []string{"extra"}, env(), `unexpected argument "extra"`},
 		{"bad WORKER_ID", nil, env("WORKER_ID", "x"), "WORKER_ID"},
 		{"bad worker", []string{"-worker", "-3"}, env(), "Worker -3"},
+		{"reserved worker", []string{"-worker", "1023", "-addr", "127.0.0.1:0"}, env(), "Worker 1023 is reserved for PostgreSQL's snowflake_id(); want 1 to 1022"},
+		{"reserved WORKER_ID", []string{"-addr", "127.0.0.1:0"}, env("WORKER_ID", "1023"), "reserved"},
+		{"worker too large", []string{"-worker", "5000", "-addr", "127.0.0.1:0"}, env(), "does not fit"},
 		{"bad addr", []string{"-addr", "256.0.0.1:x"}, env(), "listen on 256.0.0.1:x"},
 		{"bad PORT", nil, env("PORT", "notaport"), "listen on :notaport"},
 	} {
@@ -160,6 +171,21 @@ func TestRunFlags(t *testing.T) {
 				t.Errorf("run = %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestNarrowLayoutWorker runs a fixed worker on a layout without 1023:
+// its largest number is allowed there.
+func TestNarrowLayoutWorker(t *testing.T) {
+	l := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 4, SequenceBits: 12}
+	app, srv := startAppConfig(t, Config{Worker: 15, Layout: l, Throttle: generous()})
+	id, _ := signupLogin(t, srv, "narrow@example.com", goodPassword)
+	parsed, err := idtype.Parse(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := l.Decode(parsed); p.Worker != 15 || app.gen.Worker() != 15 {
+		t.Errorf("user ID %s decodes to worker %d in the layout", id, p.Worker)
 	}
 }
 
@@ -176,20 +202,5 @@ func TestPageURL(t *testing.T) {
 		if got := pageURL(tc.addr); got != tc.want {
 			t.Errorf("pageURL(%v) = %q, want %q", tc.addr, got, tc.want)
 		}
-	}
-}
-
-func TestHashSlots(t *testing.T) {
-	a := &App{hashSlots: make(chan struct{}, 1)}
-	a.hashSlots <- struct{}{} // every slot busy
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	ran := false
-	if err := a.withHashSlot(ctx, func() error { ran = true; return nil }); !errors.Is(err, context.DeadlineExceeded) || ran {
-		t.Fatalf("with no free slot: err %v, ran %v; want DeadlineExceeded without running", err, ran)
-	}
-	<-a.hashSlots
-	if err := a.withHashSlot(t.Context(), func() error { ran = true; return nil }); err != nil || !ran || len(a.hashSlots) != 0 {
-		t.Fatalf("with a free slot: err %v, ran %v, slots in use %d", err, ran, len(a.hashSlots))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"gorm.io/gorm"
@@ -26,31 +27,32 @@ const (
 	maxTitle       = 200 // characters
 	maxPostBody    = 10000
 	maxDevice      = 100
+	maxName        = 50
 	defaultPerPage = 20
 	maxPerPage     = 100
 )
 
 // routes builds the handler of every endpoint. Everything under /api/
-// except signup and login needs a token, checked by the tokens
+// except signup, login and layout needs a token, checked by the tokens
 // Middleware, whose 401, 400 and 503 answers (RFC 6750) pass through
 // unchanged.
 func (a *App) routes() http.Handler {
 	mux := http.NewServeMux()
-	auth := a.auth
 	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) *apiError) {
 		mux.Handle(pattern, apiHandler(h))
 	}
 	authed := func(pattern string, h func(http.ResponseWriter, *http.Request, tokens.Session) *apiError) {
-		mux.Handle(pattern, auth(apiHandler(func(w http.ResponseWriter, r *http.Request) *apiError {
+		mux.Handle(pattern, a.auth(apiHandler(func(w http.ResponseWriter, r *http.Request) *apiError {
 			s, ok := tokens.FromContext(r.Context())
 			if !ok { // cannot happen behind the Middleware
-				return &apiError{http.StatusUnauthorized, "not logged in"}
+				return &apiError{status: http.StatusUnauthorized, msg: "not logged in"}
 			}
 			return h(w, r, s)
 		})))
 	}
 	handle("POST /api/signup", a.signup)
 	handle("POST /api/login", a.login)
+	handle("GET /api/layout", a.layoutInfo)
 	authed("GET /api/me", a.me)
 	authed("POST /api/posts", a.createPost)
 	authed("GET /api/posts", a.listPosts)
@@ -59,11 +61,14 @@ func (a *App) routes() http.Handler {
 	authed("DELETE /api/sessions/{id}", a.deleteSession)
 	authed("POST /api/logout", a.logout)
 	authed("POST /api/logout-all", a.logoutAll)
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.Handle("GET /metrics", a.metrics.handler())
 	web := webHandler()
 	mux.Handle("GET /{$}", web)
 	mux.Handle("GET /app.js", web)
 	mux.Handle("GET /style.css", web)
-	return a.logRequests(jsonNotFound(mux))
+	return a.observe(jsonNotFound(mux))
 }
 
 // apiHandler adapts a handler that returns its error answer.
@@ -71,37 +76,52 @@ type apiHandler func(http.ResponseWriter, *http.Request) *apiError
 
 func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e := h(w, r); e != nil {
+		if e.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+		}
 		writeError(w, e.status, e.msg)
 	}
 }
 
 // internal logs err and returns a 500 that tells the client nothing more.
 func (a *App) internal(ctx context.Context, op string, err error) *apiError {
+	if errors.Is(err, errHashBusy) {
+		return &apiError{status: http.StatusServiceUnavailable, msg: "the server is busy checking passwords; try again in 1 s", retryAfter: 1}
+	}
 	if errors.Is(err, tokens.ErrUnavailable) {
 		a.log.ErrorContext(ctx, op, "error", err)
-		return &apiError{http.StatusServiceUnavailable, "session store unavailable"}
+		return &apiError{status: http.StatusServiceUnavailable, msg: "session store unavailable"}
 	}
 	if errors.Is(err, idtype.ErrLeaseExpired) || errors.Is(err, idtype.ErrLeaseLost) {
 		a.log.ErrorContext(ctx, op, "error", err)
-		return &apiError{http.StatusServiceUnavailable, "cannot issue IDs now: the worker lease is not confirmed"}
+		return &apiError{status: http.StatusServiceUnavailable, msg: "cannot issue IDs now: the worker lease is not confirmed"}
 	}
 	if ctx.Err() != nil {
-		return &apiError{http.StatusServiceUnavailable, "request canceled"}
+		return &apiError{status: http.StatusServiceUnavailable, msg: "request canceled"}
 	}
 	a.log.ErrorContext(ctx, op, "error", err)
-	return &apiError{http.StatusInternalServerError, "internal error"}
+	return &apiError{status: http.StatusInternalServerError, msg: "internal error"}
 }
 
 // credentials is the body of signup and login.
 type credentials struct {
 	Email    string `json:"email"`
 	Password string `json:"password"`
+	// Name is the public name of a new account (signup only).
+	Name string `json:"name"`
 	// Device names the device in the session list (login only).
 	Device string `json:"device"`
 }
 
-// check validates the fields and normalizes the email to lower case.
-func (c *credentials) check() *apiError {
+// check validates the fields and normalizes the email to lower case and
+// the name to its trimmed form.
+func (c *credentials) check(signup bool) *apiError {
+	switch {
+	case signup && c.Device != "":
+		return badRequest("unknown field \"device\"")
+	case !signup && c.Name != "":
+		return badRequest("unknown field \"name\"")
+	}
 	email := strings.ToLower(strings.TrimSpace(c.Email))
 	switch {
 	case email == "":
@@ -126,39 +146,78 @@ func (c *credentials) check() *apiError {
 	if utf8.RuneCountInString(c.Device) > maxDevice || strings.ContainsRune(c.Device, 0) {
 		return badRequest("device is longer than %d characters or holds a NUL character", maxDevice)
 	}
+	if signup {
+		c.Name = strings.TrimSpace(c.Name)
+		switch {
+		case c.Name == "":
+			return badRequest("name is required: the name other users see on your posts")
+		case utf8.RuneCountInString(c.Name) > maxName:
+			return badRequest("name is longer than %d characters", maxName)
+		case strings.ContainsFunc(c.Name, unicode.IsControl):
+			return badRequest("name holds a control character")
+		}
+	}
 	return nil
 }
 
-// signup: POST /api/signup {email, password} -> 201 {"id": "…"}.
+// throttled counts the request against rule and returns the 429 to
+// answer when the limit is reached, or a 503 when Redis cannot count it:
+// the limits fail closed, like the sessions.
+func (a *App) throttled(r *http.Request, rl rule, key string) *apiError {
+	e, err := a.limits.allow(r.Context(), rl, key)
+	if err != nil {
+		a.log.ErrorContext(r.Context(), "rate limit", "error", err)
+		return &apiError{status: http.StatusServiceUnavailable, msg: "rate limiter unavailable", retryAfter: 1}
+	}
+	return e
+}
+
+// signupAccepted is the answer to every signup that passed the checks,
+// whether the email was new or already registered: the same status and
+// body, after the same work (a password hash and an insert), so that
+// signup tells no one which emails have accounts. The owner of a new
+// account logs in next; a real deployment would also email the address.
+var signupAccepted = struct {
+	Message string `json:"message"`
+}{"If this email was not registered yet, the account now exists: log in with it."}
+
+// signup: POST /api/signup {email, password, name} -> 202, the same
+// answer whether or not the email was already registered.
 func (a *App) signup(w http.ResponseWriter, r *http.Request) *apiError {
 	var in credentials
-	if e := decodeJSON(w, r, &in); e != nil {
+	if e := a.decodeJSON(w, r, &in); e != nil {
 		return e
 	}
-	if in.Device != "" {
-		return badRequest("unknown field \"device\"")
+	if e := a.throttled(r, signupIP, addressKey(clientIP(r))); e != nil {
+		return e
 	}
-	if e := in.check(); e != nil {
+	if e := in.check(true); e != nil {
+		return e
+	}
+	if e := a.throttled(r, signupAccount, accountKey(in.Email)); e != nil {
+		return e
+	}
+	if e := checkPasswordPolicy(in.Password, in.Email, in.Name); e != nil {
 		return e
 	}
 	var hash string
-	err := a.withHashSlot(r.Context(), func() (err error) {
+	err := a.hashes.do(r.Context(), func() (err error) {
 		hash, err = hashPassword(in.Password, a.argon)
 		return err
 	})
 	if err != nil {
 		return a.internal(r.Context(), "signup: hash password", err)
 	}
-	u := User{Email: in.Email, PasswordHash: hash}
-	if err := a.create(r.Context(), &u); err != nil {
-		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			return &apiError{http.StatusConflict, "email " + in.Email + " is already registered"}
-		}
+	u := User{Email: in.Email, Name: in.Name, PasswordHash: hash}
+	switch err := a.create(r.Context(), &u); {
+	case errors.Is(err, gorm.ErrDuplicatedKey) && a.revealTaken:
+		return &apiError{status: http.StatusConflict, msg: "email " + in.Email + " is already registered"}
+	case errors.Is(err, gorm.ErrDuplicatedKey):
+		a.log.InfoContext(r.Context(), "signup: the email is already registered; answered as if it were new")
+	case err != nil:
 		return a.internal(r.Context(), "signup: create user", err)
 	}
-	writeJSON(w, http.StatusCreated, struct {
-		ID idtype.ID `json:"id"`
-	}{u.ID})
+	writeJSON(w, http.StatusAccepted, signupAccepted)
 	return nil
 }
 
@@ -167,10 +226,20 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request) *apiError {
 // the same 401 in about the same time.
 func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
 	var in credentials
-	if e := decodeJSON(w, r, &in); e != nil {
+	if e := a.decodeJSON(w, r, &in); e != nil {
 		return e
 	}
-	if e := in.check(); e != nil {
+	if e := a.throttled(r, loginIP, addressKey(clientIP(r))); e != nil {
+		return e
+	}
+	if e := in.check(false); e != nil {
+		return e
+	}
+	account := accountKey(in.Email)
+	if e := a.throttled(r, loginAccountIP, account+":"+addressKey(clientIP(r))); e != nil {
+		return e
+	}
+	if e := a.throttled(r, loginAccount, account); e != nil {
 		return e
 	}
 	var u User
@@ -183,7 +252,7 @@ func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
 		return a.internal(r.Context(), "login: find user", err)
 	}
 	var ok bool
-	err = a.withHashSlot(r.Context(), func() (err error) {
+	err = a.hashes.do(r.Context(), func() (err error) {
 		ok, err = checkPassword(in.Password, hash)
 		return err
 	})
@@ -191,17 +260,39 @@ func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
 		return a.internal(r.Context(), "login: check password", err)
 	}
 	if !ok || u.ID == 0 {
-		return &apiError{http.StatusUnauthorized, "wrong email or password"}
+		return &apiError{status: http.StatusUnauthorized, msg: "wrong email or password"}
+	}
+	if a.floor != nil {
+		if err := a.floor.cover(r.Context()); err != nil {
+			return a.internal(r.Context(), "login: session floor", err)
+		}
 	}
 	meta := tokens.Metadata{Device: in.Device, UserAgent: r.UserAgent(), IP: clientIP(r)}
 	tok, s, err := a.tokens.Issue(r.Context(), u.ID, meta)
 	if err != nil {
 		return a.internal(r.Context(), "login: issue token", err)
 	}
+	if a.floor != nil {
+		a.floor.issued(a.layout.Decode(s.ID).Time)
+	}
 	writeJSON(w, http.StatusOK, struct {
 		Token   string         `json:"token"`
 		Session tokens.Session `json:"session"`
 	}{tok, s})
+	return nil
+}
+
+// layoutInfo: GET /api/layout -> the bit layout of every ID, which the
+// page's ID inspector draws.
+func (a *App) layoutInfo(w http.ResponseWriter, _ *http.Request) *apiError {
+	l := a.layout
+	writeJSON(w, http.StatusOK, struct {
+		Epoch        time.Time `json:"epoch"`
+		EpochMS      int64     `json:"epoch_ms"`
+		TimeBits     uint      `json:"time_bits"`
+		WorkerBits   uint      `json:"worker_bits"`
+		SequenceBits uint      `json:"sequence_bits"`
+	}{l.Epoch.UTC(), l.Epoch.UnixMilli(), l.TimeBits(), l.WorkerBits, l.SequenceBits})
 	return nil
 }
 
@@ -220,7 +311,7 @@ func (a *App) me(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiE
 	var u User
 	err := a.db.WithContext(r.Context()).Take(&u, "id = ?", s.UserID).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return &apiError{http.StatusUnauthorized, "the session's user no longer exists"}
+		return &apiError{status: http.StatusUnauthorized, msg: "the session's user no longer exists"}
 	}
 	if err != nil {
 		return a.internal(r.Context(), "me: find user", err)
@@ -228,7 +319,7 @@ func (a *App) me(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiE
 	writeJSON(w, http.StatusOK, struct {
 		userJSON
 		Session tokens.Session `json:"session"`
-	}{u.toJSON(), s})
+	}{u.toJSON(a.layout), s})
 	return nil
 }
 
@@ -241,7 +332,7 @@ type postInput struct {
 // createPost: POST /api/posts {title, body} -> 201 with the post.
 func (a *App) createPost(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
 	var in postInput
-	if e := decodeJSON(w, r, &in); e != nil {
+	if e := a.decodeJSON(w, r, &in); e != nil {
 		return e
 	}
 	in.Title = strings.TrimSpace(in.Title)
@@ -262,7 +353,7 @@ func (a *App) createPost(w http.ResponseWriter, r *http.Request, s tokens.Sessio
 	if err := a.db.WithContext(r.Context()).Take(&p.Author, "id = ?", p.AuthorID).Error; err != nil {
 		return a.internal(r.Context(), "create post: find author", err)
 	}
-	writeJSON(w, http.StatusCreated, p.toJSON())
+	writeJSON(w, http.StatusCreated, p.toJSON(a.layout))
 	return nil
 }
 
@@ -301,7 +392,7 @@ func (a *App) listPosts(w http.ResponseWriter, r *http.Request, _ tokens.Session
 		out.Next = &posts[limit-1].ID
 	}
 	for i := range posts {
-		out.Posts = append(out.Posts, posts[i].toJSON())
+		out.Posts = append(out.Posts, posts[i].toJSON(a.layout))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -321,7 +412,7 @@ func (a *App) getPost(w http.ResponseWriter, r *http.Request, _ tokens.Session) 
 	if err != nil {
 		return a.internal(r.Context(), "get post", err)
 	}
-	writeJSON(w, http.StatusOK, p.toJSON())
+	writeJSON(w, http.StatusOK, p.toJSON(a.layout))
 	return nil
 }
 
@@ -456,16 +547,20 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the real writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// logRequests logs one line per request at Info: method, path, status
-// and duration. It never logs headers or bodies, which hold tokens and
-// passwords.
-func (a *App) logRequests(next http.Handler) http.Handler {
+// observe logs one line per request at Info (method, path, status and
+// duration; never headers or bodies, which hold tokens and passwords) and
+// counts it in the metrics by route pattern and status.
+func (a *App) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
+		took := time.Since(start)
+		// The ServeMux set r.Pattern, on this very request, to the
+		// pattern it matched; "" if none.
+		a.metrics.request(r.Pattern, rec.status, took)
 		a.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
+			slog.Int("status", rec.status), slog.Duration("duration", took))
 	})
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
+
 	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/tokens"
@@ -39,11 +41,33 @@ func realServers() backend {
 			Redis:       testenv.RedisClient(t),
 			Tokens:      tokens.Options{KeyPrefix: prefix + "tok:"},
 			Leases:      workerid.Options{KeyPrefix: prefix + "wid:"},
+			KeyPrefix:   prefix + "ex:",
+		}
+	}}
+}
+
+// cluster runs on SQLite in memory and the harness's Redis Cluster, with a
+// fixed worker, so that its session floor lives in the Cluster too.
+func cluster() backend {
+	return backend{"sqlite+cluster", func(t *testing.T) Config {
+		prefix := testenv.KeyPrefix(t)
+		return Config{
+			Redis:     testenv.RedisClusterClient(t),
+			Worker:    7,
+			Tokens:    tokens.Options{KeyPrefix: prefix + "tok:"},
+			KeyPrefix: prefix + "ex:",
 		}
 	}}
 }
 
 func backends() []backend { return []backend{embedded(), realServers()} }
+
+// generous are rate limits that the tests of other things never reach:
+// they sign up and log in many times from one address.
+func generous() ThrottleOptions {
+	l := redis_rate.Limit{Rate: 1000, Period: time.Second, Burst: 1000}
+	return ThrottleOptions{LoginPerIP: l, LoginPerAccountPerIP: l, LoginPerAccount: l, SignupPerIP: l, SignupPerAccount: l}
+}
 
 // testLogger writes the app's log lines to the test's log, shown when it
 // fails or with -v.
@@ -63,12 +87,24 @@ func (w tWriter) Write(b []byte) (int, error) {
 func startApp(t *testing.T, b backend) (*App, *httptest.Server) {
 	t.Helper()
 	cfg := b.config(t)
-	cfg.Logger = testLogger(t)
+	if cfg.Throttle == (ThrottleOptions{}) {
+		cfg.Throttle = generous()
+	}
+	return startAppConfig(t, cfg)
+}
+
+// startAppConfig opens an App on cfg and serves it with httptest; both
+// are closed when the test ends.
+func startAppConfig(t *testing.T, cfg Config) (*App, *httptest.Server) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	app, err := Open(ctx, cfg)
 	if err != nil {
-		t.Fatalf("Open on %s: %v", b.name, err)
+		t.Fatalf("Open: %v", err)
 	}
 	srv := httptest.NewServer(app.Handler())
 	t.Cleanup(func() {
@@ -89,6 +125,25 @@ type response struct {
 	body   []byte
 }
 
+// callURL GETs a full URL.
+func callURL(t *testing.T, u string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	return response{res.StatusCode, res.Header, b}
+}
+
 // json decodes the body into v, failing the test if it is not JSON.
 func (r response) json(t *testing.T, v any) {
 	t.Helper()
@@ -107,8 +162,15 @@ func (r response) errorMsg(t *testing.T) string {
 	return e.Error
 }
 
-// call sends a request with an optional bearer token and a raw body.
+// call sends a request with an optional bearer token and a raw body, as
+// application/json.
 func call(t *testing.T, srv *httptest.Server, method, path, token, body string) response {
+	t.Helper()
+	return callType(t, srv, method, path, token, body, "application/json")
+}
+
+// callType is call with the body's Content-Type; "" sends none.
+func callType(t *testing.T, srv *httptest.Server, method, path, token, body, contentType string) response {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -118,8 +180,8 @@ func call(t *testing.T, srv *httptest.Server, method, path, token, body string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" && method != "GET" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -146,22 +208,31 @@ func mustJSON(t *testing.T, v any) string {
 	return buf.String()
 }
 
-// signupLogin creates a user and logs in, returning the user's ID and a
-// token.
+// signupLogin creates a user named after the email's local part and logs
+// in, returning the user's ID and a token.
 func signupLogin(t *testing.T, srv *httptest.Server, email, password string) (id, token string) {
 	t.Helper()
-	creds := mustJSON(t, map[string]string{"email": email, "password": password})
-	r := call(t, srv, "POST", "/api/signup", "", creds)
-	if r.status != http.StatusCreated {
+	name, _, _ := strings.Cut(email, "@")
+	r := call(t, srv, "POST", "/api/signup", "", mustJSON(t, map[string]string{"email": email, "password": password, "name": "The " + name}))
+	if r.status != http.StatusAccepted {
 		t.Fatalf("signup %s: status %d, body %s", email, r.status, r.body)
 	}
-	var u struct{ ID string }
-	r.json(t, &u)
-	r = call(t, srv, "POST", "/api/login", "", creds)
+	r = call(t, srv, "POST", "/api/login", "", mustJSON(t, map[string]string{"email": email, "password": password}))
 	if r.status != http.StatusOK {
 		t.Fatalf("login %s: status %d, body %s", email, r.status, r.body)
 	}
-	var l struct{ Token string }
+	var l struct {
+		Token   string
+		Session struct {
+			UserID string `json:"user_id"`
+		}
+	}
 	r.json(t, &l)
-	return u.ID, l.Token
+	return l.Session.UserID, l.Token
 }
+
+// Passwords the policy accepts, for test users.
+const (
+	goodPassword  = "plum-kite-orbit-93"
+	otherPassword = "mauve-tulip-argon-41"
+)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 )
@@ -18,16 +19,19 @@ const maxBody = 64 << 10
 type apiError struct {
 	status int
 	msg    string
+	// retryAfter, when positive, is sent as Retry-After, in seconds: how
+	// long a 429 or 503 client should wait before it tries again.
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return e.msg }
 
 func badRequest(format string, args ...any) *apiError {
-	return &apiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
 }
 
 func notFound(format string, args ...any) *apiError {
-	return &apiError{http.StatusNotFound, fmt.Sprintf(format, args...)}
+	return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf(format, args...)}
 }
 
 // writeJSON sends v as JSON with the status.
@@ -50,12 +54,18 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 }
 
 // decodeJSON reads the request body, one JSON object with no fields
-// beyond dst's, into dst.
-func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) *apiError {
+// beyond dst's, into dst. A body that does not say it is JSON is refused
+// with 415 before it is read: a page on another origin can send a
+// text/plain or form body without a CORS preflight, which this server
+// never grants, but not an application/json one.
+func (a *App) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) *apiError {
+	if e := checkJSONType(r.Header.Get("Content-Type")); e != nil && !a.noJSONCheck {
+		return e
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxBody)}
+			return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body is larger than %d bytes", maxBody)}
 		}
 		return badRequest("cannot read the request body: %v", err)
 	}
@@ -79,6 +89,22 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 		return badRequest("request body holds more than one JSON value")
 	}
 	return nil
+}
+
+// checkJSONType refuses a Content-Type other than application/json (with,
+// at most, charset=utf-8).
+func checkJSONType(ct string) *apiError {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err == nil && mt == "application/json" {
+		if cs, ok := params["charset"]; !ok || strings.EqualFold(cs, "utf-8") {
+			return nil
+		}
+	}
+	msg := "the request has no Content-Type: send the body as application/json"
+	if ct != "" {
+		msg = fmt.Sprintf("Content-Type %q is not JSON: send the body as application/json", ct)
+	}
+	return &apiError{status: http.StatusUnsupportedMediaType, msg: msg}
 }
 
 func jsonKind(goKind string) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
@@ -12,6 +13,36 @@ import (
 // defaultWorker is the fixed worker number of a server that has nowhere
 // to lease one from.
 const defaultWorker = 1
+
+// maxFloorWait bounds how long Open waits for the clock to pass a fixed
+// worker's restart floor, which lies up to sessionFloorAhead in the future
+// after a crash, or further if the clock was set back.
+const maxFloorWait = time.Minute
+
+// checkWorker refuses a fixed worker number that the layout cannot hold,
+// or that is sqlReservedWorker, the number PostgreSQL's snowflake_id()
+// stamps on the IDs it issues: a generator on it would repeat them.
+func checkWorker(w int64, l idtype.Layout) error {
+	top := l.MaxWorker()
+	switch {
+	case w < 0:
+		return fmt.Errorf("%w: Worker %d is negative; want 1 to %d", ErrConfig, w, workerCeiling(l))
+	case w > top:
+		return fmt.Errorf("%w: Worker %d does not fit the layout's %d worker bits; want 1 to %d", ErrConfig, w, l.WorkerBits, workerCeiling(l))
+	case w == sqlReservedWorker:
+		return fmt.Errorf("%w: Worker %d is reserved for PostgreSQL's snowflake_id(); want 1 to %d", ErrConfig, w, workerCeiling(l))
+	}
+	return nil
+}
+
+// workerCeiling is the largest worker number a fixed worker may take.
+func workerCeiling(l idtype.Layout) int64 {
+	top := l.MaxWorker()
+	if top == sqlReservedWorker {
+		top--
+	}
+	return top
+}
 
 // newGenerator builds the generator of every ID the server issues: users,
 // posts and sessions. Its worker number is
@@ -27,33 +58,31 @@ const defaultWorker = 1
 // A leased number is released on Close; if the lease is lost, the
 // generator stops and Done is closed.
 func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtype.Generator, error) {
-	var pool *workerid.Pool
 	opts := cfg.Leases
 	if opts.Logger == nil {
 		opts.Logger = a.log
 	}
-	if cfg.Worker == 0 && kind.postgres {
-		sqlDB, err := a.db.DB()
+	if opts.Layout.IsZero() {
+		opts.Layout = a.layout
+	}
+	if cfg.Worker == 0 && (kind.postgres || cfg.Redis != nil || cfg.RedisURL != "") {
+		var pool *workerid.Pool
+		var err error
+		if kind.postgres {
+			pool, err = postgresPool(a.sqlDB, opts)
+		} else {
+			pool, err = redisPool(a.rdb, opts)
+		}
 		if err != nil {
 			return nil, err
 		}
-		if pool, err = workerid.Postgres(sqlDB, opts); err != nil {
-			return nil, err
-		}
-	} else if cfg.Worker == 0 && (cfg.Redis != nil || cfg.RedisURL != "") {
-		var err error
-		if pool, err = workerid.Redis(a.rdb, opts); err != nil {
-			return nil, err
-		}
-	}
-	if pool != nil {
 		lease, err := pool.Acquire(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("lease a worker number: %w", err)
 		}
 		a.onClose(lease.Close)
-		a.leaseDone = lease.Done()
-		gen, err := lease.NewGenerator()
+		a.lease = lease
+		gen, err := generatorOnLease(lease)
 		if err != nil {
 			return nil, err
 		}
@@ -65,36 +94,83 @@ func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtyp
 	if worker == 0 {
 		worker = defaultWorker
 	}
+	if kind.postgres {
+		// The database may have moved snowflake_id() off the default
+		// reserved number.
+		reserved, err := databaseReservedWorker(ctx, a.sqlDB)
+		if err != nil {
+			return nil, err
+		}
+		if worker == reserved {
+			return nil, fmt.Errorf("%w: Worker %d is the number this database's snowflake_id() stamps", ErrConfig, worker)
+		}
+	}
+	clock := cfg.clock
+	if clock == nil {
+		clock = idtype.SystemClock()
+	}
 	// A restarted server with a fixed worker must not reissue an ID it
 	// issued before its restart (its clock may have been set back): start
-	// after the newest ID in the database.
-	newest, err := a.newestID(ctx)
+	// after the newest ID it can find, in every table and, when sessions
+	// outlive the process, in the session floor.
+	floor, err := a.restartFloor(ctx, cfg, worker, clock)
 	if err != nil {
 		return nil, err
 	}
-	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: worker, NotBefore: newest.Time()})
+	if wait := time.Duration(floor.UnixNano() - clock.UnixNano()); wait > 0 {
+		if wait > maxFloorWait {
+			return nil, fmt.Errorf("ids: worker %d issued IDs up to %v, %v ahead of this clock; is the clock set back? %w",
+				worker, floor.UTC(), wait.Round(time.Millisecond), idtype.ErrClockBehind)
+		}
+		a.log.Info("ids: waiting for the clock to pass the restart floor", "worker", worker, "wait", wait.Round(time.Millisecond))
+		select {
+		case <-time.After(wait + time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	gen, err := fixedGenerator(worker, a.layout, floor, clock)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if newest == 0 {
-		a.log.Info("ids: fixed worker number", "worker", worker)
-	} else {
-		a.log.Info("ids: fixed worker number, starting after the newest ID in the database", "worker", worker, "newest", newest)
-	}
+	a.log.Info("ids: fixed worker number", "worker", worker, "starts_after", floor.UTC())
 	return gen, nil
 }
 
-// newestID returns the largest ID in the database, zero if it is empty.
-func (a *App) newestID(ctx context.Context) (idtype.ID, error) {
+// restartFloor returns the time a fixed worker's generator starts after:
+// that of the newest ID in any table of snowflakeModels, and, when login
+// sessions outlive the process (a real Redis), the session floor that
+// every session ID of the worker lies at or below.
+func (a *App) restartFloor(ctx context.Context, cfg Config, worker int64, clock idtype.Clock) (time.Time, error) {
 	var newest idtype.ID
-	for _, model := range []any{&User{}, &Post{}} {
+	for _, model := range snowflakeModels() {
 		var id idtype.ID
 		if err := a.db.WithContext(ctx).Model(model).Select("COALESCE(MAX(id), 0)").Scan(&id).Error; err != nil {
-			return 0, fmt.Errorf("read the newest ID: %w", err)
+			return time.Time{}, fmt.Errorf("read the newest ID: %w", err)
 		}
 		newest = max(newest, id)
 	}
-	return newest, nil
+	var floor time.Time
+	if newest != 0 {
+		floor = a.layout.Decode(newest).Time
+	}
+	if cfg.Redis == nil && cfg.RedisURL == "" || cfg.noSessionFloor {
+		return floor, nil
+	}
+	prefix := cfg.KeyPrefix
+	if prefix == "" {
+		prefix = defaultKeyPrefix
+	}
+	a.floor = newSessionFloor(a.rdb, prefix, worker, clock)
+	sessions, err := a.floor.load(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	a.onClose(a.floor.close)
+	if sessions.After(floor) {
+		floor = sessions
+	}
+	return floor, nil
 }
 
 // useGenerator makes GORM fill every zero idtype.ID primary key on

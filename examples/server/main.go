@@ -10,10 +10,11 @@
 // REDIS_URL (redis://…) for real servers. PORT, or -addr, picks where it
 // listens; the default is localhost:8080.
 //
-// API (JSON; IDs are strings):
+// API (JSON bodies, sent as application/json; IDs are strings):
 //
-//	POST   /api/signup        {email,password}  -> 201 {"id"}
+//	POST   /api/signup        {email,password,name} -> 202, new email or not
 //	POST   /api/login         {email,password}  -> {"token","session"}
+//	GET    /api/layout        the bit layout of the IDs
 //	GET    /api/me
 //	POST   /api/posts         {title,body}      -> 201 the post
 //	GET    /api/posts         ?before=<id>&limit=<n>, newest first
@@ -23,7 +24,9 @@
 //	POST   /api/logout
 //	POST   /api/logout-all
 //
-// Everything but signup and login takes "Authorization: Bearer <token>".
+// Everything but signup, login and layout takes "Authorization: Bearer
+// <token>". Signup and login are rate-limited (429 with Retry-After).
+// GET /healthz, /readyz and /metrics (Prometheus) serve operators.
 package main
 
 import (
@@ -40,10 +43,17 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// go-redis logs a few lines of its own (failed dials, pool trouble)
+	// through a process-wide logger: into this one, redacted too.
+	redis.SetLogger(redisLogger{newRedactor(os.Getenv("DATABASE_URL"), os.Getenv("REDIS_URL")).logger(logger)})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr, logger); err != nil {
@@ -57,6 +67,9 @@ func main() {
 
 // run is main without the process: it serves until ctx ends.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, logger *slog.Logger) error {
+	// Every line this function logs passes through the same redaction as
+	// the App's own (see redact.go).
+	logger = newRedactor(getenv("DATABASE_URL"), getenv("REDIS_URL")).logger(logger)
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	defaultAddr := "localhost:8080"
@@ -64,7 +77,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		defaultAddr = ":" + p
 	}
 	addr := fs.String("addr", defaultAddr, "address to listen on, host:port (default from PORT when set)")
-	worker := fs.Int64("worker", 0, "fixed worker number, 1 to 1022 (default: lease one when DATABASE_URL or REDIS_URL is set, else 1; also WORKER_ID)")
+	worker := fs.Int64("worker", 0, fmt.Sprintf("fixed worker number, 1 to %d; %d is PostgreSQL's snowflake_id()'s (default: lease one when DATABASE_URL or REDIS_URL is set, else 1; also WORKER_ID)",
+		workerCeiling(idtype.DefaultLayout), sqlReservedWorker))
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -128,6 +142,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// redisLogger passes go-redis's log lines to slog, at Warn.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, args ...any) {
+	r.l.WarnContext(ctx, "redis: "+fmt.Sprintf(format, args...))
 }
 
 // pageURL is the address of the web page on the listener: localhost when

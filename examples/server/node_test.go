@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
+
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
@@ -43,12 +45,12 @@ func TestNode(t *testing.T) {
 	node := findNode(t)
 	app, srv := startApp(t, realServers())
 	// A post with an ID that a JS number rounds, by another user.
-	otherID, _ := signupLogin(t, srv, "other@example.com", "other-password")
+	otherID, _ := signupLogin(t, srv, "other@example.com", goodPassword)
 	seeded := seedPost(t, app, otherID, "written elsewhere")
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "testdata/e2e.mjs", srv.URL, "node@example.com", "node-password")
+	cmd := exec.CommandContext(ctx, node, "testdata/e2e.mjs", srv.URL, "node@example.com", goodPassword)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -98,5 +100,45 @@ func TestNode(t *testing.T) {
 	}
 	if !found[post.ID] || !found[seeded] {
 		t.Errorf("node listed %v; want %s and %s among them", out.Posts, post.ID, seeded)
+	}
+}
+
+// TestNodeLimits runs testdata/limits.mjs in Node against the server on
+// real PostgreSQL and Redis with a login limit of 3 guesses per account
+// and address: every non-JSON body gets 415, and of 20 simultaneous
+// wrong guesses 3 get 401 and 17 get 429 with a Retry-After.
+func TestNodeLimits(t *testing.T) {
+	node := findNode(t)
+	cfg := realServers().config(t)
+	cfg.Throttle = generous()
+	cfg.Throttle.LoginPerAccountPerIP = redis_rate.Limit{Rate: 1, Period: time.Hour, Burst: 3}
+	_, srv := startAppConfig(t, cfg)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "testdata/limits.mjs", srv.URL, "target@example.com", "20")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node testdata/limits.mjs: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	var out struct {
+		Unsupported map[string]int `json:"unsupported"`
+		Counts      map[string]int `json:"counts"`
+		Waits       []int          `json:"waits"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("node's output %q: %v", stdout.String(), err)
+	}
+	if len(out.Unsupported) != 5 {
+		t.Errorf("415 cases: %v, want 5", out.Unsupported)
+	}
+	if out.Counts["401"] != 3 || out.Counts["429"] != 17 || len(out.Counts) != 2 {
+		t.Errorf("20 guesses got %v, want 3 401s and 17 429s", out.Counts)
+	}
+	for _, w := range out.Waits {
+		if w < 1 || w > 3600 {
+			t.Errorf("Retry-After %d outside 1 s to the hour the limit refills in", w)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -33,18 +32,6 @@ const (
 // errBadHash means a stored hash is not one hashPassword wrote: the
 // database holds something else than expected.
 var errBadHash = errors.New("stored password hash is malformed")
-
-// withHashSlot runs f, a password hash, once fewer than cap(a.hashSlots)
-// hashes run, or returns ctx's error if it ends first.
-func (a *App) withHashSlot(ctx context.Context, f func() error) error {
-	select {
-	case a.hashSlots <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-a.hashSlots }()
-	return f()
-}
 
 // hashPassword returns password's argon2id hash in the PHC string format
 // ($argon2id$v=19$m=…,t=…,p=…$salt$key), which carries its own salt and

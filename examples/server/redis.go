@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sync"
 	"time"
 
@@ -11,19 +10,35 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// describeRedis says, for the first log line, which Redis cfg uses.
-func describeRedis(cfg Config) string {
+// describeRedis says, for the first log line, which Redis cfg uses. A
+// REDIS_URL is read by go-redis's own parser, which the client will use
+// too, and described from the fields it read: never the password.
+func describeRedis(cfg Config) (string, error) {
 	switch {
 	case cfg.Redis != nil:
-		return "the given client"
+		return "the given client", nil
 	case cfg.RedisURL != "":
-		if u, err := url.Parse(cfg.RedisURL); err == nil {
-			return u.Redacted()
+		o, err := parseRedisURL(cfg.RedisURL)
+		if err != nil {
+			return "", err
 		}
-		return "REDIS_URL"
+		user := ""
+		if o.Username != "" {
+			user = o.Username + "@"
+		}
+		return fmt.Sprintf("%s %s%s db %d", o.Network, user, o.Addr, o.DB), nil
 	default:
-		return "in-process miniredis (sessions end with the process; set REDIS_URL for a real Redis)"
+		return "in-process miniredis (sessions end with the process; set REDIS_URL for a real Redis)", nil
 	}
+}
+
+// parseRedisURL reads a REDIS_URL with go-redis's parser.
+func parseRedisURL(s string) (*redis.Options, error) {
+	o, err := redis.ParseURL(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: REDIS_URL: %s", ErrConfig, parseErrorText(s, err))
+	}
+	return o, nil
 }
 
 // openRedis returns the Redis client the sessions live in: cfg.Redis, a
@@ -34,9 +49,9 @@ func (a *App) openRedis(ctx context.Context, cfg Config) (redis.UniversalClient,
 	case cfg.Redis != nil:
 		rdb = cfg.Redis
 	case cfg.RedisURL != "":
-		opts, err := redis.ParseURL(cfg.RedisURL)
+		opts, err := parseRedisURL(cfg.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("%w: REDIS_URL: %w", ErrConfig, err)
+			return nil, err
 		}
 		c := redis.NewClient(opts)
 		a.onClose(closeFunc(c))

@@ -98,19 +98,26 @@ func TestStartup(t *testing.T) {
 				t.Errorf("the first log line does not say it runs on embedded defaults: %s", log[0])
 			}
 
-			creds := `{"email":"newcomer@example.com","password":"newcomer-password"}`
+			creds := `{"email":"newcomer@example.com","password":"` + goodPassword + `"}`
+			signup := `{"email":"newcomer@example.com","password":"` + goodPassword + `","name":"Newcomer"}`
 			for _, step := range []struct {
 				method, path, body string
 				want               int
 			}{
 				{"GET", "", "", 200},
-				{"POST", "api/signup", creds, 201},
+				{"POST", "api/signup", signup, 202},
 				{"POST", "api/login", creds, 200},
 				{"GET", "api/me", "", 401},
+				{"GET", "healthz", "", 200},
+				{"GET", "readyz", "", 200},
+				{"GET", "metrics", "", 200},
 			} {
 				req, err := http.NewRequestWithContext(t.Context(), step.method, url+step.path, strings.NewReader(step.body))
 				if err != nil {
 					t.Fatal(err)
+				}
+				if step.body != "" {
+					req.Header.Set("Content-Type", "application/json")
 				}
 				res, err := http.DefaultClient.Do(req)
 				if err != nil {

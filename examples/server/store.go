@@ -6,29 +6,31 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-
-	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // dbKind is the database a DATABASE_URL names.
 type dbKind struct {
 	postgres bool
 	path     string // SQLite file; "" for memory
-	redacted string // the URL without its password, for logs
+	server   string // PostgreSQL's user, host, port and database, for logs
 }
 
-// databaseKind reads a DATABASE_URL: postgres:// or postgresql:// for
-// PostgreSQL, sqlite:PATH for an SQLite file, empty for SQLite in memory.
+// databaseKind reads a DATABASE_URL: a postgres:// or postgresql:// URL,
+// or a key=value connection string, for PostgreSQL; sqlite:PATH for an
+// SQLite file; empty for SQLite in memory. PostgreSQL's settings are read
+// by pgx's own parser, which the connection will use too; what the
+// server logs of them is built from the fields it read, never from the
+// string, so no form of password reaches a log line.
 func databaseKind(s string) (dbKind, error) {
 	switch {
 	case s == "":
@@ -39,18 +41,24 @@ func databaseKind(s string) (dbKind, error) {
 			return dbKind{}, fmt.Errorf("%w: DATABASE_URL %q: want sqlite:PATH, a file path without '?' or '#'", ErrConfig, s)
 		}
 		return dbKind{path: p}, nil
+	case !isPostgresURL(s):
+		return dbKind{}, fmt.Errorf("%w: DATABASE_URL: want a postgres:// URL, a key=value connection string or sqlite:PATH", ErrConfig)
 	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return dbKind{}, fmt.Errorf("%w: DATABASE_URL: want a postgres:// URL or sqlite:PATH", ErrConfig)
+	c, err := pgconn.ParseConfig(s)
+	if err != nil {
+		return dbKind{}, fmt.Errorf("%w: DATABASE_URL: %s", ErrConfig, parseErrorText(s, err))
 	}
-	return dbKind{postgres: true, redacted: u.Redacted()}, nil
+	server := fmt.Sprintf("user=%s host=%s port=%d database=%s", c.User, c.Host, c.Port, c.Database)
+	if n := len(c.Fallbacks); n > 0 {
+		server += fmt.Sprintf(" (and %d fallback hosts)", n)
+	}
+	return dbKind{postgres: true, server: server}, nil
 }
 
 func (k dbKind) describe() string {
 	switch {
 	case k.postgres:
-		return "PostgreSQL " + k.redacted
+		return "PostgreSQL " + k.server
 	case k.path != "":
 		return "embedded SQLite file " + k.path
 	default:
@@ -127,7 +135,7 @@ const (
 // from the models.
 func migrate(ctx context.Context, db *gorm.DB, kind dbKind, log *slog.Logger) error {
 	if !kind.postgres {
-		if err := db.WithContext(ctx).AutoMigrate(&User{}, &Post{}); err != nil {
+		if err := db.WithContext(ctx).AutoMigrate(snowflakeModels()...); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		return nil
@@ -136,7 +144,7 @@ func migrate(ctx context.Context, db *gorm.DB, kind dbKind, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	if err := migrations.Up(ctx, sqlDB); err != nil {
+	if err := migrateLibrary(ctx, sqlDB); err != nil {
 		return err
 	}
 	files, err := fs.Sub(appMigrations, "migrations")

@@ -32,13 +32,13 @@ function expect(r, status, what) {
   return r.json;
 }
 
-const user = expect(await api("POST", "/api/signup", { body: { email, password } }), 201, "signup");
-idTime(user.id);
-assert.ok(BigInt(user.id) > 2n ** 53n, `user ID ${user.id} is not above 2^53`);
+expect(await api("POST", "/api/signup", { body: { email, password, name: "Node" } }), 202, "signup");
 
 const login = expect(await api("POST", "/api/login", { body: { email, password, device: "node" } }), 200, "login");
 const token = login.token;
-assert.equal(login.session.user_id, user.id);
+const user = { id: login.session.user_id };
+idTime(user.id);
+assert.ok(BigInt(user.id) > 2n ** 53n, `user ID ${user.id} is not above 2^53`);
 
 const me = expect(await api("GET", "/api/me", { token }), 200, "me");
 assert.equal(me.id, user.id);
@@ -46,6 +46,8 @@ assert.equal(me.created_at.replace(/\.\d+Z$/, ""), idTime(user.id).replace(/\.\d
 
 const post = expect(await api("POST", "/api/posts", { token, body: { title: "hello from node", body: "BigInt" } }), 201, "post");
 assert.equal(post.author_id, user.id);
+assert.equal(post.author_name, "Node");
+assert.equal(post.author_email, undefined);
 const again = expect(await api("GET", "/api/posts/" + post.id, { token }), 200, "get post");
 assert.equal(again.id, post.id);
 

@@ -5,19 +5,49 @@
 // Arithmetic on them (decoding the time) goes through BigInt.
 "use strict";
 
-const EPOCH_MS = 1288834974657n; // idtype.DefaultLayout's epoch (Twitter's)
-const WORKER_BITS = 10n;
-const SEQUENCE_BITS = 12n;
 const TOKEN_KEY = "snowkey-example.token";
 
-// decodeID takes a snowflake apart: the time (ms since the Unix epoch, as
-// a Date), the worker number and the sequence.
+// The layout of every ID, as GET /api/layout reports it: loaded before
+// anything else on the page runs. Widths and epoch are BigInts.
+let layout = null;
+
+async function loadLayout() {
+  const res = await fetch("/api/layout");
+  if (!res.ok) throw new Error("GET /api/layout: " + res.status);
+  const l = await res.json();
+  layout = {
+    epochMs: BigInt(l.epoch_ms),
+    timeBits: BigInt(l.time_bits),
+    workerBits: BigInt(l.worker_bits),
+    sequenceBits: BigInt(l.sequence_bits),
+  };
+}
+
+const MAX_ID = (1n << 63n) - 1n;
+
+// parseID reads a decimal ID exactly, as a BigInt, or throws an Error
+// that says what is wrong with it.
+function parseID(text) {
+  const s = String(text).trim();
+  if (s === "") throw new Error("type an ID: a decimal number such as 1541815603606036480");
+  if (!/^[0-9]+$/.test(s)) throw new Error("an ID has only the digits 0-9, no sign, space or other character");
+  const n = BigInt(s);
+  if (n > MAX_ID) throw new Error("an ID is at most 2^63-1 = " + MAX_ID + ": this one has more than 63 bits");
+  return n;
+}
+
+// decodeID takes a snowflake apart with the server's layout: the time (a
+// Date), the worker number and the sequence, as BigInts, and the time in
+// ms since the epoch.
 function decodeID(id) {
-  const n = BigInt(id);
+  const n = typeof id === "bigint" ? id : BigInt(id);
+  const l = layout;
+  const ms = (n >> (l.workerBits + l.sequenceBits)) & ((1n << l.timeBits) - 1n);
   return {
-    time: new Date(Number((n >> (WORKER_BITS + SEQUENCE_BITS)) + EPOCH_MS)),
-    worker: (n >> SEQUENCE_BITS) & ((1n << WORKER_BITS) - 1n),
-    sequence: n & ((1n << SEQUENCE_BITS) - 1n),
+    ms,
+    time: new Date(Number(ms + l.epochMs)),
+    worker: (n >> l.sequenceBits) & ((1n << l.workerBits) - 1n),
+    sequence: n & ((1n << l.sequenceBits) - 1n),
   };
 }
 
@@ -50,6 +80,8 @@ async function api(method, path, body) {
     }
     const err = new Error((data && data.error) || text.trim() || res.statusText);
     err.status = res.status;
+    const wait = Number.parseInt(res.headers.get("Retry-After") || "", 10);
+    if (Number.isInteger(wait) && wait > 0) err.retryAfter = wait;
     throw err;
   }
   return data;
@@ -63,11 +95,20 @@ function cell(tr, text, cls) {
   return td;
 }
 
+// idCell adds a cell that shows an ID; clicking it opens the ID in the
+// inspector.
+function idCell(tr, id) {
+  const td = cell(tr, id, "id");
+  td.title = "Inspect this ID";
+  td.addEventListener("click", () => inspect(id));
+  return td;
+}
+
 function postRow(p) {
   const d = decodeID(p.id);
   const tr = document.createElement("tr");
   tr.dataset.id = p.id;
-  cell(tr, p.id, "id");
+  idCell(tr, p.id);
   cell(tr, d.time.toISOString(), "time");
   cell(tr, d.worker + " · " + d.sequence);
   const title = cell(tr, p.title, "title");
@@ -77,7 +118,7 @@ function postRow(p) {
     body.textContent = p.body;
     title.appendChild(body);
   }
-  cell(tr, p.author_email);
+  cell(tr, p.author_name || "(no name)", "author");
   return tr;
 }
 
@@ -99,7 +140,7 @@ async function loadSessions() {
     const tr = document.createElement("tr");
     tr.dataset.id = s.id;
     if (s.current) tr.className = "current";
-    cell(tr, s.id, "id");
+    idCell(tr, s.id);
     cell(tr, decodeID(s.id).time.toISOString(), "time");
     cell(tr, new Date(s.last_seen_at).toISOString(), "time");
     cell(tr, [s.device, s.user_agent, s.ip].filter(Boolean).join(" · "));
@@ -122,6 +163,7 @@ async function loadSessions() {
 async function showLoggedIn() {
   const me = await api("GET", "/api/me");
   $("me-email").textContent = me.email;
+  $("me-name").textContent = me.name;
   $("me-id").textContent = me.id;
   $("me-time").textContent = decodeID(me.id).time.toISOString();
   $("account").hidden = true;
@@ -136,23 +178,113 @@ function showLoggedOut() {
   $("sessions").replaceChildren();
 }
 
-// run reports what fn throws in the status line.
+// run reports what fn throws in the status line. A 429 or 503 says how
+// long to wait (the answer's Retry-After), and the account buttons stay
+// disabled until then.
 async function run(fn) {
   try {
     await fn();
   } catch (e) {
+    if ((e.status === 429 || e.status === 503) && e.retryAfter) {
+      // The message says "try again in N s"; the buttons count the
+      // same N seconds down, from the answer's Retry-After.
+      status(e.message.charAt(0).toUpperCase() + e.message.slice(1) + ".", true);
+      holdAccountButtons(e.retryAfter);
+      return;
+    }
     status(e.message, true);
   }
+}
+
+// holdAccountButtons disables sign-up and log-in for secs seconds,
+// counting down on the log-in button.
+let holdTimer = null;
+function holdAccountButtons(secs) {
+  const login = $("login"), signup = $("signup");
+  clearInterval(holdTimer);
+  let left = secs;
+  const tick = () => {
+    if (left <= 0) {
+      clearInterval(holdTimer);
+      login.disabled = signup.disabled = false;
+      login.textContent = "Log in";
+      return;
+    }
+    login.disabled = signup.disabled = true;
+    login.textContent = "Log in (" + left + " s)";
+    left--;
+  };
+  tick();
+  holdTimer = setInterval(tick, 1000);
 }
 
 function credentials() {
   return { email: $("email").value, password: $("password").value };
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+// The ID inspector: an ID's time, worker and sequence, and its 64 bits
+// drawn as the fields of the server's layout.
+function inspect(text) {
+  const input = $("inspect-id");
+  if (text !== undefined) input.value = text;
+  const out = $("inspect-out"), err = $("inspect-error");
+  let n;
+  try {
+    n = parseID(input.value);
+  } catch (e) {
+    err.textContent = e.message;
+    out.hidden = true;
+    return;
+  }
+  err.textContent = "";
+  const d = decodeID(n);
+  $("inspect-decimal").textContent = n.toString();
+  $("inspect-time").textContent = d.time.toISOString();
+  $("inspect-ms").textContent = d.ms.toString();
+  $("inspect-worker").textContent = d.worker.toString();
+  $("inspect-sequence").textContent = d.sequence.toString();
+  const l = layout;
+  const fields = [
+    ["sign", 1n],
+    ["time", l.timeBits],
+    ["worker", l.workerBits],
+    ["sequence", l.sequenceBits],
+  ];
+  const bits = n.toString(2).padStart(64, "0");
+  const box = $("inspect-bits");
+  box.replaceChildren();
+  let i = 0;
+  for (const [name, width] of fields) {
+    const group = document.createElement("span");
+    group.className = "field f-" + name;
+    group.title = name + ": " + width + (width === 1n ? " bit" : " bits");
+    for (let k = 0n; k < width; k++, i++) {
+      const b = document.createElement("span");
+      b.className = "bit f-" + name;
+      b.textContent = bits[i];
+      group.appendChild(b);
+    }
+    box.appendChild(group);
+  }
+  $("inspect-legend").textContent = fields.map(([name, width]) => name + " " + width).join(" · ") + " bits, epoch " +
+    new Date(Number(l.epochMs)).toISOString();
+  out.hidden = false;
+}
+
+document.addEventListener("DOMContentLoaded", () => run(async () => {
+  await loadLayout();
+  $("inspect-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    inspect();
+  });
+  $("me-id").addEventListener("click", () => inspect($("me-id").textContent));
   $("signup").addEventListener("click", () => run(async () => {
-    const u = await api("POST", "/api/signup", credentials());
-    status("Signed up: user ID " + u.id + ", created " + decodeID(u.id).time.toISOString() + ". Now log in.");
+    const body = credentials();
+    body.name = $("name").value;
+    await api("POST", "/api/signup", body);
+    // The same answer whether the email was new or not: signup does
+    // not tell who has an account.
+    status("Signed up, unless that email already had an account: now log in.");
   }));
   $("auth-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -172,8 +304,7 @@ document.addEventListener("DOMContentLoaded", () => {
       const p = await api("POST", "/api/posts", { title: $("post-title").value, body: $("post-body").value });
       $("post-title").value = "";
       $("post-body").value = "";
-      // The list first, then the status: a reader (or a test) that sees
-      // "Posted" finds the post in the list.
+      // The status comes once the list shows the post.
       await loadPosts(false);
       status("Posted: ID " + p.id + ".");
     });
@@ -191,5 +322,5 @@ document.addEventListener("DOMContentLoaded", () => {
     showLoggedOut();
     status("Logged out everywhere: " + r.revoked + " sessions ended.");
   }));
-  if (token()) run(showLoggedIn);
-});
+  if (token()) await showLoggedIn();
+}));

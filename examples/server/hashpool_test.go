@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// TestHashPool fills every hash slot and the queue behind them: one more
+// request is refused at once, a queued one gives up after HashWait, and
+// the queued ones run once slots free up. In the control run, with no
+// bound, the extra request waits instead.
+func TestHashPool(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "bounded", true: "control"}[control], func(t *testing.T) {
+			ctx := testenv.Deadline(t, time.Minute)
+			p, err := newHashPool(ThrottleOptions{HashQueue: 2, HashWait: time.Hour}, control)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots := cap(p.slots)
+			release := make(chan struct{})
+			var wg sync.WaitGroup
+			errs := make(chan error, slots+3)
+			for range slots + 2 { // every slot busy, and 2 queued
+				wg.Go(func() { errs <- p.do(ctx, func() error { <-release; return nil }) })
+			}
+			for p.pending.Load() != int64(slots+2) {
+				time.Sleep(time.Millisecond)
+			}
+			extra := make(chan error, 1)
+			go func() { extra <- p.do(ctx, func() error { return nil }) }()
+			if control {
+				select {
+				case err := <-extra:
+					t.Fatalf("control: the extra request returned %v while every slot was busy; it should wait", err)
+				case <-time.After(200 * time.Millisecond):
+				}
+			} else if err := <-extra; !errors.Is(err, errHashBusy) || p.rejected.Load() != 1 {
+				t.Fatalf("the request past the queue: %v (rejected %d), want errHashBusy at once", err, p.rejected.Load())
+			}
+			close(release)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Errorf("a queued request: %v", err)
+				}
+			}
+			if control {
+				if err := <-extra; err != nil {
+					t.Errorf("control: the extra request after the slots freed: %v", err)
+				}
+			}
+		})
+	}
+
+	t.Run("wait", func(t *testing.T) {
+		ctx := testenv.Deadline(t, time.Minute)
+		p, err := newHashPool(ThrottleOptions{HashWait: 50 * time.Millisecond}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range cap(p.slots) {
+			p.slots <- struct{}{}
+		}
+		ran := false
+		if err := p.do(ctx, func() error { ran = true; return nil }); !errors.Is(err, errHashBusy) || ran {
+			t.Fatalf("with no slot free for HashWait: %v, ran %v; want errHashBusy", err, ran)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		p.wait = time.Hour
+		if err := p.do(cctx, func() error { ran = true; return nil }); !errors.Is(err, context.Canceled) || ran {
+			t.Fatalf("with the request canceled: %v, ran %v", err, ran)
+		}
+	})
+}
+
+// TestHashPoolHTTP sees a login answered 503 with Retry-After when no
+// hash slot frees up in time.
+func TestHashPoolHTTP(t *testing.T) {
+	testenv.Deadline(t, time.Minute)
+	cfg := embedded().config(t)
+	cfg.Throttle = generous()
+	cfg.Throttle.HashWait = 50 * time.Millisecond
+	app, srv := startAppConfig(t, cfg)
+	for range cap(app.hashes.slots) {
+		app.hashes.slots <- struct{}{}
+	}
+	r := call(t, srv, "POST", "/api/login", "", `{"email":"x@example.com","password":"`+goodPassword+`"}`)
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("login with every hash slot busy: %d, Retry-After %q, %s; want 503 and 1", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	for range cap(app.hashes.slots) {
+		<-app.hashes.slots
+	}
+	if r := call(t, srv, "POST", "/api/login", "", `{"email":"x@example.com","password":"`+goodPassword+`"}`); r.status != 401 {
+		t.Fatalf("login once the slots are free: %d %s", r.status, r.body)
+	}
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// from sends a JSON request straight to the App's handler as if from the
+// client address ip, so that one test can be many clients.
+func from(t *testing.T, app *App, ip, method, path, body string) response {
+	t.Helper()
+	req := httptest.NewRequestWithContext(t.Context(), method, path, strings.NewReader(body))
+	req.RemoteAddr = ip
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	app.Handler().ServeHTTP(rec, req)
+	return response{rec.Code, rec.Result().Header, rec.Body.Bytes()}
+}
+
+// strictLimits are small limits, with a slow refill, so that a test sees
+// each one reached after a few requests and never refilled during it.
+func strictLimits() ThrottleOptions {
+	l := func(burst int) redis_rate.Limit { return redis_rate.Limit{Rate: 1, Period: time.Hour, Burst: burst} }
+	return ThrottleOptions{LoginPerIP: l(6), LoginPerAccountPerIP: l(2), LoginPerAccount: l(4), SignupPerIP: l(3), SignupPerAccount: l(2)}
+}
+
+// want429 fails unless r is a 429 whose Retry-After is whole seconds
+// between 1 and limit's period, and whose message holds msg and the same
+// wait.
+func want429(t *testing.T, r response, msg string, period time.Duration) {
+	t.Helper()
+	if r.status != http.StatusTooManyRequests {
+		t.Fatalf("status %d (%s), want 429", r.status, r.body)
+	}
+	wait, err := strconv.Atoi(r.header.Get("Retry-After"))
+	if err != nil || wait < 1 || wait > int(period.Seconds()) {
+		t.Fatalf("Retry-After %q, want whole seconds from 1 to %v", r.header.Get("Retry-After"), period)
+	}
+	if got := r.errorMsg(t); !strings.Contains(got, msg) || !strings.Contains(got, fmt.Sprintf("try again in %d s", wait)) {
+		t.Fatalf("429 says %q; want %q and the wait of Retry-After, %d s", got, msg, wait)
+	}
+}
+
+// TestThrottle reaches each rate limit of login and signup on the embedded
+// miniredis, a real Redis and a Redis Cluster, and, in the control run
+// with the limits off, sees every request reach the password check.
+func TestThrottle(t *testing.T) {
+	for _, b := range []backend{embedded(), realServers(), cluster()} {
+		t.Run(b.name, func(t *testing.T) {
+			testenv.Deadline(t, 2*time.Minute)
+			cfg := b.config(t)
+			cfg.Throttle = strictLimits()
+			testThrottle(t, cfg, false)
+		})
+	}
+	t.Run("control", func(t *testing.T) {
+		testenv.Deadline(t, 2*time.Minute)
+		cfg := embedded().config(t)
+		cfg.Throttle = strictLimits()
+		cfg.noThrottle = true
+		testThrottle(t, cfg, true)
+	})
+}
+
+func testThrottle(t *testing.T, cfg Config, control bool) {
+	app, _ := startAppConfig(t, cfg)
+	// The account exists: one signup, from its own address.
+	if r := from(t, app, "192.0.2.99:1", "POST", "/api/signup", `{"email":"vic@example.com","password":"`+goodPassword+`","name":"Vic"}`); r.status != 202 {
+		t.Fatalf("signup: %d %s", r.status, r.body)
+	}
+	login := func(ip, email, password string) response {
+		return from(t, app, ip, "POST", "/api/login", `{"email":"`+email+`","password":"`+password+`"}`)
+	}
+	hashes := app.hashes.hashes.Load()
+	var statuses []int
+	check := func(r response, want int, msg string) {
+		t.Helper()
+		statuses = append(statuses, r.status)
+		switch {
+		case control:
+			if r.status == 429 {
+				t.Fatalf("control run (no limits) answered 429: %s", r.body)
+			}
+		case want == 429:
+			want429(t, r, msg, time.Hour)
+		case r.status != want:
+			t.Fatalf("status %d (%s), want %d", r.status, r.body, want)
+		}
+	}
+
+	// Per account and address: 2 guesses from 192.0.2.1, then 429, for a
+	// registered and an unknown email alike.
+	for _, email := range []string{"vic@example.com", "nobody@example.com"} {
+		check(login("192.0.2.1:1", email, otherPassword), 401, "")
+		check(login("192.0.2.1:1", email, otherPassword), 401, "")
+		check(login("192.0.2.1:1", email, goodPassword), 429, "for this account from your address")
+	}
+	// The owner, from another address, still gets in.
+	check(login("192.0.2.2:1", "vic@example.com", goodPassword), 200, "")
+	// Per address: 192.0.2.1 has spent 6 (two 429s counted too): any
+	// account now gets 429.
+	check(login("192.0.2.1:1", "other@example.com", otherPassword), 429, "from your address")
+	// An IPv6 client is its /64: ::1 and ::2 share a budget, another /64
+	// has its own.
+	for i := range 6 {
+		check(login(fmt.Sprintf("[2001:db8::%d]:1", i+1), fmt.Sprintf("v6-%d@example.com", i), otherPassword), 401, "")
+	}
+	check(login("[2001:db8::77]:1", "v6-x@example.com", otherPassword), 429, "from your address")
+	check(login("[2001:db8:0:1::1]:1", "v6-y@example.com", otherPassword), 401, "")
+	// Per account from all addresses: vic has had 1 (192.0.2.2's) + 2
+	// of 4; one more from a fresh address, then 429 from anywhere, the
+	// owner too.
+	check(login("192.0.2.3:1", "vic@example.com", otherPassword), 401, "")
+	check(login("192.0.2.4:1", "vic@example.com", goodPassword), 429, "for this account;")
+
+	// Signup: per account (any address), then per address.
+	signup := func(ip, email string) response {
+		return from(t, app, ip, "POST", "/api/signup", `{"email":"`+email+`","password":"`+goodPassword+`","name":"S"}`)
+	}
+	check(signup("198.51.100.1:1", "squat@example.com"), 202, "")
+	check(signup("198.51.100.2:1", "squat@example.com"), 202, "")
+	check(signup("198.51.100.3:1", "squat@example.com"), 429, "signups for this address")
+	check(signup("198.51.100.4:1", "a@example.com"), 202, "")
+	check(signup("198.51.100.4:1", "b@example.com"), 202, "")
+	check(signup("198.51.100.4:1", "c@example.com"), 202, "")
+	check(signup("198.51.100.4:1", "d@example.com"), 429, "signups from your address")
+
+	// A 429 costs no password hash: only the others reached the pool.
+	reached := 0
+	for _, s := range statuses {
+		if s != 429 {
+			reached++
+		}
+	}
+	if got := int(app.hashes.hashes.Load() - hashes); got != reached {
+		t.Errorf("%d hashes for %d requests that were not throttled", got, reached)
+	}
+	if control {
+		return
+	}
+	var denied uint64
+	for r := range numRules {
+		denied += app.limits.denied[r].Load()
+	}
+	if want := uint64(len(statuses) - reached); denied != want {
+		t.Errorf("throttled counters say %d, the answers %d", denied, want)
+	}
+}
+
+// TestLoginFlood is the attack of the issue: 300 wrong-password logins at
+// 60-way concurrency from one address, against one account, with the
+// default limits. Only the per-account-and-address burst (5) may reach the
+// password hashes, and a bystander's login from another address goes
+// through; in the control run every guess is hashed. (The flood's
+// latencies are measured by the loginflood command, not here: a test on a
+// shared machine counts, it does not time.)
+func TestLoginFlood(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
+			testenv.Deadline(t, 3*time.Minute)
+			cfg := Config{KeyPrefix: testenv.KeyPrefix(t)}
+			// The control turns the hash queue's bound off too: alone, it
+			// answers part of the flood 503.
+			cfg.noThrottle, cfg.unboundedHashQueue = control, control
+			cfg.Argon2 = Argon2Params{Memory: 1024, Time: 1, Threads: 1} // the count is under test, not the cost
+			app, srv := startAppConfig(t, cfg)
+			if r := from(t, app, "203.0.113.1:1", "POST", "/api/signup", `{"email":"victim@example.com","password":"`+goodPassword+`","name":"V"}`); r.status != 202 {
+				t.Fatalf("signup: %d %s", r.status, r.body)
+			}
+			hashes := app.hashes.hashes.Load()
+
+			const n, conc = 300, 60
+			var mu sync.Mutex
+			counts := map[int]int{}
+			jobs := make(chan int)
+			var wg sync.WaitGroup
+			for range conc {
+				wg.Go(func() {
+					for range jobs {
+						r := callQuiet(srv, "POST", "/api/login", `{"email":"victim@example.com","password":"`+otherPassword+`"}`)
+						mu.Lock()
+						counts[r]++
+						mu.Unlock()
+					}
+				})
+			}
+			for i := range n {
+				jobs <- i
+			}
+			close(jobs)
+			wg.Wait()
+			reached := app.hashes.hashes.Load() - hashes
+			t.Logf("flood answers %v; %d reached the password hashes", counts, reached)
+			if control {
+				if counts[401] != n || reached != n {
+					t.Errorf("control: %v, %d hashed; want all %d answered 401 after a hash", counts, reached, n)
+				}
+				return
+			}
+			if counts[401] != int(reached) || counts[401]+counts[429] != n {
+				t.Errorf("answers %v with %d hashed: want only 401 and 429, one hash per 401", counts, reached)
+			}
+			// The per-account-and-address burst is 5; one more may have
+			// refilled (1 a minute) while the flood ran.
+			if reached < 5 || reached > 6 {
+				t.Errorf("%d guesses reached the hashes, want the burst of 5 (or 6 after a refill)", reached)
+			}
+			// The owner and a bystander log in from other addresses.
+			r := from(t, app, "203.0.113.7:1", "POST", "/api/login", `{"email":"victim@example.com","password":"`+goodPassword+`"}`)
+			if r.status != 200 {
+				t.Errorf("the owner's login from another address during the flood: %d %s", r.status, r.body)
+			}
+		})
+	}
+}
+
+// callQuiet is call for many goroutines: no t, just the status (-1 for a
+// transport error).
+func callQuiet(srv *httptest.Server, method, path, body string) int {
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		return -1
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		return -1
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestBlockList checks that a key Redis refused is answered from memory
+// until the moment Redis named, with the wait counting down, and asked of
+// Redis again after it; and that the list stays bounded.
+func TestBlockList(t *testing.T) {
+	ctx := testenv.Deadline(t, 30*time.Second)
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer rdb.Close()
+	th, err := newThrottle(ThrottleOptions{LoginPerIP: redis_rate.Limit{Rate: 1, Period: 2 * time.Second, Burst: 1}}, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th.bind(rdb)
+	if e, err := th.allow(ctx, loginIP, "a"); e != nil || err != nil {
+		t.Fatalf("first request: %v, %v", e, err)
+	}
+	e, err := th.allow(ctx, loginIP, "a")
+	if err != nil || e == nil || e.status != 429 || e.retryAfter != 2 {
+		t.Fatalf("second request: %+v, %v; want 429 with a 2 s wait", e, err)
+	}
+	calls := m.CommandCount()
+	for range 100 {
+		if e, _ := th.allow(ctx, loginIP, "a"); e == nil || e.status != 429 {
+			t.Fatalf("a refused key let through before its moment: %+v", e)
+		}
+	}
+	if got := m.CommandCount(); got != calls {
+		t.Errorf("100 refusals from memory sent %d Redis commands", got-calls)
+	}
+	if got := th.denied[loginIP].Load(); got != 101 {
+		t.Errorf("denied counter %d, want 101", got)
+	}
+	// Past the moment, Redis decides again, and lets one through.
+	th.blocked.mu.Lock()
+	th.blocked.until[th.prefix+loginIP.name()+":a"] = time.Now().Add(-time.Millisecond)
+	th.blocked.mu.Unlock()
+	time.Sleep(2100 * time.Millisecond) // Redis's own clock: one emission interval
+	if e, err := th.allow(ctx, loginIP, "a"); e != nil || err != nil {
+		t.Fatalf("after the wait: %+v, %v", e, err)
+	}
+
+	var b blockList
+	now := time.Now()
+	for i := range maxBlocked + 10 {
+		b.block(strconv.Itoa(i), now.Add(time.Minute), now)
+	}
+	if len(b.until) != maxBlocked {
+		t.Errorf("%d keys remembered, want at most %d", len(b.until), maxBlocked)
+	}
+	b.block("late", now.Add(time.Minute), now.Add(2*time.Minute)) // every entry has expired by then
+	if _, ok := b.wait("late", now); !ok || len(b.until) != 1 {
+		t.Errorf("a full list of expired keys was not cleared: %d keys", len(b.until))
+	}
+}

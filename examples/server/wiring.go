@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/idtype/workerid"
+	"github.com/snowkeyhq/snowkey/migrations"
+	"github.com/snowkeyhq/snowkey/tokens"
+)
+
+// This file is every line of the example that builds a snowkey object:
+// the generator (on a lease or a fixed worker), the lease pools, the
+// library's migrations, the token manager and its middleware. The rest of
+// the server works with what these return, so that a change to the
+// library's constructors changes this file alone.
+
+// sqlReservedWorker is the worker number snowflake_id() stamps on the IDs
+// PostgreSQL issues by itself; no app generator may use it.
+const sqlReservedWorker = workerid.SQLWorker
+
+// databaseReservedWorker returns the worker number snowflake_id() uses in
+// db, which migrations may have moved from sqlReservedWorker.
+func databaseReservedWorker(ctx context.Context, db *sql.DB) (int64, error) {
+	return migrations.ReservedWorkerOf(ctx, db)
+}
+
+// migrateLibrary applies snowkey's own migrations: snowflake_id() and the
+// worker-lease table.
+func migrateLibrary(ctx context.Context, db *sql.DB) error {
+	return migrations.Up(ctx, db)
+}
+
+// postgresPool and redisPool return the pools that lease worker numbers.
+func postgresPool(db *sql.DB, opts workerid.Options) (*workerid.Pool, error) {
+	return workerid.Postgres(db, opts)
+}
+
+func redisPool(rdb redis.UniversalClient, opts workerid.Options) (*workerid.Pool, error) {
+	return workerid.Redis(rdb, opts)
+}
+
+// generatorOnLease builds the generator of a leased worker number.
+func generatorOnLease(lease *workerid.Lease) (*idtype.Generator, error) {
+	return lease.NewGenerator()
+}
+
+// fixedGenerator builds the generator of a fixed worker number that issues
+// nothing at or before notBefore. A nil clock means the system clock.
+func fixedGenerator(worker int64, layout idtype.Layout, notBefore time.Time, clock idtype.Clock) (*idtype.Generator, error) {
+	return idtype.NewGenerator(idtype.GeneratorOptions{Worker: worker, Layout: layout, NotBefore: notBefore, Clock: clock})
+}
+
+// newTokenManager builds the login-token manager on rdb, with session IDs
+// from gen.
+func newTokenManager(rdb redis.UniversalClient, gen idtype.Source, opts tokens.Options) (*tokens.Manager, error) {
+	return tokens.New(rdb, gen, opts)
+}
+
+// bearerAuth returns the middleware that lets only requests with a valid
+// token through, answering the others itself (RFC 6750), and logs to log.
+func bearerAuth(m *tokens.Manager, log *slog.Logger) (func(http.Handler) http.Handler, error) {
+	return tokens.NewMiddleware(m, tokens.MiddlewareOptions{Logger: log})
+}
