@@ -266,6 +266,12 @@ func (r *chaosRun) start(i int, off time.Duration) {
 	tm := r.spec.timing
 	dir := t.TempDir()
 	out := filepath.Join(dir, fmt.Sprintf("p%d-%d.ids", i, n))
+	// The file exists from the start (the process appends to it): a
+	// process killed before it opened the file issued nothing, and the
+	// check reads an empty file instead of failing on a missing one.
+	if err := os.WriteFile(out, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	status := filepath.Join(dir, "status")
 	p := faults.StartHelper(t, chaosHelper,
 		"CHAOS_STORE="+r.store, "CHAOS_TARGET="+target, "CHAOS_PREFIX="+r.prefix, "CHAOS_OUT="+out,
