@@ -10,6 +10,7 @@ import (
 	_ "github.com/snowkeyhq/snowkey/idtype"
 	_ "github.com/snowkeyhq/snowkey/idtype/workerid"
 	_ "github.com/snowkeyhq/snowkey/migrations"
+	_ "github.com/snowkeyhq/snowkey/pgkit"
 	_ "github.com/snowkeyhq/snowkey/sqltype"
 	_ "github.com/snowkeyhq/snowkey/tokens"
 )

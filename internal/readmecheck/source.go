@@ -223,7 +223,7 @@ func ImportPath(name string) (string, bool) {
 		return "github.com/snowkeyhq/snowkey/idtype", true
 	case "workerid":
 		return "github.com/snowkeyhq/snowkey/idtype/workerid", true
-	case "gormplugin", "sqltype", "migrations", "tokens":
+	case "gormplugin", "sqltype", "migrations", "tokens", "pgkit":
 		return "github.com/snowkeyhq/snowkey/" + name, true
 	case "redis":
 		return "github.com/redis/go-redis/v9", true
