@@ -21,7 +21,7 @@ func TestCreateMapsZeroSpellings(t *testing.T) {
 	var zeroInt int64
 	spellings := []any{
 		&zeroID, new(idtype.ID), (*idtype.ID)(nil), &zeroInt,
-		"0", "000", "", json.Number("0"), json.Number(""), []byte("0"),
+		"0", "", json.Number("0"), json.Number(""), []byte("0"),
 		int(0), int32(0), uint64(0), float64(0),
 		sqltype.NullID{}, sqltype.NewNullID(0), sql.NullInt64{}, sql.NullInt64{Valid: true},
 	}
@@ -69,7 +69,6 @@ func TestCreateMapsKeyText(t *testing.T) {
 		{"123456", 123456},
 		{json.Number("9007199254740993"), 1<<53 + 1},
 		{[]byte("77"), 77},
-		{"007", 7},
 	} {
 		m := map[string]any{"id": tc.in, "name": fmt.Sprint(tc.in)}
 		if err := e.db.Model(&Company{}).Create(m).Error; err != nil {
@@ -84,7 +83,9 @@ func TestCreateMapsKeyText(t *testing.T) {
 		}
 	}
 	before := len(e.keys(t, "companies", "id"))
-	for _, junk := range []any{"12x", "-5", " 12", "1e3", "1.0", json.Number("-1"), "99999999999999999999",
+	// "007" and "000": an ID has one spelling, its digits without
+	// leading zeros (idtype.Parse), in a map as everywhere else.
+	for _, junk := range []any{"007", "000", "12x", "-5", " 12", "1e3", "1.0", json.Number("-1"), "99999999999999999999",
 		float64(1.5), float64(2124962550683529217), true, int64(-5), int(-1), uint64(1 << 63), idtype.ID(-3)} {
 		m := map[string]any{"id": junk, "name": "junk"}
 		err := e.db.Model(&Company{}).Create(m).Error
