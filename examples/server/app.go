@@ -75,6 +75,7 @@ type defences struct {
 	noRedaction        bool         // log and return secrets as they are
 	noSessionFloor     bool         // a fixed worker's restart floor ignores sessions
 	revealTaken        bool         // signup answers 409 for a registered email, as it once did
+	noPartitions       bool         // PostgreSQL's posts get no partitions made: all land in the default one
 	clock              idtype.Clock // of a fixed worker's generator; nil: the system clock
 }
 
@@ -98,12 +99,13 @@ type App struct {
 	argon   Argon2Params
 	// dummyHash is checked against when an email is unknown, so timing
 	// does not tell.
-	dummyHash   string
-	metrics     *metrics
-	closers     []func(context.Context) error
-	handler     http.Handler
-	noJSONCheck bool
-	revealTaken bool
+	dummyHash    string
+	metrics      *metrics
+	closers      []func(context.Context) error
+	handler      http.Handler
+	noJSONCheck  bool
+	revealTaken  bool
+	noPartitions bool
 }
 
 // ErrConfig means the Config cannot work; the message says which field.
@@ -123,7 +125,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &App{log: secrets.logger(log), secrets: secrets, argon: cfg.Argon2, noJSONCheck: cfg.noContentTypeCheck, revealTaken: cfg.revealTaken}
+	a := &App{log: secrets.logger(log), secrets: secrets, argon: cfg.Argon2, noJSONCheck: cfg.noContentTypeCheck, revealTaken: cfg.revealTaken,
+		noPartitions: cfg.noPartitions}
 	if a.argon == (Argon2Params{}) {
 		a.argon = DefaultArgon2()
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -16,6 +17,8 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 // dbKind is the database a DATABASE_URL names.
@@ -109,7 +112,79 @@ func (a *App) openDatabase(ctx context.Context, dsn string, kind dbKind) (*gorm.
 	if err := migrate(ctx, db, kind, a.log); err != nil {
 		return nil, err
 	}
+	if kind.postgres && !a.noPartitions {
+		if err := a.keepPostsPartitioned(ctx, sqlDB); err != nil {
+			return nil, err
+		}
+	}
 	return db, nil
+}
+
+// keepPostsPartitioned makes the posts table's partitions on PostgreSQL
+// before the server takes a request, so that this month's posts land in
+// this month's partition, not the default one, and keeps them made from
+// then on: Run maintains every hour in the background until Close. Every
+// instance does it; pgkit's advisory lock makes that safe.
+//
+// A database upgraded by migration 00003 has all its old posts in the
+// default partition, and Maintain makes partitions only from the newest
+// it finds (or the current month) on. So while the default partition
+// holds a post older than this month, a Partitioner whose clock stands at
+// that post's time makes its month's partition, moving the month's posts
+// into it; the Maintain after them fills the months from the newest on.
+func (a *App) keepPostsPartitioned(ctx context.Context, sqlDB *sql.DB) error {
+	parts, err := postsPartitioner(a.layout, nil, a.log)
+	if err != nil {
+		return err
+	}
+	from, _ := parts.Bounds(time.Now())
+	for prev := idtype.ID(-1); ; {
+		var oldest sql.NullInt64
+		if err := sqlDB.QueryRowContext(ctx, "SELECT min(id) FROM ONLY posts_default").Scan(&oldest); err != nil {
+			return fmt.Errorf("partitions of %s: %w", postsTable, err)
+		}
+		id := idtype.ID(oldest.Int64)
+		if !oldest.Valid || id >= from {
+			break
+		}
+		if id == prev { // its month's partition was made, yet it stayed
+			return fmt.Errorf("partitions of %s: post %d stays in the default partition", postsTable, id)
+		}
+		prev = id
+		back, err := backfillPartitioner(a.layout, a.layout.Decode(id).Time)
+		if err != nil {
+			return err
+		}
+		rep, err := maintainPartitions(ctx, back, sqlDB)
+		if err != nil {
+			return fmt.Errorf("partitions of %s: %w", postsTable, err)
+		}
+		a.log.Info("partition made for old posts", "table", postsTable, "created", rep.Created, "moved_rows", rep.Moved)
+	}
+	rep, err := maintainPartitions(ctx, parts, sqlDB)
+	if err != nil {
+		return fmt.Errorf("partitions of %s: %w", postsTable, err)
+	}
+	if len(rep.Created) > 0 {
+		a.log.Info("partitions made", "table", postsTable, "created", rep.Created, "moved_rows", rep.Moved)
+	}
+	// Run outlives Open's context: it stops when Close cancels its own.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = runPartitions(runCtx, parts, sqlDB) // ends with runCtx's error; it logs the others itself
+	}()
+	a.onClose(func(ctx context.Context) error {
+		cancel()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("partitions of %s: maintenance did not stop: %w", postsTable, ctx.Err())
+		}
+	})
+	return nil
 }
 
 // appMigrations are the example's own migrations for PostgreSQL, in
@@ -126,6 +201,26 @@ const (
 	appVersionTable = "example_db_version"
 	appLockKey      = 7239410365541862351
 )
+
+// appMigrationProvider returns the goose provider of the example's own
+// migrations on db, under their advisory lock and version table.
+func appMigrationProvider(db *sql.DB) (*goose.Provider, error) {
+	files, err := fs.Sub(appMigrations, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(appLockKey))
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files,
+		goose.WithTableName(appVersionTable), goose.WithSessionLocker(locker),
+		goose.WithDisableGlobalRegistry(true), goose.WithLogger(goose.NopLogger()))
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return p, nil
+}
 
 // migrate brings the schema up to date. On PostgreSQL it applies
 // snowkey's migrations (snowflake_id() and the worker-lease table), then
@@ -147,19 +242,9 @@ func migrate(ctx context.Context, db *gorm.DB, kind dbKind, log *slog.Logger) er
 	if err := migrateLibrary(ctx, sqlDB); err != nil {
 		return err
 	}
-	files, err := fs.Sub(appMigrations, "migrations")
+	p, err := appMigrationProvider(sqlDB)
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(appLockKey))
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, files,
-		goose.WithTableName(appVersionTable), goose.WithSessionLocker(locker),
-		goose.WithDisableGlobalRegistry(true), goose.WithLogger(goose.NopLogger()))
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return err
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
@@ -170,3 +255,10 @@ func migrate(ctx context.Context, db *gorm.DB, kind dbKind, log *slog.Logger) er
 	}
 	return nil
 }
+
+// fixedClock is an idtype.Clock that stands still at a time.
+type fixedClock time.Time
+
+func (c fixedClock) UnixNano() int64 { return time.Time(c).UnixNano() }
+
+func (fixedClock) Sleep(d time.Duration) { time.Sleep(d) }

@@ -12,12 +12,14 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/migrations"
+	"github.com/snowkeyhq/snowkey/pgkit"
 	"github.com/snowkeyhq/snowkey/tokens"
 )
 
 // This file is every line of the example that builds a snowkey object:
 // the generator (on a lease or a fixed worker), the lease pools, the
-// library's migrations, the token manager and its middleware. The rest of
+// library's migrations, the posts table's partitions on PostgreSQL, the
+// token manager and its middleware. The rest of
 // the server works with what these return, so that a change to the
 // library's constructors changes this file alone.
 
@@ -35,6 +37,37 @@ func databaseReservedWorker(ctx context.Context, db *sql.DB) (int64, error) {
 // worker-lease table.
 func migrateLibrary(ctx context.Context, db *sql.DB) error {
 	return migrations.Up(ctx, db)
+}
+
+// postsTable is the table of Post on PostgreSQL, partitioned by the month
+// of its key (migration 00003).
+const postsTable = "posts"
+
+// postsPartitioner builds what keeps the posts table's partitions on
+// PostgreSQL: one per calendar month, made ahead of time (the default
+// premake, four months), never removed, since the example keeps every
+// post (zero Retention). A nil clock means the system clock; Run logs to
+// log.
+func postsPartitioner(layout idtype.Layout, clock idtype.Clock, log *slog.Logger) (*pgkit.Partitioner, error) {
+	return pgkit.NewPartitioner(postsTable, layout, pgkit.PartitionOptions{Period: pgkit.Month, Clock: clock, Logger: log})
+}
+
+// backfillPartitioner builds a Partitioner of the posts table whose clock
+// stands at t and which makes no partition ahead: its Maintain makes t's
+// month's partition alone and moves that month's rows out of the default
+// partition.
+func backfillPartitioner(layout idtype.Layout, t time.Time) (*pgkit.Partitioner, error) {
+	return pgkit.NewPartitioner(postsTable, layout, pgkit.PartitionOptions{Period: pgkit.Month, Premake: -1, Clock: fixedClock(t)})
+}
+
+// maintainPartitions runs one maintenance of p's table now; runPartitions
+// runs it every hour until ctx ends.
+func maintainPartitions(ctx context.Context, p *pgkit.Partitioner, db *sql.DB) (pgkit.PartitionReport, error) {
+	return p.Maintain(ctx, db)
+}
+
+func runPartitions(ctx context.Context, p *pgkit.Partitioner, db *sql.DB) error {
+	return p.Run(ctx, db)
 }
 
 // postgresPool and redisPool return the pools that lease worker numbers.
