@@ -3,16 +3,15 @@ package pgkit
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
@@ -627,45 +626,49 @@ func (s *bulkSource) Values() ([]any, error) {
 
 func (s *bulkSource) Err() error { return s.err }
 
-// copyError explains a failed COPY: the server's error with the table it
-// hit, or the field pgx could not encode, found by encoding the failing
-// row's values again, one by one, as pgx does.
+// copyError explains a failed COPY: the field pgx could not encode,
+// found by encoding the last row's values again, one by one, as pgx does
+// (pgx reports its own failure as the server's answer to the COPY it
+// aborts), or else the server's error with the table it hit.
 func (l *bulkLoad) copyError(s *bulkSource, mask uint64, err error) error {
 	if s.err != nil {
 		return s.err
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) || s.pos < 0 || s.pos >= len(s.rows) {
-		return fmt.Errorf("pgkit: bulk load: copy into %s: %w", s.n.table, err)
-	}
-	m := l.conn.TypeMap()
-	oids := s.n.oids[mask]
-	for k, v := range s.vals {
-		if k >= len(oids) || bulkEncodes(m, oids[k], v) {
-			continue
+	if s.pos >= 0 && s.pos < len(s.rows) {
+		m := l.conn.TypeMap()
+		oids := s.n.oids[mask]
+		for k, v := range s.vals {
+			if k >= len(oids) {
+				break
+			}
+			encErr := bulkEncodes(m, oids[k], v)
+			if encErr == nil {
+				continue
+			}
+			f := s.cols[k]
+			typ := strconv.FormatUint(uint64(oids[k]), 10)
+			if t, ok := m.TypeForOID(oids[k]); ok {
+				typ = t.Name
+			}
+			return fmt.Errorf("%w: %s.%s (column %s, %s) of %s, a %T: %w",
+				ErrBulkEncode, s.n.s.Name, f.Name, f.DBName, typ, l.path(s.rows[s.pos]), v, encErr)
 		}
-		f := s.cols[k]
-		typ := strconv.FormatUint(uint64(oids[k]), 10)
-		if t, ok := m.TypeForOID(oids[k]); ok {
-			typ = t.Name
-		}
-		return fmt.Errorf("%w: %s.%s (column %s, %s) of %s, a %T: %w",
-			ErrBulkEncode, s.n.s.Name, f.Name, f.DBName, typ, l.path(s.rows[s.pos]), v, err)
 	}
-	return fmt.Errorf("%w: %s of %s: %w", ErrBulkEncode, s.n.s.Name, l.path(s.rows[s.pos]), err)
+	return fmt.Errorf("pgkit: bulk load: copy into %s: %w", s.n.table, err)
 }
 
-// path names row i by the input index and the associations that lead to
-// it: "row 12", "row 12 .Books[3]", "row 12 .Author".
+// path names row i by its index in the input and the associations that
+// lead to it: "row 12", "row 12, Books[3].Chapters[0]", "row 12, Author".
 func (l *bulkLoad) path(i int32) string {
 	var parts []string
+	root := 0
 	for i >= 0 {
 		row := l.rows[i]
 		if row.from < 0 {
-			parts = append(parts, "row "+strconv.Itoa(l.first+int(row.pos)))
+			root = l.first + int(row.pos)
 			break
 		}
-		part := "." + row.rel.Name
+		part := row.rel.Name
 		if row.rel.Type == schema.HasMany || row.rel.Type == schema.Many2Many {
 			part += "[" + strconv.Itoa(int(row.pos)) + "]"
 		}
@@ -675,11 +678,11 @@ func (l *bulkLoad) path(i int32) string {
 		parts = append(parts, part)
 		i = row.from
 	}
-	var b strings.Builder
-	for k := len(parts) - 1; k >= 0; k-- {
-		b.WriteString(parts[k])
+	if len(parts) == 0 {
+		return "row " + strconv.Itoa(root)
 	}
-	return b.String()
+	slices.Reverse(parts)
+	return "row " + strconv.Itoa(root) + ", " + strings.Join(parts, ".")
 }
 
 func (l *bulkLoad) keyError(i int32, f *schema.Field) error {
@@ -695,7 +698,7 @@ func (l *bulkLoad) ownerKeyError(owner, dep int32, rel *schema.Relationship, f *
 	if owner >= 0 {
 		return l.keyError(owner, f)
 	}
-	return fmt.Errorf("%w: %s.%s of %s .%s is zero, and the load does not fill it", ErrBulkKey,
+	return fmt.Errorf("%w: %s.%s of %s's %s is zero, and the load does not fill it", ErrBulkKey,
 		rel.FieldSchema.Name, f.Name, l.path(dep), rel.Name)
 }
 
@@ -703,26 +706,30 @@ func (l *bulkLoad) setError(i int32, f *schema.Field, err error) error {
 	return fmt.Errorf("%w: set %s.%s of %s: %w", ErrBulkModel, l.rows[i].node.s.Name, f.Name, l.path(i), err)
 }
 
-// bulkEncodes reports whether pgx's COPY can encode v for a column of
-// type oid: in binary, or else through its text form, as pgx tries.
-func bulkEncodes(m *pgtype.Map, oid uint32, v any) bool {
-	if _, err := m.Encode(oid, pgtype.BinaryFormatCode, v, nil); err == nil {
-		return true
+// bulkEncodes returns nil when pgx's COPY can encode v for a column of
+// type oid: in binary, or else through its text form, as pgx tries; and
+// otherwise the binary encoder's error.
+func bulkEncodes(m *pgtype.Map, oid uint32, v any) error {
+	_, err := m.Encode(oid, pgtype.BinaryFormatCode, v, nil)
+	if err == nil {
+		return nil
 	}
 	s, ok := v.(string)
 	if !ok {
-		text, err := m.Encode(oid, pgtype.TextFormatCode, v, nil)
-		if err != nil {
-			return false
+		text, terr := m.Encode(oid, pgtype.TextFormatCode, v, nil)
+		if terr != nil {
+			return err
 		}
 		s = string(text)
 	}
 	var scanned any
-	if err := m.Scan(oid, pgtype.TextFormatCode, []byte(s), &scanned); err != nil {
-		return false
+	if m.Scan(oid, pgtype.TextFormatCode, []byte(s), &scanned) != nil {
+		return err
 	}
-	_, err := m.Encode(oid, pgtype.BinaryFormatCode, scanned, nil)
-	return err == nil
+	if _, serr := m.Encode(oid, pgtype.BinaryFormatCode, scanned, nil); serr != nil {
+		return err
+	}
+	return nil
 }
 
 func bulkQuoteCols(names []string) string {
