@@ -413,3 +413,30 @@ func TestBulkContext(t *testing.T) {
 		t.Errorf("%d authors written", c)
 	}
 }
+
+// TestBulkStagingTable follows the package documentation's recipe for
+// merging into existing rows: a load into a staging table named with
+// db.Table, then INSERT ... ON CONFLICT.
+func TestBulkStagingTable(t *testing.T) {
+	ctx := testenv.Deadline(t, time.Minute)
+	gen := bulkGen(t, 1)
+	db := bulkDB(t, gen, &BulkTag{})
+	old := BulkTag{Name: "kept"}
+	if err := db.Create(&old).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("CREATE UNLOGGED TABLE staging (LIKE bulk_tags INCLUDING DEFAULTS)").Error; err != nil {
+		t.Fatal(err)
+	}
+	res, err := BulkCreate(ctx, db.Table("staging"), gen, []BulkTag{{ID: old.ID, Name: "dropped"}, {Name: "new"}})
+	if err != nil || res.Tables["staging"] != 2 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if err := db.Exec("INSERT INTO bulk_tags SELECT * FROM staging ON CONFLICT (id) DO NOTHING").Error; err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	if err := db.Model(&BulkTag{}).Order("name").Pluck("name", &names).Error; err != nil || strings.Join(names, ",") != "kept,new" {
+		t.Errorf("after the merge: %v, %v", names, err)
+	}
+}
