@@ -78,4 +78,3 @@ func ExampleBulkCreateSeq() {
 	}
 	fmt.Println(res.Rows)
 }
-
