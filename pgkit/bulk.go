@@ -112,7 +112,7 @@ type BulkResult struct {
 // PostgreSQL's COPY, in one transaction: what db.Create(&rows) writes,
 // at the speed of COPY. rows is a slice of structs or of pointers to
 // structs, GORM models of db. The load fills every zero snowflake key
-// (the fields gormplugin fills, taken from src with one NextN per table and
+// (the fields gormplugin fills, taken from src with one NextN per
 // batch), sets every foreign key from the keys it just made, and copies
 // each table, parents before children. The keys, foreign keys and
 // GORM-set columns (autoCreateTime, parsed `default:` values) it fills are
