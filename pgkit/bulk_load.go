@@ -35,9 +35,10 @@ type bulkLoad struct {
 	rows  []bulkRow
 	deps  []bulkDep
 	joins []bulkJoin
-	// seen maps the address of every row reached through a pointer (and
-	// of every input row, when the model has associations) to its index
-	// in rows, so that a row two others share is written once.
+	// seen maps the address of every row reached through a pointer, and
+	// of every input row, to its index in rows, so that a row two others
+	// share is written once; kept only when the models have belongs-to or
+	// many2many associations (track).
 	seen  map[unsafe.Pointer]int32
 	track bool
 	roots int // input rows in the batch
@@ -101,8 +102,13 @@ func newBulkLoad[T any](ctx context.Context, db *gorm.DB, src idtype.Source, opt
 	}
 	l := &bulkLoad{ctx: ctx, db: db, src: src, o: o, plan: plan, model: model,
 		result: BulkResult{Tables: map[string]int64{}}}
+	// Only a belongs-to or many2many row is likely to be shared by
+	// several rows (or to be an input row as well); without such
+	// associations no address is kept.
 	for _, n := range plan.nodes {
-		l.track = l.track || len(n.rels) > 0
+		for _, r := range n.rels {
+			l.track = l.track || r.rel.Type == schema.BelongsTo || r.rel.Type == schema.Many2Many
+		}
 	}
 	if l.track {
 		l.seen = map[unsafe.Pointer]int32{}
