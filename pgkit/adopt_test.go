@@ -337,6 +337,19 @@ func TestAdoptKeyRange(t *testing.T) {
 		t.Fatalf("err = %v; want ErrAdoptKeyRange naming key %d", err, future)
 	}
 
+	// The layout of the keys to come decides: with an epoch of an hour
+	// ago, the first snowflake of now is about 1.5e13.
+	recent := idtype.Layout{Epoch: time.Now().Add(-time.Hour), WorkerBits: 10, SequenceBits: 12}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE mid (id bigserial PRIMARY KEY); INSERT INTO mid VALUES (100000000000000)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PlanAdopt(ctx, db, []string{"mid"}); err != nil {
+		t.Errorf("key 1e14 under the default layout: %v", err)
+	}
+	if _, err := PlanAdopt(ctx, db, []string{"mid"}, AdoptOptions{Layout: recent}); !errors.Is(err, ErrAdoptKeyRange) {
+		t.Errorf("key 1e14 under a layout whose epoch is an hour ago: %v; want ErrAdoptKeyRange", err)
+	}
+
 	o := AdoptOptions{}
 	o.defences.noKeyRange = true
 	plan, err := PlanAdopt(ctx, db, []string{"imported"}, o)

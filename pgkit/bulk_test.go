@@ -440,3 +440,31 @@ func TestBulkStagingTable(t *testing.T) {
 		t.Errorf("after the merge: %v, %v", names, err)
 	}
 }
+
+// BulkTagged has an untagged key and a tagged public number.
+type BulkTagged struct {
+	ID     idtype.ID `gorm:"primaryKey"`
+	Public int64     `gorm:"snowflake;uniqueIndex"`
+}
+
+// TestBulkOnlyTagged: with OnlyTagged the load fills tagged fields alone,
+// as the plugin with OnlyTagged does; by default it fills the key too.
+func TestBulkOnlyTagged(t *testing.T) {
+	ctx := testenv.Deadline(t, time.Minute)
+	gen := bulkGen(t, 1)
+	db := bulkDB(t, gen, &BulkTagged{})
+	rows := []BulkTagged{{ID: 1}, {ID: 2}}
+	if _, err := BulkCreate(ctx, db, gen, rows, BulkOptions{OnlyTagged: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rows[0].ID != 1 || rows[0].Public == 0 || rows[1].Public <= rows[0].Public {
+		t.Errorf("OnlyTagged: %+v", rows)
+	}
+	rows = []BulkTagged{{}, {}}
+	if _, err := BulkCreate(ctx, db, gen, rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows[0].ID == 0 || rows[0].Public == 0 {
+		t.Errorf("default: %+v", rows)
+	}
+}
