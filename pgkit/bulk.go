@@ -61,10 +61,10 @@ const DefaultBulkBatchSize = 10000
 type BulkOptions struct {
 	// BatchSize is how many input rows, each with its associations, a load
 	// keys and sends at a time: it takes their IDs with one Source.NextN,
-	// sets their foreign keys and copies them, table by table, before it
-	// reads more input. The load's own memory grows with it, never with
-	// the input's length. Zero means DefaultBulkBatchSize; negative is an
-	// error.
+	// sets their foreign keys and copies them, table by table, while it
+	// prepares the next batch. The load's own memory grows with it (two
+	// batches at a time), never with the input's length. Zero means
+	// DefaultBulkBatchSize; negative is an error.
 	BatchSize int
 	// Tx is a pgx transaction of the caller's for the load to run in,
 	// inside a savepoint that is released on success and rolled back on

@@ -3,6 +3,7 @@ package pgkit
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -34,16 +35,21 @@ type bulkNode struct {
 	// when its field is not zero, as Create does; rows that differ in them
 	// are copied separately.
 	dflt []*schema.Field
+	// direct maps each column's field to its index in the struct when
+	// reading it needs nothing of ValueOf but the field itself (a field of
+	// the struct, without a serializer), and to -1 otherwise.
+	direct map[*schema.Field]int
 	// rels are the associations a row of this table saves, in the order
 	// GORM saves them, with the nodes they lead to.
 	rels []bulkRel
 	// after are the nodes whose rows this node's rows refer to.
 	after []*bulkNode
+	// idx is the node's place in bulkPlan.nodes.
+	idx int
 
-	// rows are the batch's rows of this table, indices into bulkBatch.rows.
-	rows []int32
 	// oids caches the column types of each column set copied (by
-	// default-column mask), for naming a field pgx cannot encode.
+	// default-column mask), for naming a field pgx cannot encode; only the
+	// copier uses it.
 	oids map[uint64][]uint32
 }
 
@@ -78,6 +84,7 @@ func newBulkPlan(db *gorm.DB, model reflect.Type, o BulkOptions) (*bulkPlan, err
 			place(m)
 		}
 		state[n] = 2
+		n.idx = len(p.nodes)
 		p.nodes = append(p.nodes, n)
 	}
 	for _, n := range b.order {
@@ -135,6 +142,13 @@ func (b *bulkPlanner) node(s *schema.Schema, table string) (*bulkNode, error) {
 	for _, f := range s.FieldsWithDefaultDBValue {
 		if f.Creatable && f.DBName != "" {
 			n.dflt = append(n.dflt, f)
+		}
+	}
+	n.direct = map[*schema.Field]int{}
+	for _, f := range append(slices.Clip(n.cols), n.dflt...) {
+		n.direct[f] = -1
+		if len(f.StructField.Index) == 1 && f.Serializer == nil {
+			n.direct[f] = f.StructField.Index[0]
 		}
 	}
 	if len(n.dflt) > 64 {
