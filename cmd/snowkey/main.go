@@ -1,14 +1,17 @@
 // Command snowkey decodes, generates and bounds snowflake IDs from the
-// shell. It only calls package idtype; every layout flag maps to a field of
-// idtype.Layout.
+// shell, and moves a database's serial keys onto snowflakes. It only calls
+// snowkey's packages (idtype; pgkit for adopt); every layout flag maps to a
+// field of idtype.Layout.
 //
 //	snowkey decode 2116681624581046272 [--json]
 //	snowkey gen -n 5 --worker 3      (--worker is required)
 //	snowkey at 2026-11-01T00:00:00Z
+//	snowkey adopt --dry-run users posts (see adopt.go)
 //
-// Exit status: 0 on success, 1 when an input is bad or an ID cannot be
-// issued, 2 on a usage error (an unknown flag, a missing argument), which
-// is printed once, on standard error.
+// Exit status: 0 on success, 1 when an input is bad, an ID cannot be
+// issued, or adopt refuses, fails or is not confirmed; 2 on a usage error
+// (an unknown flag, a missing argument), which is printed once, on
+// standard error.
 package main
 
 import (
@@ -31,6 +34,7 @@ Usage:
   snowkey gen [flags] -n N --worker W N new IDs, one a line
   snowkey at [flags] <RFC 3339 time>   the first ID at that time, for
                                        WHERE id >= ... range queries
+  snowkey adopt [flags] <table>...     move serial keys onto snowflakes
 
 Layout flags (all commands; the default is 41/10/12 with Twitter's epoch):
   --epoch RFC3339|unix-ms   time zero of the layout
@@ -68,6 +72,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = gen(args[1:], out)
 	case "at":
 		err = at(args[1:], out)
+	case "adopt":
+		// Unbuffered: adopt asks before it applies, and the question
+		// must be on the terminal before it reads the answer.
+		err = adoptCmd(args[1:], os.Stdin, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "snowkey: unknown command %q\n\n%s", args[0], usage)
 		return 2
