@@ -732,24 +732,6 @@ func TestDefaultMoveUnderWrites(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination for the Run test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRun: the loop maintains at once and then every Interval, follows
 // the clock into the next day, keeps going after errors, and returns when
 // its context ends.
@@ -757,7 +739,7 @@ func TestRun(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	_, sqlDB := openDB(t)
 	clock := newClock(date("2025-03-10T12:00:00Z"))
-	var logs syncBuffer
+	var logs testenv.LogBuffer
 	opts := pgkit.PartitionOptions{Premake: -1, Interval: 20 * time.Millisecond, Clock: clock,
 		Logger: slogTo(&logs)}
 	parts := newPartitioner(t, "events", opts)
@@ -789,7 +771,7 @@ func TestRun(t *testing.T) {
 	}
 }
 
-func slogTo(w *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+func slogTo(w *testenv.LogBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
 func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool) {
 	t.Helper()

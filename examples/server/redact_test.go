@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,24 +45,6 @@ var secretForms = []struct {
 	{name: "redis query password", redis: "redis://127.0.0.1:1/0?password=query-secret-13", secrets: []string{"query-secret-13"}},
 }
 
-// syncBuffer is a bytes.Buffer for a logger written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRedaction opens the server on each form and checks that neither its
 // log nor its error holds a secret. The control run, with redaction off,
 // must find the secrets of the forms that reach the first log line.
@@ -87,7 +67,7 @@ func testRedaction(t *testing.T, control bool, leaked *atomic.Int64) {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testenv.Deadline(t, 30*time.Second)
-			var log syncBuffer
+			var log testenv.LogBuffer
 			cfg := Config{DatabaseURL: f.db, RedisURL: f.redis, Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 			cfg.noRedaction = control
 			app, err := Open(ctx, cfg)
@@ -122,7 +102,7 @@ func testRedaction(t *testing.T, control bool, leaked *atomic.Int64) {
 // message, a string, an error, a group and a handler's own attributes.
 func TestRedactedLogger(t *testing.T) {
 	r := newRedactor("postgres://u:pg-secret@h/db", "redis://:rd-secret@h/0")
-	var buf syncBuffer
+	var buf testenv.LogBuffer
 	l := r.logger(slog.New(slog.NewTextHandler(&buf, nil))).With("dsn", "postgres://u:pg-secret@h/db")
 	l.Info("connect with rd-secret", "err", errors.New("auth pg-secret failed"),
 		slog.Group("g", "v", "rd-secret"), "any", struct{ S string }{"pg-secret"})
@@ -159,7 +139,7 @@ func TestRedactionRunning(t *testing.T) {
 	m := miniredis.RunT(t)
 	m.RequireAuth(redisPW)
 	env := map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": "redis://:" + redisPW + "@" + m.Addr() + "/0", "WORKER_ID": "5"}
-	var log syncBuffer
+	var log testenv.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
