@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
@@ -27,26 +29,13 @@ func benchGenerators(b *testing.B, l idtype.Layout) (fixed, leased *idtype.Gener
 	}
 	// Production timings: renewals every 3.3s, not the tests' 250ms.
 	p := redisPool(b, testenv.Redis(b), testenv.KeyPrefix(b), Options{Layout: l, TTL: DefaultTTL})
-	seedMarks(b, p)
+	trustRecord(b, p)
 	lease := acquire(b, p)
 	leased, err = lease.NewGenerator()
 	if err != nil {
 		b.Fatal(err)
 	}
 	return fixed, leased
-}
-
-// seedMarks gives every number of a Redis pool a high-water mark in the
-// past, so that Acquire has no fresh number to wait out.
-func seedMarks(b *testing.B, p *Pool) {
-	s := p.store.(*redisStore)
-	fields := make([]any, 0, 2*len(p.cands))
-	for _, w := range p.cands {
-		fields = append(fields, strconv.FormatInt(w, 10), 1)
-	}
-	if err := s.c.HSet(context.Background(), s.hw, fields...).Err(); err != nil {
-		b.Fatal(err)
-	}
 }
 
 // BenchmarkNext compares Next on a leased generator with Next on a
@@ -93,7 +82,7 @@ func BenchmarkAcquire(b *testing.B) {
 		for _, full := range []int{0, 90} {
 			b.Run(fmt.Sprintf("%s/full%d", k, full), func(b *testing.B) {
 				p := benchPool(b, k)
-				held := len(p.cands) * full / 100
+				held := p.Size() * full / 100
 				holdNumbers(b, p, held)
 				ctx := context.Background()
 				var trips int64
@@ -120,7 +109,7 @@ func benchPool(b *testing.B, k string) *Pool {
 	o := Options{TTL: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if k == "redis" {
 		p := redisPool(b, testenv.Redis(b), testenv.KeyPrefix(b), o)
-		seedMarks(b, p)
+		trustRecord(b, p)
 		return p
 	}
 	dsn := testenv.Postgres(b)
@@ -128,17 +117,20 @@ func benchPool(b *testing.B, k string) *Pool {
 	return postgresPool(b, dsn, o)
 }
 
-// holdNumbers makes n numbers of the pool held by another owner, written
-// straight into the store.
+// holdNumbers makes numbers 0..n-1 held by another owner for an hour,
+// written straight into the store.
 func holdNumbers(b *testing.B, p *Pool, n int) {
 	ctx := context.Background()
 	switch s := p.store.(type) {
 	case *redisStore:
+		until := time.Now().Add(time.Hour).UnixMilli()
 		pipe := s.c.Pipeline()
-		for _, w := range p.cands[:n] {
-			pipe.Set(ctx, s.base+strconv.FormatInt(w, 10), "other/holder", time.Hour)
+		for w := range int64(n) {
+			pipe.HSet(ctx, s.leases, w, strconv.FormatInt(until, 10)+"||other/holder")
+			pipe.ZAdd(ctx, s.hw, redis.Z{Score: float64(until), Member: w})
 		}
-		if _, err := pipe.Exec(ctx); err != nil && n > 0 {
+		pipe.HSet(ctx, s.meta, "next", n)
+		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
 		}
 	case *pgStore:

@@ -40,26 +40,11 @@ import (
 //	               giving it back; 0,0 keeps it
 //	CHAOS_PAUSE    min,max (durations): how long it waits before leasing again
 //	CHAOS_SEED     seeds its choices of hold and pause times
-//	CHAOS_CONTROL  the defences to switch off, comma-separated (see
-//	               chaosControls): a control run
+//	CHAOS_CONTROL  the defences to switch off, comma-separated (names of
+//	               defenceSwitches): a control run
 //	CHAOS_STATUS   a file it keeps "<worker> <confirmed renewals>" in, for
 //	               the test to see renewals land (-1 0 without a lease)
 const chaosHelper = "chaos-issuer"
-
-// chaosControls switch a pool's defences off by name, for control runs.
-var chaosControls = map[string]func(p *Pool){
-	"trust":           func(p *Pool) { p.store = trusting{p.store} },
-	"start-floor":     func(p *Pool) { p.ctl.noStartFloor = true },
-	"release-clamp":   func(p *Pool) { p.ctl.noReleaseClamp = true },
-	"own-token":       func(p *Pool) { p.ctl.noOwnToken = true },
-	"serial-retry":    func(p *Pool) { p.ctl.noSerialRetry = true },
-	"undeclared-keys": func(p *Pool) { p.ctl.undeclaredKeys = true },
-	"floor":           func(p *Pool) { p.ctl.noFloor = true },
-	"until":           func(p *Pool) { p.ctl.noUntil = true },
-	"until-from-reply": func(p *Pool) {
-		p.ctl.untilFromReply = true
-	},
-}
 
 // chaosIssuer is the chaos helper's body.
 func chaosIssuer() int {
@@ -145,11 +130,9 @@ func chaosIssuer() int {
 		if c = strings.TrimSpace(c); c == "" {
 			continue
 		}
-		off, ok := chaosControls[c]
-		if !ok {
-			return fail(fmt.Errorf("CHAOS_CONTROL: no defence %q", c))
+		if err := switchOff(pool, c); err != nil {
+			return fail(fmt.Errorf("CHAOS_CONTROL: %w", err))
 		}
-		off(pool)
 	}
 
 	out, err := os.OpenFile(env("CHAOS_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -1,11 +1,8 @@
 package workerid
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,154 +10,99 @@ import (
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
-// trusting is a store that claims to keep all its data, for the control
-// run of TestRedisDataLoss: it makes a pool skip its defences against
-// lost writes.
-type trusting struct{ store }
+var twoBits = idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
 
-func (trusting) durable() bool { return true }
-
-// markKey returns the Redis key of a pool's high-water marks.
-func markKey(p *Pool) string {
-	s := p.store
-	if t, ok := s.(trusting); ok {
-		s = t.store
-	}
-	return s.(*redisStore).hw
-}
-
-// collector runs generators on leases and keeps every ID they issue.
-type collector struct {
-	stop chan struct{}
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	ids  map[string][]idtype.ID // by who issued them
-}
-
-func newCollector() *collector {
-	return &collector{stop: make(chan struct{}), ids: map[string][]idtype.ID{}}
-}
-
-// run issues IDs on g, about one every 50µs, until stop or the lease is
-// lost; it waits out refusals while the lease is unconfirmed.
-func (c *collector) run(name string, g *idtype.Generator) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		var mine []idtype.ID
-		defer func() {
-			c.mu.Lock()
-			c.ids[name] = append(c.ids[name], mine...)
-			c.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-c.stop:
-				return
-			default:
-			}
-			id, err := g.Next()
-			switch {
-			case err == nil:
-				mine = append(mine, id)
-				time.Sleep(50 * time.Microsecond)
-			case errors.Is(err, idtype.ErrLeaseLost):
-				return
-			default:
-				time.Sleep(time.Millisecond)
+// waitExpired waits until every lease has stopped its generator: cut off
+// from its store, each runs out by its own clock.
+func waitExpired(t *testing.T, leases []*Lease) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the cut-off leases to expire", func() bool {
+		for _, l := range leases {
+			if s := l.Status(); s.State == Held {
+				return false
 			}
 		}
-	}()
+		return true
+	})
 }
 
-func (c *collector) finish() map[string][]idtype.ID {
-	close(c.stop)
-	c.wg.Wait()
-	return c.ids
-}
-
-// duplicates counts the IDs that occur more than once across all lists.
-func duplicates(lists map[string][]idtype.ID) (dups, total int) {
-	for _, l := range lists {
-		total += len(l)
+// lastIssued returns the time of the last ID in ids, by layout l.
+func lastIssued(l idtype.Layout, ids []idtype.ID) time.Time {
+	if len(ids) == 0 {
+		return time.Time{}
 	}
-	return len(duplicateIDs(lists)), total
-}
-
-// duplicateIDs returns each repeat of an ID across all lists.
-func duplicateIDs(lists map[string][]idtype.ID) []idtype.ID {
-	var all []idtype.ID
-	for _, l := range lists {
-		all = append(all, l...)
-	}
-	slices.Sort(all)
-	var dups []idtype.ID
-	for i := 1; i < len(all); i++ {
-		if all[i] == all[i-1] {
-			dups = append(dups, all[i])
-		}
-	}
-	return dups
+	return l.Decode(slices.Max(ids)).Time
 }
 
 // TestRedisDataLoss restarts Redis without persistence while four leases
 // are held and issuing, then lets four new leases take the four numbers
-// at once, while the old owners, cut off from Redis for a moment, still
-// believe they hold them. Because the new owners find no record of the
-// numbers, they wait out one TTL before their first ID, by when the old
-// owners have stopped: no ID repeats. The control run skips that wait and
-// must find duplicates, which shows the test can see them.
+// at once, while the old owners, cut off from Redis, still believe they
+// hold them and issue until their leases run out by their own clocks.
+// Redis has lost the namespace's record with the leases, so the new
+// owners wait out the loss window, one TTL, before their first ID, by
+// when the old owners have stopped: no ID repeats. The control run, whose
+// new owners do not wait, must find duplicates.
 func TestRedisDataLoss(t *testing.T) {
 	t.Parallel() // slow, and mostly waiting: overlap with the rest
-	twoBits := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
 	// run runs the scenario and returns how many duplicates it found.
-	run := func(t *testing.T, fence bool) int {
+	run := func(t *testing.T, defended bool) int {
+		testenv.Deadline(t, 2*time.Minute)
 		srv := testenv.StartRedis(t) // no persistence
 		px := startProxy(t, srv.Addr())
-		o := Options{Layout: twoBits}
+		// A TTL long enough that the old owners still issue when the new
+		// ones take the numbers, however long the restart takes.
+		o := Options{Layout: twoBits, TTL: 3 * time.Second, Margin: 300 * time.Millisecond, RenewEvery: 500 * time.Millisecond}
 		olds := redisPool(t, px.Addr(), "loss:", o)
 		news := redisPool(t, srv.Addr(), "loss:", o)
-		if !fence {
-			olds.store, news.store = trusting{olds.store}, trusting{news.store}
+		trustRecord(t, olds)
+		if !defended {
+			turnOff(t, news, "loss-wait")
 		}
 		c := newCollector()
 		oldLeases := acquireN(t, olds, 4)
+		var oldNames, newNames []string
 		for i, l := range oldLeases {
-			c.run("old "+string(rune('0'+i)), generator(t, l))
+			oldNames = append(oldNames, fmt.Sprintf("old %d", i))
+			c.run(oldNames[i], generator(t, l))
 		}
-		time.Sleep(300 * time.Millisecond)
+		c.waitIssued(t, 10*time.Second, 100, oldNames...)
 
 		px.Cut()
 		srv.Kill()
+		lost := time.Now()
 		srv.Restart()
 		restarted := time.Now()
 		newLeases := acquireN(t, news, 4)
 		waited := time.Since(restarted)
 		for i, l := range newLeases {
-			c.run("new "+string(rune('0'+i)), generator(t, l))
+			newNames = append(newNames, fmt.Sprintf("new %d", i))
+			c.run(newNames[i], generator(t, l))
 		}
-		time.Sleep(300 * time.Millisecond)
+		// The old owners issue until their leases run out by their clocks;
+		// the new ones, while they do, if they do not wait.
+		waitExpired(t, oldLeases)
+		c.waitIssued(t, 10*time.Second, 100, newNames...)
 		px.Restore()
 		for _, l := range oldLeases {
 			select {
 			case <-l.Done():
-			case <-time.After(5 * time.Second):
+			case <-time.After(10 * time.Second):
 				t.Fatalf("old owner of worker %d did not learn it lost it", l.Worker())
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
 		lists := c.finish()
-		for who, ids := range lists {
-			if len(ids) == 0 {
-				t.Fatalf("%s issued no ID: the test proves nothing", who)
+		// The fault: Redis forgot leases whose owners went on issuing.
+		for _, name := range oldNames {
+			if last := lastIssued(twoBits, lists[name]); !last.After(lost) {
+				t.Fatalf("%s issued nothing after Redis lost its lease (last ID at %s): the fault was not met", name, last)
 			}
 		}
 		dups, total := duplicates(lists)
 		t.Logf("new owners ready %v after the restart; %d IDs, %d duplicates", waited.Round(time.Millisecond), total, dups)
 		switch {
-		case fence && dups > 0:
+		case defended && dups > 0:
 			t.Fatalf("%d duplicate IDs among %d", dups, total)
-		case fence && waited < news.opts.TTL:
+		case defended && waited < news.opts.TTL:
 			t.Fatalf("new owners issued %v after the restart, before one TTL (%v)", waited, news.opts.TTL)
 		}
 		return dups
@@ -176,90 +118,111 @@ func TestRedisDataLoss(t *testing.T) {
 }
 
 // TestRedisFailoverToLaggingReplica fails over to a replica that stopped
-// following its master 600ms earlier (more than two renewals, less than a
-// TTL), while the old owners cannot reach it: two numbers were leased
-// before the replica stopped, so it has their records, stale; two after,
-// so it has none. New owners take all four from the replica. The old
-// owners go on issuing until their leases run out by their own clocks,
-// yet no ID repeats: the stale marks run a TTL ahead, and the numbers
-// without a record are waited out. The control run, without those
-// defences, must find duplicates.
+// following its master while the old owners went on renewing, and that
+// the old owners cannot reach. The replica holds three kinds of number:
+// A, leased before it stopped, whose record it has, stale; B, leased and
+// given back before it stopped, then leased again after, whose record it
+// has from the first owner; C and D, leased after, of which it knows
+// nothing. New owners take all four from the replica while the old ones
+// go on issuing until their leases run out by their own clocks. The
+// replica is another server than the one the namespace's record names, so
+// the new owners wait out the loss window: no ID repeats. The control
+// run, without that wait, must find duplicates.
 func TestRedisFailoverToLaggingReplica(t *testing.T) {
 	t.Parallel() // slow, and mostly waiting: overlap with the rest
-	twoBits := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
 	// run runs the scenario and returns how many duplicates it found.
 	run := func(t *testing.T, defended bool) int {
+		ctx := testenv.Deadline(t, 2*time.Minute)
 		master := testenv.StartRedis(t)
-		host, port, _ := strings.Cut(master.Addr(), ":")
-		replica := testenv.StartRedis(t, "--replicaof", host, port)
-		rc := redisClient(t, replica.Addr())
-		waitFor(t, 30*time.Second, "the replica to sync", func() bool {
-			info, _ := rc.Info(t.Context(), "replication").Result()
-			return strings.Contains(info, "master_link_status:up")
-		})
+		replica := testenv.StartRedisReplica(t, master.Addr())
 		px := startProxy(t, master.Addr())
 		o := Options{Layout: twoBits}
 		olds := redisPool(t, px.Addr(), "fo:", o)
-		news := redisPool(t, replica.Addr(), "fo:", o)
+		news := redisPool(t, replica.Addr(), "fo:", Options{Layout: twoBits, WaitForFree: true})
+		trustRecord(t, olds)
 		if !defended {
-			olds.store, news.store = trusting{olds.store}, trusting{news.store}
+			turnOff(t, news, "loss-wait")
 		}
 		c := newCollector()
-		before := map[int64]bool{} // the workers leased before the replica stopped
-		for i, l := range acquireN(t, olds, 2) {
-			before[l.Worker()] = true
-			c.run(fmt.Sprintf("old %d (worker %d, before)", i, l.Worker()), generator(t, l))
-		}
-		hw := markKey(olds)
-		waitFor(t, 5*time.Second, "the replica to have two records", func() bool {
-			return rc.HLen(t.Context(), hw).Val() == 2
-		})
+		a := acquire(t, olds)
+		c.run("A", generator(t, a))
+		b0 := acquire(t, olds)
+		c.run("B, first owner", generator(t, b0))
+		c.waitIssued(t, 10*time.Second, 100, "A", "B, first owner")
+		closeLease(t, b0)
+		replica.WaitSynced(master.Addr(), 30*time.Second)
 
 		// The replica stops following: from here on it lags.
-		if err := rc.ReplicaOf(t.Context(), "NO", "ONE").Err(); err != nil {
-			t.Fatal(err)
+		replica.Promote()
+		frozen := replica.Client().ZScore(ctx, olds.store.(*redisStore).hw, fmt.Sprint(a.Worker())).Val()
+		b := acquire(t, olds)
+		if b.Worker() != b0.Worker() {
+			t.Fatalf("the second owner of B took %d, not the number given back, %d", b.Worker(), b0.Worker())
 		}
-		frozen := time.Now()
-		for i, l := range acquireN(t, olds, 2) {
-			c.run(fmt.Sprintf("old %d (worker %d, after)", i+2, l.Worker()), generator(t, l))
+		c.run("B", generator(t, b))
+		after := acquireN(t, olds, 2)
+		c.run("C", generator(t, after[0]))
+		c.run("D", generator(t, after[1]))
+		old := []*Lease{a, b, after[0], after[1]}
+		// The replica's lag, measured: every old lease renews twice more
+		// on the master, so that the replica's record of A is behind the
+		// master's by two renewals, more than Margin.
+		base := map[*Lease]int64{}
+		for _, l := range old {
+			base[l] = l.Status().Renewals
 		}
-		time.Sleep(600*time.Millisecond - time.Since(frozen))
-
-		// Failover: the old owners cannot reach the new master yet.
+		waitFor(t, 30*time.Second, "every old lease to renew twice on the master", func() bool {
+			for _, l := range old {
+				if l.Status().Renewals < base[l]+2 {
+					return false
+				}
+			}
+			return true
+		})
 		px.Cut()
-		for i, l := range acquireNWhenFree(t, news, 4, 30*time.Second) {
-			c.run(fmt.Sprintf("new %d (worker %d)", i, l.Worker()), generator(t, l))
+		cut := time.Now()
+		lag := time.Duration(master.Client().ZScore(ctx, olds.store.(*redisStore).hw, fmt.Sprint(a.Worker())).Val()-frozen) *
+			time.Millisecond
+		if lag <= olds.opts.Margin {
+			t.Fatalf("the replica's record of A lags the master's by %v, not more than Margin (%v): the fault was not met",
+				lag, olds.opts.Margin)
 		}
-		time.Sleep(300 * time.Millisecond)
+
+		// Failover: the old owners cannot reach the new master.
+		byWorker := map[int64]string{a.Worker(): "A", b.Worker(): "B", after[0].Worker(): "C", after[1].Worker(): "D"}
+		var newNames []string
+		for _, l := range acquireN(t, news, 4) {
+			name := "new on " + byWorker[l.Worker()]
+			newNames = append(newNames, name)
+			c.run(name, generator(t, l))
+		}
+		waitExpired(t, old)
+		c.waitIssued(t, 10*time.Second, 100, newNames...)
 		px.Retarget(replica.Addr())
 		px.Restore()
-		time.Sleep(300 * time.Millisecond)
 		lists := c.finish()
-		for who, ids := range lists {
-			if len(ids) == 0 {
-				t.Fatalf("%s issued no ID: the test proves nothing", who)
+		for _, name := range []string{"A", "B", "C", "D"} {
+			if last := lastIssued(twoBits, lists[name]); !last.After(cut) {
+				t.Fatalf("old owner %s issued nothing after the failover (last ID at %s): the fault was not met", name, last)
 			}
 		}
 		dups, total := duplicates(lists)
-		// Which kind of number repeated: stale record, or none.
-		kinds := map[bool]int{}
+		kinds := map[string]int{}
 		for _, id := range duplicateIDs(lists) {
-			kinds[before[twoBits.Decode(id).Worker]]++
+			kinds[byWorker[twoBits.Decode(id).Worker]]++
 		}
-		t.Logf("%d IDs, %d duplicates (%d on numbers with a stale record, %d on numbers without one)",
-			total, dups, kinds[true], kinds[false])
+		t.Logf("replica's lag %v; %d IDs, %d duplicates (A, stale record: %d; B, the first owner's record: %d; C and D, no record: %d)",
+			lag, total, dups, kinds["A"], kinds["B"], kinds["C"]+kinds["D"])
 		if defended && dups > 0 {
 			t.Fatalf("%d duplicate IDs among %d", dups, total)
 		}
-		// The control finds them on both kinds of number, unless a
-		// loaded machine delayed the old owners' renewals in the window.
 		return dups
 	}
 	t.Run("defended", func(t *testing.T) {
 		t.Parallel()
 		run(t, true)
 	})
-	t.Run("control: undefended", func(t *testing.T) {
+	t.Run("control: no wait", func(t *testing.T) {
 		t.Parallel()
 		tryControl(t, func(t *testing.T) bool { return run(t, false) > 0 })
 	})

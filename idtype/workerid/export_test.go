@@ -3,6 +3,8 @@ package workerid
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"testing"
 )
 
 // MigrateDB applies snowkey's migrations to db with migrations.Up, giving
@@ -13,3 +15,38 @@ import (
 // an external test file of the same test binary, can: it sets MigrateDB
 // before any test runs.
 var MigrateDB func(ctx context.Context, db *sql.DB, reservedWorker int64) error
+
+// defenceSwitches turn one of a pool's defences off each, by the name the
+// tests and the chaos helper's CHAOS_CONTROL give it.
+var defenceSwitches = map[string]func(d *defences){
+	"start-floor":   func(d *defences) { d.noStartFloor = true },
+	"release-clamp": func(d *defences) { d.noReleaseClamp = true },
+	"own-token":     func(d *defences) { d.noOwnToken = true },
+	"serial-retry":  func(d *defences) { d.noSerialRetry = true },
+	"declared-keys": func(d *defences) { d.noDeclaredKeys = true },
+	"floor":         func(d *defences) { d.noFloor = true },
+	"loss-wait":     func(d *defences) { d.noLossWait = true },
+	"until":         func(d *defences) { d.noUntil = true },
+	"send-time":     func(d *defences) { d.noSendTime = true },
+}
+
+// switchOff turns the named defences of p off, for a control run. Call it
+// before the pool's first Acquire.
+func switchOff(p *Pool, names ...string) error {
+	for _, name := range names {
+		off, ok := defenceSwitches[name]
+		if !ok {
+			return fmt.Errorf("no defence %q", name)
+		}
+		off(&p.defences)
+	}
+	return nil
+}
+
+// turnOff is switchOff in a test, which fails on an unknown name.
+func turnOff(t testing.TB, p *Pool, names ...string) {
+	t.Helper()
+	if err := switchOff(p, names...); err != nil {
+		t.Fatal(err)
+	}
+}

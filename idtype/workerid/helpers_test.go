@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -477,4 +478,166 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 func isLeaseErr(err error) bool {
 	return errors.Is(err, idtype.ErrLeaseExpired) || errors.Is(err, idtype.ErrLeaseLost) ||
 		errors.Is(err, idtype.ErrClockBehind)
+}
+
+// trustScript writes a namespace's record as a namespace that has lived on
+// this server for longer than a TTL has it: the server's identity, and no
+// loss window.
+const trustScript = luaCommon + `
+redis.call('HSET', KEYS[1], 'id', identity(), 'trust', 0)
+return 1
+`
+
+// trustRecord gives a Redis pool's namespace an old record, so that its
+// takes wait for no loss window: most tests are about other things than
+// a Redis that lost data. It does nothing to a PostgreSQL pool.
+func trustRecord(t testing.TB, p *Pool) {
+	t.Helper()
+	s, ok := p.store.(*redisStore)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := redis.NewScript(trustScript).Run(ctx, s.c, []string{s.meta}).Err(); err != nil {
+		t.Fatalf("trust the namespace's record: %v", err)
+	}
+}
+
+// redisLeases returns the live leases of a Redis pool's namespace: number
+// to token, as the server's clock judges them.
+func redisLeases(ctx context.Context, c redis.Cmdable, leasesKey string) (map[int64]string, error) {
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	all, err := c.HGetAll(ctx, leasesKey).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]string{}
+	for k, v := range all {
+		w, err := strconv.ParseInt(k, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("lease field %q: %w", k, err)
+		}
+		exp, rest, ok := strings.Cut(v, "|")
+		_, tok, ok2 := strings.Cut(rest, "|")
+		e, err := strconv.ParseInt(exp, 10, 64)
+		if !ok || !ok2 || err != nil {
+			return nil, fmt.Errorf("lease of %d: %q", w, v)
+		}
+		if e > now.UnixMilli() {
+			out[w] = tok
+		}
+	}
+	return out, nil
+}
+
+// collector runs generators on leases and keeps every ID they issue.
+type collector struct {
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	ids    map[string][]idtype.ID // by who issued them, once each run ends
+	issued map[string]*atomic.Int64
+}
+
+func newCollector() *collector {
+	return &collector{stop: make(chan struct{}), ids: map[string][]idtype.ID{}, issued: map[string]*atomic.Int64{}}
+}
+
+// run issues IDs on g, about one every 50µs, until stop or the lease is
+// lost; it waits out refusals while the lease is unconfirmed.
+func (c *collector) run(name string, g *idtype.Generator) {
+	n := &atomic.Int64{}
+	c.mu.Lock()
+	c.issued[name] = n
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		var mine []idtype.ID
+		defer func() {
+			c.mu.Lock()
+			c.ids[name] = append(c.ids[name], mine...)
+			c.mu.Unlock()
+		}()
+		for {
+			select {
+			case <-c.stop:
+				return
+			default:
+			}
+			id, err := g.Next()
+			switch {
+			case err == nil:
+				mine = append(mine, id)
+				n.Add(1)
+				time.Sleep(50 * time.Microsecond)
+			case errors.Is(err, idtype.ErrLeaseLost):
+				return
+			default:
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+}
+
+// count returns how many IDs the run called name has issued so far.
+func (c *collector) count(name string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.issued[name]; n != nil {
+		return n.Load()
+	}
+	return 0
+}
+
+// waitIssued waits until every run named in names has issued n more IDs
+// than it had when called.
+func (c *collector) waitIssued(t testing.TB, timeout time.Duration, n int64, names ...string) {
+	t.Helper()
+	base := map[string]int64{}
+	for _, name := range names {
+		base[name] = c.count(name)
+	}
+	waitFor(t, timeout, fmt.Sprintf("%d more IDs from each of %v", n, names), func() bool {
+		for _, name := range names {
+			if c.count(name) < base[name]+n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (c *collector) finish() map[string][]idtype.ID {
+	close(c.stop)
+	c.wg.Wait()
+	return c.ids
+}
+
+// duplicates counts the IDs that occur more than once across all lists.
+func duplicates(lists map[string][]idtype.ID) (dups, total int) {
+	for _, l := range lists {
+		total += len(l)
+	}
+	return len(duplicateIDs(lists)), total
+}
+
+// duplicateIDs returns each repeat of an ID across all lists.
+func duplicateIDs(lists map[string][]idtype.ID) []idtype.ID {
+	var all []idtype.ID
+	for _, l := range lists {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	var dups []idtype.ID
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			dups = append(dups, all[i])
+		}
+	}
+	return dups
 }

@@ -134,7 +134,7 @@ func (l *Lease) NewGenerator() (*idtype.Generator, error) {
 func (l *Lease) current() idtype.Grant {
 	g := idtype.Grant{NotBefore: unixMsTime(l.floor), Until: unixMsTime(l.until)}
 	switch {
-	case l.pool.ctl.noUntil:
+	case l.pool.defences.noUntil:
 		g.Until = l.pool.opts.Layout.MaxTime()
 	case l.expired:
 		g.Err = l.expiredErr()
@@ -156,11 +156,14 @@ func (l *Lease) expiredErr() error {
 		l.pool.opts.TTL, l.pool.opts.Margin, l.lastErr)
 }
 
-// run renews the lease until it ends or Close cancels l.ctx.
+// run renews the lease until it ends or Close cancels l.ctx. Renewals go
+// out RenewEvery apart less up to a fifth of it, at random, and the first
+// after up to half of it less: a fleet that started together spreads its
+// renewals out instead of sending them in bursts.
 func (l *Lease) run() {
 	defer close(l.exited)
 	every := l.pool.opts.RenewEvery
-	timer := time.NewTimer(every)
+	timer := time.NewTimer(jitter(every, 0.5))
 	defer timer.Stop()
 	for {
 		select {
@@ -173,7 +176,7 @@ func (l *Lease) run() {
 		if l.isEnded() {
 			return
 		}
-		next := every
+		next := jitter(every, 0.2)
 		if !ok {
 			next = every / 4
 		}
@@ -203,7 +206,7 @@ func (l *Lease) renew(start int64) bool {
 		l.failed(p.wrap("renew", err))
 		return false
 	}
-	if p.ctl.untilFromReply {
+	if p.defences.noSendTime {
 		start = p.nowMs()
 	}
 	if r.held {
@@ -222,7 +225,7 @@ func (l *Lease) renew(start int64) bool {
 	l.unsure = reserve
 	l.mu.Unlock()
 	t, err := p.store.take(ctx, takeRequest{
-		cands: []int64{l.worker}, token: l.token, holder: p.opts.Holder,
+		worker: l.worker, token: l.token, holder: p.opts.Holder,
 		ttl: ttl, reserve: reserve, now: start,
 	})
 	if err == nil && t.worker < 0 {
@@ -233,9 +236,6 @@ func (l *Lease) renew(start int64) bool {
 	switch {
 	case err != nil:
 		l.failed(p.wrap("take back", err))
-		return false
-	case t.worker < 0 && t.raced:
-		l.failed(fmt.Errorf("%w: take back on %s: lost a race for worker %d", ErrStore, p.store.kind(), l.worker))
 		return false
 	case t.worker < 0:
 		l.lose(fmt.Errorf("%w: %w: worker %d of namespace %q was taken over while this lease could not renew",
@@ -256,10 +256,10 @@ func (l *Lease) renew(start int64) bool {
 func (l *Lease) heldFloor(r renewal) int64 {
 	p := l.pool
 	switch {
-	case p.ctl.noStartFloor:
+	case p.defences.noStartFloor:
 		return 0
 	case l.isUnsure():
-		return p.floor(taken{prev: r.startAfter, hadRecord: r.hadStart})
+		return p.floor(taken{prev: r.startAfter, hadRecord: r.hadStart, notBefore: r.notBefore})
 	}
 	return r.startAfter
 }
@@ -418,7 +418,7 @@ func (l *Lease) Close(ctx context.Context) error {
 	// lease's again after a mark it never saw (one a store without a
 	// record cannot keep for it either): leave the take's reservation.
 	l.mu.Lock()
-	if !l.pool.ctl.noReleaseClamp {
+	if !l.pool.defences.noReleaseClamp {
 		final = max(final, l.unsure)
 	}
 	l.mu.Unlock()

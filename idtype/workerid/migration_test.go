@@ -1,8 +1,9 @@
 package workerid
 
 import (
-	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,21 +12,23 @@ import (
 )
 
 // TestRedisClusterSlotMigration moves the namespace's slot to another node
-// of a private Redis Cluster, one key at a time, while A holds the only
-// number, and has B try to take a number when A's lease key and the hash
-// of marks are on different nodes (B sends the take script that Acquire
-// sends). A script that reaches keys it did not declare would run on one
-// node and find A's lease key absent there; the pool's scripts declare
-// every key, so Redis refuses them (ASK, then TRYAGAIN) until the slot is
-// whole again: B's take fails, and after the migration B's Acquire finds
-// the number held. The control run, whose take script builds lease keys
-// itself, must let B take A's number: two owners.
+// of a private Redis Cluster while A holds the only number. Before the
+// first batch the test moves the hash of marks alone, so that the
+// namespace's keys are split between the two nodes, and has B try to take
+// A's number then (the take script A's renewals would send after a
+// lapse). A script that reaches keys it did not declare would run on the
+// node that has the keys it declared and find A's lease absent there; the
+// pool's scripts declare every key, so Redis refuses them (TRYAGAIN) until
+// the slot is whole again: B's take fails, and after the migration B's
+// Acquire finds the number held. The control run, whose take script
+// declares the marks alone, must let B take A's number: two owners.
 func TestRedisClusterSlotMigration(t *testing.T) {
 	t.Parallel()
 	for _, defended := range []bool{true, false} {
 		name := map[bool]string{true: "declared keys", false: "control: undeclared keys"}[defended]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			ctx := testenv.Deadline(t, 2*time.Minute)
 			cl := testenv.StartRedisCluster(t, 3)
 			o := testOptions(t, oneNumber)
 			o.KeyPrefix = "mig:"
@@ -38,17 +41,18 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pb.ctl.undeclaredKeys = !defended
+			if !defended {
+				turnOff(t, pb, "declared-keys")
+			}
+			trustRecord(t, pa)
 			a := acquire(t, pa)
 			ga := generator(t, a)
 			if _, err := ga.Next(); err != nil {
 				t.Fatal(err)
 			}
 
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			hw := pa.store.(*redisStore).hw
-			slot, err := cl.KeySlot(ctx, hw)
+			s := pa.store.(*redisStore)
+			slot, err := cl.KeySlot(ctx, s.hw)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,25 +61,32 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 				t.Fatal(err)
 			}
 			to := (from + 1) % 3
+			host, port, _ := net.SplitHostPort(cl.Nodes()[to].Addr())
 			var (
 				split bool
 				tb    taken
 				errB  error
 			)
 			_, migErr := cl.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 1, Step: func(moved int) error {
-				if moved != 1 {
+				if moved != 0 {
 					return nil
 				}
-				// One of A's lease key and the hash has moved, the other
-				// not yet.
+				// The marks move first, alone: A's lease stays behind.
+				src := cl.Nodes()[from].Client()
+				if err := src.Do(ctx, "MIGRATE", host, port, "", 0, 5000, "KEYS", s.hw).Err(); err != nil {
+					return err
+				}
+				if n, err := cl.Nodes()[to].Client().Do(ctx, "CLUSTER", "COUNTKEYSINSLOT", slot).Int(); err != nil || n != 1 {
+					return fmt.Errorf("the target holds %d keys of the slot (%v), want the marks alone", n, err)
+				}
 				split = true
 				now := pb.nowMs()
-				tb, errB = pb.store.take(ctx, takeRequest{cands: pb.cands, token: "B/1", holder: "B",
+				tb, errB = pb.store.take(ctx, takeRequest{worker: a.Worker(), token: "B/1", holder: "B",
 					ttl: pb.opts.TTL.Milliseconds(), reserve: pb.reserve(now), now: now})
 				return nil
 			}})
 			if !split {
-				t.Fatalf("the migration never had A's lease key and the hash of marks on two nodes (err %v)", migErr)
+				t.Fatalf("the migration never had the marks and A's lease on two nodes (err %v)", migErr)
 			}
 			t.Logf("B's take while the slot was split: %+v, %v; migration: %v", tb, errB, migErr)
 			if !defended {

@@ -95,6 +95,17 @@ type Options struct {
 	// DefaultKeyPrefix. The namespace follows it in braces, a Redis
 	// Cluster hash tag, so that all keys of a namespace share a slot.
 	KeyPrefix string
+	// WaitForFree makes Acquire wait, while every number is held, until
+	// one frees up (a lease is closed, or lapses after its owner crashed),
+	// asking the store again every TTL/20 to TTL/10, until its context
+	// ends. False, the zero value, fails at once with ErrNoFreeWorker.
+	WaitForFree bool
+	// MaxConns bounds how many statements a PostgreSQL pool runs at once,
+	// and so how many connections of its *sql.DB it holds, however many
+	// leases it serves (PostgreSQL only): a fleet of P processes, each
+	// with one pool, costs at most P * MaxConns connections for its
+	// leases. Zero means 1.
+	MaxConns int
 }
 
 // resolve fills in defaults and checks o.
@@ -117,6 +128,9 @@ func (o Options) resolve() (Options, error) {
 	if o.RenewEvery == 0 {
 		o.RenewEvery = o.TTL / 3
 	}
+	if o.MaxConns == 0 {
+		o.MaxConns = 1
+	}
 	if o.MaxStartWait == 0 {
 		o.MaxStartWait = o.TTL + time.Minute
 	}
@@ -129,6 +143,8 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("%w: RenewEvery %v is outside (0, TTL - Margin = %v)", idtype.ErrInvalidOptions, o.RenewEvery, o.TTL-o.Margin)
 	case o.MaxStartWait < 0:
 		return o, fmt.Errorf("%w: MaxStartWait %v is negative", idtype.ErrInvalidOptions, o.MaxStartWait)
+	case o.MaxConns < 0:
+		return o, fmt.Errorf("%w: MaxConns %d is negative", idtype.ErrInvalidOptions, o.MaxConns)
 	case o.MaxDrift < 0 || o.MaxDrift > idtype.MaxDriftCap:
 		return o, fmt.Errorf("%w: MaxDrift %v is outside 0..%v (idtype.MaxDriftCap)", idtype.ErrInvalidOptions, o.MaxDrift, idtype.MaxDriftCap)
 	}
@@ -156,15 +172,15 @@ func (o Options) resolve() (Options, error) {
 	return o, nil
 }
 
-// candidates returns the worker numbers a lease may take: all of the
-// layout's, less the reserved ones, in order.
-func (o Options) candidates() []int64 {
-	reserved := append(slices.Clone(o.Reserved), SQLWorker)
-	var c []int64
-	for w := range o.Layout.MaxWorker() + 1 {
-		if !slices.Contains(reserved, w) {
-			c = append(c, w)
+// reserved returns the numbers of the layout a lease never takes:
+// Options.Reserved and SQLWorker, sorted, once each.
+func (o Options) reserved() []int64 {
+	var r []int64
+	for _, w := range append(slices.Clone(o.Reserved), SQLWorker) {
+		if w <= o.Layout.MaxWorker() {
+			r = append(r, w)
 		}
 	}
-	return c
+	slices.Sort(r)
+	return slices.Compact(r)
 }

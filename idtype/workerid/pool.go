@@ -17,22 +17,25 @@ import (
 // A Pool hands out leases on the worker numbers of one namespace, kept in
 // Redis (see Redis) or PostgreSQL (see Postgres). It is safe for
 // concurrent use and starts no goroutine of its own; each Lease runs one
-// until it is closed or lost.
+// until it is closed or lost. One Pool can serve every lease of a process:
+// on PostgreSQL it holds at most Options.MaxConns connections however many
+// leases it serves.
 type Pool struct {
-	store store
-	opts  Options
-	ctl   *controls
-	cands []int64      // the numbers a lease may take, in order
-	trips atomic.Int64 // requests sent to the store, for benchmarks
-	takes atomic.Int64 // store.take calls by Acquire, for tests
+	store    store
+	opts     Options
+	defences defences
+	reserved []int64      // numbers never leased, sorted: Options.Reserved and SQLWorker, within the layout
+	size     int          // the numbers a lease may take
+	trips    atomic.Int64 // requests sent to the store, for benchmarks
+	takes    atomic.Int64 // store.take calls by Acquire, for tests
 }
 
-// controls turn defences off, one by one, for the control runs of this
-// package's tests, which show that each test reaches the fault its
-// defence is for. The zero value, every defence on, is the only one a
-// Pool made by Redis or Postgres has; nothing outside this package's
-// tests can change it.
-type controls struct {
+// defences switch the pool's defences off, one by one, for the control
+// runs of this package's tests, which show that each test reaches the
+// fault its defence is for. The zero value, every defence on, is the only
+// one a Pool made by Redis or Postgres has; only this package's tests
+// change it (export_test.go).
+type defences struct {
 	// noStartFloor: a renewal that finds the lease held does not raise
 	// the lease's floor to the mark the ownership started after.
 	noStartFloor bool
@@ -46,42 +49,41 @@ type controls struct {
 	// noSerialRetry: PostgreSQL statements that fail with a
 	// serialization failure or a deadlock are not retried.
 	noSerialRetry bool
-	// undeclaredKeys: Redis's take script builds lease keys itself
-	// instead of declaring them in KEYS.
-	undeclaredKeys bool
+	// noDeclaredKeys: Redis's take script declares only the high-water
+	// marks in KEYS and builds the names of the other keys itself.
+	noDeclaredKeys bool
 	// noFloor: a new owner does not start after the number's high-water
-	// mark (nor wait out a number without a record).
+	// mark, nor after Redis's loss window.
 	noFloor bool
+	// noLossWait: a new owner on Redis does not wait out the loss window
+	// that follows a sign that Redis may have lost data (a namespace
+	// without its record, a server whose identity changed).
+	noLossWait bool
 	// noUntil: the generator is not stopped when renewals fail; only a
 	// lost lease stops it.
 	noUntil bool
-	// untilFromReply: a confirmed renewal extends the generator's time
-	// from when its reply arrived, not from when it was sent.
-	untilFromReply bool
+	// noSendTime: a confirmed renewal extends the generator's time from
+	// when its reply arrived, not from when it was sent.
+	noSendTime bool
 }
 
 // store is what a Pool needs of Redis or PostgreSQL. Times are Unix
-// milliseconds by the pool's clock; ttl is in milliseconds.
+// milliseconds by the pool's clock; ttl is in milliseconds. Every call
+// costs O(log n) in the namespace's n numbers at most: none scans them.
 type store interface {
 	// kind names the store in errors and logs: "redis" or "postgres".
 	kind() string
-	// durable reports whether the store keeps every write it has
-	// acknowledged. One that may lose writes (Redis) gets two defences
-	// (see the package doc): a number without a record is waited out, and
-	// high-water marks run one TTL further ahead, so that a record that
-	// lost its latest writes still covers what its owner issued.
-	durable() bool
-	// take leases the first free number of cands (in that order) to
-	// token, and raises its high-water mark to reserve. A number held by
-	// token already (a retried take whose first attempt ran) is still
-	// the token's: take extends it and reports the mark it started
+	// take leases a free number to r.token, or the number r.worker when
+	// it is not -1, and raises its high-water mark to r.reserve. A number
+	// held by r.token already (a retried take whose first attempt ran) is
+	// still the token's: take extends it and reports the mark it started
 	// after then.
 	take(ctx context.Context, r takeRequest) (taken, error)
 	// renew extends the lease of worker held by token and raises its
-	// high-water mark to reserve. A lease that is no longer the token's
-	// is reported, not an error. It returns the mark the ownership
-	// started after, so that a lease whose take-back ran but whose reply
-	// was lost learns it.
+	// high-water mark to reserve. A lease that is no longer the token's,
+	// or that has lapsed, is reported, not an error. It returns the mark
+	// the ownership started after, so that a lease whose take-back ran
+	// but whose reply was lost learns it.
 	renew(ctx context.Context, worker int64, token string, ttl, reserve int64) (renewal, error)
 	// release ends the lease of worker held by token, leaving final as
 	// its high-water mark, or the mark the ownership started after if
@@ -90,7 +92,7 @@ type store interface {
 }
 
 type takeRequest struct {
-	cands         []int64
+	worker        int64 // -1: any free number; else this one (a take-back)
 	token, holder string
 	ttl, reserve  int64
 	now           int64 // the taker's time
@@ -99,16 +101,17 @@ type takeRequest struct {
 // taken is the outcome of store.take.
 type taken struct {
 	worker int64 // -1: none taken
-	// raced means a free number was found but another taker won it; the
-	// caller tries again. Only a store that cannot scan and take in one
-	// atomic step reports it.
-	raced bool
 	// prev is the number's high-water mark before this take, and
 	// hadRecord whether it had one at all. When the number was the
 	// token's already (own), they are what the token's first take found.
 	prev      int64
 	hadRecord bool
 	own       bool
+	// notBefore is the end of Redis's loss window (see the package doc),
+	// 0 outside one: no new owner issues at or before it. why says what
+	// opened the window.
+	notBefore int64
+	why       string
 }
 
 // renewal is the outcome of store.renew.
@@ -121,57 +124,64 @@ type renewal struct {
 	// ownership began, and hadStart whether it had one (held only).
 	startAfter int64
 	hadStart   bool
+	// notBefore is the end of Redis's loss window, as take reports it.
+	notBefore int64
 	// holder is the token or holder found instead of ours, "" if none.
 	holder string
 }
 
-// maxRaces bounds how often Acquire retries after losing a race for a
-// number (PostgreSQL only); each retry starts at a new random number.
-const maxRaces = 16
-
-// Acquire leases a free worker number, starting at a random one, and
-// returns once a generator on the lease may issue IDs: when the clock has
-// passed the number's high-water mark (set by its previous owners, or,
-// for a number Redis has no record of, one TTL from now; see the package
-// doc). The lease renews itself in the background until Close. Should
-// the store be so slow that the number lapses before it is ready, Acquire
-// starts over with another.
+// Acquire leases a free worker number and returns once a generator on the
+// lease may issue IDs: when the clock has passed the number's high-water
+// mark, set by its previous owners (and, on Redis that may have lost data,
+// the end of the loss window; see the package doc). The lease renews
+// itself in the background until Close. Should the store be so slow that
+// the number lapses before it is ready, Acquire starts over with another.
 //
-// The error wraps ErrNoFreeWorker when every number is held;
-// idtype.ErrClockBehind when the clock would have to pass the high-water
-// mark for longer than Options.MaxStartWait; ErrStore or the context's
-// error otherwise. On error no lease is held.
+// When every number is held, Acquire fails with an error wrapping
+// ErrNoFreeWorker, or, with Options.WaitForFree, asks again until a
+// number frees up or ctx ends; the error then wraps both ErrNoFreeWorker
+// and ctx's error. The error wraps idtype.ErrClockBehind when the clock
+// would have to pass the high-water mark for longer than
+// Options.MaxStartWait; ErrStore or the context's error otherwise. On
+// error no lease is held.
 func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
-	token := p.opts.Holder + "/" + randomHex(8)
+	token := p.newToken()
 	start := time.Now()
-	for races := 0; ; races++ {
+	waiting := false
+	for {
 		now := p.nowMs()
-		k := rand.IntN(len(p.cands))
-		cands := append(append(make([]int64, 0, len(p.cands)), p.cands[k:]...), p.cands[:k]...)
 		p.takes.Add(1)
 		t, err := p.store.take(ctx, takeRequest{
-			cands: cands, token: token, holder: p.opts.Holder,
+			worker: -1, token: token, holder: p.opts.Holder,
 			ttl: p.opts.TTL.Milliseconds(), reserve: p.reserve(now), now: now,
 		})
 		if err != nil {
 			return nil, p.wrap("acquire", err)
 		}
-		if t.worker < 0 && t.raced && races < maxRaces {
-			continue
-		}
 		if t.worker < 0 {
-			return nil, fmt.Errorf("%w: all %d worker numbers of namespace %q in %s are taken (%d bits, %d reserved)",
-				ErrNoFreeWorker, len(p.cands), p.opts.Namespace, p.store.kind(), p.opts.Layout.WorkerBits,
-				p.opts.Layout.MaxWorker()+1-int64(len(p.cands)))
+			full := fmt.Errorf("%w: all %d worker numbers of namespace %q in %s are taken (%d bits, %d reserved)",
+				ErrNoFreeWorker, p.size, p.opts.Namespace, p.store.kind(), p.opts.Layout.WorkerBits,
+				p.opts.Layout.MaxWorker()+1-int64(p.size))
+			if !p.opts.WaitForFree {
+				return nil, full
+			}
+			if !waiting {
+				waiting = true
+				p.opts.Logger.Info("workerid: every worker number is held; waiting for one to free up",
+					"store", p.store.kind(), "namespace", p.opts.Namespace, "numbers", p.size)
+			}
+			if err := sleepCtx(ctx, jitter(p.opts.TTL/10, 0.5)); err != nil {
+				return nil, fmt.Errorf("%w; waited %v for one to free up: %w", full, time.Since(start).Round(time.Millisecond), err)
+			}
+			continue
 		}
 		l := newLease(p, t.worker, token, now, p.floor(t))
 		l.log.Info("workerid: lease acquired", "floor", unixMsTime(l.floor), "had_record", t.hadRecord)
 		if wait := time.Duration(l.floor-now) * time.Millisecond; wait > 0 {
-			// Say why Acquire seems to hang: on a fresh Redis every number
-			// is without a record and is waited out for one TTL.
+			// Say why Acquire seems to hang.
 			why := "the number's high-water mark is ahead of this clock"
-			if !t.hadRecord {
-				why = "the number has no record in the store, which may have lost it: waiting one TTL, by when any owner it forgot has stopped"
+			if t.notBefore > t.prev && !p.defences.noLossWait {
+				why = lossWhy(t.why)
 			}
 			l.log.Info("workerid: waiting before the first ID", "wait", wait, "why", why)
 		}
@@ -182,8 +192,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 			if errors.Is(err, ErrTaken) && ctx.Err() == nil {
 				// The store was too slow to keep the number even until
 				// Acquire could return it: start over with another.
-				races = 0
-				token = p.opts.Holder + "/" + randomHex(8)
+				token = p.newToken()
 				continue
 			}
 			return nil, err
@@ -193,38 +202,44 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 	}
 }
 
+// lossWhy says why Redis's loss window is open, for the log.
+func lossWhy(why string) string {
+	switch why {
+	case "new":
+		return "Redis has no record of this namespace: either it is new, or Redis lost it with its leases; " +
+			"every new owner waits one TTL from the record's creation, by when any owner Redis forgot has stopped"
+	case "changed":
+		return "the Redis server is not the one the namespace's record was written on (a restart or a failover), " +
+			"so it may have lost the latest leases; every new owner waits one TTL from when this was seen"
+	case "unknown":
+		return "the Redis server does not tell a script its run_id and master_replid, so the pool cannot tell " +
+			"whether it lost data: every new owner waits one TTL"
+	}
+	return "Redis may have lost data"
+}
+
 // floor is the millisecond a new owner's first ID must come after: the
-// number's high-water mark, or, when the number has no record in a store
-// that may have lost it, one TTL from now, by when any owner the store
-// forgot has stopped.
+// number's high-water mark, or the end of Redis's loss window if later.
 func (p *Pool) floor(t taken) int64 {
-	if p.ctl.noFloor {
+	if p.defences.noFloor {
 		return 0
 	}
-	floor := t.prev
-	if !t.hadRecord && !p.store.durable() {
-		floor = max(floor, p.nowMs()+p.opts.TTL.Milliseconds())
+	if p.defences.noLossWait {
+		return t.prev
 	}
-	return floor
+	return max(t.prev, t.notBefore)
 }
 
 // reserve is the high-water mark a renewal (or take) sent at start (Unix
-// ms) persists: the end of the lease it extends, and one TTL more in a
-// store that may lose writes.
-func (p *Pool) reserve(start int64) int64 {
-	r := start + p.opts.TTL.Milliseconds()
-	if !p.store.durable() {
-		r += p.opts.TTL.Milliseconds()
-	}
-	return r
-}
+// ms) persists: the end of the lease it extends.
+func (p *Pool) reserve(start int64) int64 { return start + p.opts.TTL.Milliseconds() }
 
 // Layout returns the layout whose worker numbers the pool leases.
 func (p *Pool) Layout() idtype.Layout { return p.opts.Layout }
 
 // Size returns how many worker numbers the pool may lease: those of the
 // layout less the reserved ones.
-func (p *Pool) Size() int { return len(p.cands) }
+func (p *Pool) Size() int { return p.size }
 
 func (p *Pool) nowMs() int64 { return p.opts.Clock.UnixNano() / int64(time.Millisecond) }
 
@@ -238,20 +253,41 @@ func (p *Pool) wrap(op string, err error) error {
 }
 
 // newPool makes a pool on the store that newStore makes for the resolved
-// options; the store reads the pool's controls and counts its round trips
+// options; the store reads the pool's defences and counts its round trips
 // in trips.
-func newPool(opts Options, newStore func(o Options, ctl *controls, trips *atomic.Int64) store) (*Pool, error) {
+func newPool(opts Options, newStore func(o Options, reserved []int64, d *defences, trips *atomic.Int64) store) (*Pool, error) {
 	opts, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{opts: opts, ctl: &controls{}, cands: opts.candidates()}
-	p.store = newStore(opts, p.ctl, &p.trips)
-	if len(p.cands) == 0 {
+	reserved := opts.reserved()
+	p := &Pool{opts: opts, reserved: reserved, size: int(opts.Layout.MaxWorker()+1) - len(reserved)}
+	if p.size == 0 {
 		return nil, fmt.Errorf("%w: Reserved leaves no worker number of %d to lease", idtype.ErrInvalidOptions,
 			opts.Layout.MaxWorker()+1)
 	}
+	p.store = newStore(opts, reserved, &p.defences, &p.trips)
 	return p, nil
+}
+
+func (p *Pool) newToken() string { return p.opts.Holder + "/" + randomHex(8) }
+
+// jitter returns d less a random part of up to frac of it: a fleet that
+// started together spreads its requests out.
+func jitter(d time.Duration, frac float64) time.Duration {
+	return d - time.Duration(rand.Float64()*frac*float64(d))
+}
+
+// sleepCtx sleeps for d, or until ctx ends, and returns ctx's error then.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func (p *Pool) logger(worker int64) *slog.Logger {

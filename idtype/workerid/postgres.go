@@ -15,17 +15,22 @@ import (
 
 // Postgres returns a Pool that keeps its leases in PostgreSQL, in the
 // table snowkey_worker_leases that this package's SQL creates (Migrations;
-// run migrations.Up first, which applies it): one row per number ever
-// leased in a namespace, which keeps the number's high-water mark across
-// leases. Expiry is judged by the database's clock. Besides
-// Options.Reserved and SQLWorker, the pool never leases the number
-// snowflake_id() stamps in this database, snowflake_reserved_worker(),
-// even when migrations.Options.ReservedWorker moved it.
+// run migrations.Up first, which applies it): one row per number of a
+// namespace, made in batches as the namespace fills, which keeps the
+// number's high-water mark across leases. Expiry is judged by the
+// database's clock. Besides Options.Reserved and SQLWorker, the pool never
+// leases the number snowflake_id() stamps in this database,
+// snowflake_reserved_worker(), even when migrations.Options.ReservedWorker
+// moved it.
 //
 // db may use any driver (pgx's stdlib, lib/pq); the queries bind only
-// text, integers and booleans. Acquire is one statement that finds a free
-// number from a random start and takes it; when concurrent Acquires pick
-// the same number, the losers try again (see Pool.Acquire).
+// text, integers and booleans. It may be the app's own pool (a pgxpool
+// through pgx's stdlib.OpenDBFromPool): the pool runs at most
+// Options.MaxConns statements at once, each on a connection of db for the
+// statement's time only. Every statement costs O(log n) in the
+// namespace's n numbers: Acquire takes a free row through an index, from a
+// random place, skipping rows that concurrent Acquires have locked (FOR
+// UPDATE SKIP LOCKED), so that takers do not queue on one row.
 //
 // Every statement is one implicit transaction, so a lost reply means it
 // ran or it did not, and each works under any default_transaction_isolation.
@@ -39,43 +44,74 @@ func Postgres(db *sql.DB, opts Options) (*Pool, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", idtype.ErrInvalidOptions)
 	}
-	return newPool(opts, func(o Options, ctl *controls, trips *atomic.Int64) store {
-		return &pgStore{db: db, ns: o.Namespace, ctl: ctl, trips: trips}
+	return newPool(opts, func(o Options, reserved []int64, d *defences, trips *atomic.Int64) store {
+		return &pgStore{db: db, ns: o.Namespace, max: o.Layout.MaxWorker(), reserved: intArray(reserved),
+			d: d, trips: trips, sem: make(chan struct{}, o.MaxConns)}
 	})
 }
 
-// pgTake takes the first free number of $2 (in order) for owner $3.
-// It returns one row: how many candidates were free, and the number taken
-// with the high-water mark its ownership started after (NULL when it had
-// no row) and whether it was $3's already, or NULLs when a concurrent
-// taker won.
+// pgTakeAny takes a free row of namespace $1 for owner $2: a row given
+// back or never leased (expires_at '-infinity') from worker $6 on, else
+// from 0, else the row whose lease lapsed first. Each probe is one index
+// range scan (snowkey_worker_leases_free) that skips rows locked by
+// concurrent takers; the random start spreads takers over the index. It
+// returns the number taken and the high-water mark its ownership starts
+// after (no row when none was free), and the namespace's highest number,
+// so that the caller knows whether rows remain to be made.
+const pgTakeAny = `
+WITH a AS (
+	SELECT worker FROM snowkey_worker_leases
+	WHERE namespace = $1 AND expires_at = '-infinity' AND worker >= $6 AND worker <= $7
+		AND worker <> snowflake_reserved_worker() AND worker <> ALL ($8::text::int[])
+	ORDER BY expires_at, worker LIMIT 1 FOR UPDATE SKIP LOCKED
+), b AS (
+	SELECT worker FROM snowkey_worker_leases
+	WHERE NOT EXISTS (SELECT FROM a) AND namespace = $1 AND expires_at = '-infinity' AND worker <= $7
+		AND worker <> snowflake_reserved_worker() AND worker <> ALL ($8::text::int[])
+	ORDER BY expires_at, worker LIMIT 1 FOR UPDATE SKIP LOCKED
+), c AS (
+	SELECT worker FROM snowkey_worker_leases
+	WHERE NOT EXISTS (SELECT FROM a) AND NOT EXISTS (SELECT FROM b) AND namespace = $1
+		AND expires_at > '-infinity' AND expires_at <= statement_timestamp() AND worker <= $7
+		AND worker <> snowflake_reserved_worker() AND worker <> ALL ($8::text::int[])
+	ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED
+), pick AS (
+	SELECT worker FROM a UNION ALL SELECT worker FROM b UNION ALL SELECT worker FROM c
+), up AS (
+	UPDATE snowkey_worker_leases l SET
+		owner = $2, holder = $3, expires_at = statement_timestamp() + $4::float8 * interval '1 millisecond',
+		start_after = l.high_water, high_water = GREATEST(l.high_water, $5::bigint),
+		acquired_at = statement_timestamp(), renewed_at = statement_timestamp()
+	FROM pick WHERE l.namespace = $1 AND l.worker = pick.worker
+	RETURNING l.worker, l.start_after
+)
+SELECT (SELECT worker FROM up), (SELECT start_after FROM up),
+	(SELECT max(worker) FROM snowkey_worker_leases WHERE namespace = $1)`
+
+// pgGrow makes the next batch of rows of namespace $1: as many as it has
+// (at least 256), up to number $2, free and without a mark. Concurrent
+// callers make the same rows; all but the first find them made.
+const pgGrow = `
+INSERT INTO snowkey_worker_leases (namespace, worker, expires_at, high_water)
+SELECT $1, g, '-infinity', 0
+FROM (SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1) AS m,
+	generate_series(m.lo, LEAST(m.lo + GREATEST(m.lo, 256) - 1, $2::int)) AS g
+ON CONFLICT DO NOTHING`
+
+// pgTakeOne takes number $2 for owner $3 if it is free, or his already.
+// It returns the number taken and the high-water mark its ownership
+// started after (NULL when it had no row), and whether it was $3's
+// already, or NULLs when another holds it.
 //
-// A number whose lease is $3's already, even a live one, counts as free
-// and stays $3's with the mark its ownership started after: that is a
-// retried take whose first attempt ran ($7 true; a test's control run
-// sends false).
-//
-// Each candidate is looked up on its own, by a correlated subquery that
-// the planner cannot turn into a join: a driver that caches the statement
-// soon gets a generic plan, which, not knowing how long the array is, may
-// otherwise join every candidate with every row. The scan stops at the
-// first free number; unnest yields the array in order.
-const pgTake = `
-WITH cand AS (
-	SELECT c.n
-	FROM unnest($2::text::int[]) AS c(n)
-	WHERE c.n <> snowflake_reserved_worker() AND COALESCE((
-		SELECT l.expires_at > statement_timestamp()
-			AND NOT ($7::boolean AND l.owner IS NOT DISTINCT FROM $3::text)
-		FROM snowkey_worker_leases l
-		WHERE l.namespace = $1 AND l.worker = c.n), false) = false
-	LIMIT 1
-), ins AS (
+// A number whose lease is $3's already, even a live one, stays $3's with
+// the mark its ownership started after: that is a retried take whose
+// first attempt ran ($7 true; a test's control run sends false).
+const pgTakeOne = `
+WITH ins AS (
 	INSERT INTO snowkey_worker_leases AS l
 		(namespace, worker, owner, holder, expires_at, high_water, start_after, acquired_at, renewed_at)
-	SELECT $1, n, $3, $4, statement_timestamp() + $5::float8 * interval '1 millisecond', $6::bigint, NULL,
-		statement_timestamp(), statement_timestamp()
-	FROM cand
+	VALUES ($1, $2, $3, $4, statement_timestamp() + $5::float8 * interval '1 millisecond', $6::bigint, NULL,
+		statement_timestamp(), statement_timestamp())
 	ON CONFLICT (namespace, worker) DO UPDATE SET
 		owner = EXCLUDED.owner, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
 		start_after = CASE WHEN $7::boolean AND l.owner IS NOT DISTINCT FROM EXCLUDED.owner
@@ -88,9 +124,9 @@ WITH cand AS (
 		OR ($7::boolean AND l.owner IS NOT DISTINCT FROM EXCLUDED.owner)
 	RETURNING l.worker, l.start_after
 )
-SELECT (SELECT count(*) FROM cand), ins.worker, ins.start_after,
+SELECT ins.worker, ins.start_after,
 	-- The statement's snapshot: the owner before the take.
-	(SELECT l.owner = $3::text FROM snowkey_worker_leases l, cand WHERE l.namespace = $1 AND l.worker = cand.n)
+	(SELECT l.owner = $3::text FROM snowkey_worker_leases l WHERE l.namespace = $1 AND l.worker = $2)
 FROM (SELECT 1) AS one LEFT JOIN ins ON true`
 
 // pgRenew extends the lease of owner $3, raising its high-water mark to
@@ -114,7 +150,7 @@ SELECT (SELECT high_water FROM u), (SELECT start_after FROM u),
 // mark (never below what the owner found).
 const pgRelease = `
 UPDATE snowkey_worker_leases SET
-	owner = NULL, holder = NULL, expires_at = NULL, renewed_at = statement_timestamp(),
+	owner = NULL, holder = NULL, expires_at = '-infinity', renewed_at = statement_timestamp(),
 	high_water = GREATEST($4::bigint, COALESCE(start_after, 0))
 WHERE namespace = $1 AND worker = $2 AND owner = $3`
 
@@ -150,20 +186,44 @@ func serialFailure(err error) bool {
 }
 
 type pgStore struct {
-	db    *sql.DB
-	ns    string
-	ctl   *controls
-	trips *atomic.Int64
+	db       *sql.DB
+	ns       string
+	max      int64
+	reserved string        // an array literal of the pool's reserved numbers
+	sem      chan struct{} // one token per statement running: MaxConns
+	d        *defences
+	trips    *atomic.Int64
+}
+
+// intArray is an array literal, '{5,6,7}', which binds as text with any
+// driver.
+func intArray(ns []int64) string {
+	b := make([]byte, 0, 5*len(ns)+2)
+	b = append(b, '{')
+	for i, w := range ns {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, w, 10)
+	}
+	return string(append(b, '}'))
 }
 
 // do runs one statement by f, again after a serialization failure or a
-// deadlock, up to serialRetries times, while ctx lasts.
+// deadlock, up to serialRetries times, while ctx lasts. Each run holds
+// one of the pool's MaxConns slots, none while it waits to retry.
 func (s *pgStore) do(ctx context.Context, f func() error) error {
 	backoff := serialBackoff
 	for retry := 0; ; retry++ {
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		s.trips.Add(1)
 		err := f()
-		if err == nil || s.ctl.noSerialRetry || retry == serialRetries || !serialFailure(err) {
+		<-s.sem
+		if err == nil || s.d.noSerialRetry || retry == serialRetries || !serialFailure(err) {
 			return err
 		}
 		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
@@ -179,37 +239,52 @@ func (s *pgStore) do(ctx context.Context, f func() error) error {
 
 func (s *pgStore) kind() string { return "postgres" }
 
-// durable is true: a committed row does not vanish, so a number without
-// one was never leased, and a mark is never behind what its owner issued.
-// (A database restored from a backup breaks this; see the package doc.)
-func (s *pgStore) durable() bool { return true }
-
 func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
+	if r.worker >= 0 {
+		return s.takeOne(ctx, r)
+	}
+	// A namespace's rows are made as it fills, doubling each time: a few
+	// batches at most, each made once however many takers ask for it.
+	for {
+		var worker, prev, top sql.NullInt64
+		err := s.do(ctx, func() error {
+			return s.db.QueryRowContext(ctx, pgTakeAny, s.ns, r.token, r.holder, r.ttl, r.reserve,
+				rand.Int64N(s.max+1), s.max, s.reserved).Scan(&worker, &prev, &top)
+		})
+		if err != nil {
+			return taken{}, err
+		}
+		if worker.Valid {
+			return taken{worker: worker.Int64, prev: prev.Int64, hadRecord: prev.Valid && prev.Int64 > 0}, nil
+		}
+		if top.Valid && top.Int64 >= s.max {
+			return taken{worker: -1}, nil
+		}
+		err = s.do(ctx, func() error {
+			_, err := s.db.ExecContext(ctx, pgGrow, s.ns, s.max)
+			return err
+		})
+		if err != nil {
+			return taken{}, err
+		}
+	}
+}
+
+func (s *pgStore) takeOne(ctx context.Context, r takeRequest) (taken, error) {
 	var (
-		free   int64
 		worker sql.NullInt64
 		prev   sql.NullInt64
 		mine   sql.NullBool
 	)
-	// An array literal, '{5,6,7}', binds as text with any driver.
-	cands := make([]byte, 0, 5*len(r.cands)+2)
-	cands = append(cands, '{')
-	for i, w := range r.cands {
-		if i > 0 {
-			cands = append(cands, ',')
-		}
-		cands = strconv.AppendInt(cands, w, 10)
-	}
-	cands = append(cands, '}')
 	err := s.do(ctx, func() error {
-		return s.db.QueryRowContext(ctx, pgTake, s.ns, string(cands), r.token, r.holder, r.ttl, r.reserve, !s.ctl.noOwnToken).
-			Scan(&free, &worker, &prev, &mine)
+		return s.db.QueryRowContext(ctx, pgTakeOne, s.ns, r.worker, r.token, r.holder, r.ttl, r.reserve, !s.d.noOwnToken).
+			Scan(&worker, &prev, &mine)
 	})
 	if err != nil {
 		return taken{}, err
 	}
 	if !worker.Valid {
-		return taken{worker: -1, raced: free > 0}, nil
+		return taken{worker: -1}, nil
 	}
 	return taken{worker: worker.Int64, prev: prev.Int64, hadRecord: prev.Valid, own: mine.Bool}, nil
 }

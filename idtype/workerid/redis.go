@@ -11,23 +11,27 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 )
 
-// Redis returns a Pool that keeps its leases in Redis: one key per held
-// number, set with SET NX PX and renewed by a script that checks the
-// owner's token, and one hash, without expiry, of every number's
-// high-water mark. A namespace's keys share one hash tag, so the pool
-// works on a single server, with Sentinel and on a Cluster alike:
+// Redis returns a Pool that keeps its leases in Redis, in four keys per
+// namespace that share one hash tag, so that the pool works on a single
+// server, with Sentinel and on a Cluster alike:
 //
-//	<KeyPrefix>{<Namespace>}:<number>   the lease: "<holder>/<token>|<start>", PX = TTL
-//	<KeyPrefix>{<Namespace>}:hw         hash: number -> high-water mark (Unix ms)
+//	<KeyPrefix>{<Namespace>}:meta     hash: id, trust, next   the namespace's record
+//	<KeyPrefix>{<Namespace>}:hw       sorted set: number by high-water mark (Unix ms)
+//	<KeyPrefix>{<Namespace>}:leases   hash: number -> "<expiry>|<start>|<holder>/<token>"
+//	<KeyPrefix>{<Namespace>}:tokens   hash: token -> number
 //
-// where <start> is the high-water mark the number had when the lease took
-// it (empty if it had none): the lease's IDs all come after it, and the
-// lease key keeps it so that it lives and dies with the ownership.
+// A lease ends at <expiry>, Unix ms by the Redis server's clock (TIME),
+// unless renewed; <start> is the high-water mark the number had when the
+// lease took it (empty if it had none): the lease's IDs all come after it.
+// The record holds the identity of the server it was written on (id), the
+// end of the loss window (trust; see the package doc) and the lowest
+// number never leased (next).
 //
-// Acquire is one round trip (two the first time a server meets the
-// script): a script scans the numbers from a random start and takes the
-// free one that its taker can start on soonest, preferring numbers used
-// and given back before. Every script declares each key it touches, so
+// Every script costs O(log n) in the namespace's n numbers: a take picks
+// the free number with the lowest high-water mark from the sorted set, or
+// the next number never leased, and never scans; a renewal and a release
+// touch one number. Acquire is one round trip (two the first time a
+// server meets the script). Every script declares each key it touches, so
 // that on a Cluster whose slot is migrating Redis refuses it (ASK,
 // TRYAGAIN) rather than let it see half the keys.
 //
@@ -36,108 +40,244 @@ func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil Redis client", idtype.ErrInvalidOptions)
 	}
-	return newPool(opts, func(o Options, ctl *controls, trips *atomic.Int64) store {
+	return newPool(opts, func(o Options, reserved []int64, d *defences, trips *atomic.Int64) store {
 		base := o.KeyPrefix + "{" + o.Namespace + "}:"
-		return &redisStore{
-			c: client, base: base, hw: base + "hw", ctl: ctl, trips: trips,
+		s := &redisStore{
+			c: client, base: base, d: d, trips: trips, max: o.Layout.MaxWorker(),
+			meta: base + "meta", hw: base + "hw", leases: base + "leases", tokens: base + "tokens",
 			takeSc: redis.NewScript(takeScript), renewSc: redis.NewScript(renewScript), releaseSc: redis.NewScript(releaseScript),
 		}
+		for _, w := range reserved {
+			s.reserved = append(s.reserved, strconv.FormatInt(w, 10))
+		}
+		return s
 	})
 }
 
-// leaseParts, in the scripts, splits a lease key's value into the token
-// and the mark the ownership started after ("" for none). The mark is all
-// digits, so the last '|' separates them whatever the holder's name holds.
-// A value of another form is nobody's token.
-const leaseParts = `
+// luaCommon, in every script, reads a lease's value, the server's clock
+// and its identity. A lease value is "<expiry>|<start>|<token>": the two marks are
+// all digits, so the second '|' ends them whatever the holder's name
+// holds. A value of another form is nobody's lease.
+const luaCommon = `
 local function parts(v)
   if not v then
-    return nil, nil
+    return nil, nil, nil
   end
-  return string.match(v, '^(.*)|(%d*)$')
+  local exp, start, tok = string.match(v, '^(%d+)|(%d*)|(.*)$')
+  if not exp then
+    return nil, nil, nil
+  end
+  return tonumber(exp), start, tok
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- identity names the server: a restart changes its run_id, a failover
+-- the master_replid of the replica it promotes. "" when the server does
+-- not say.
+local function identity()
+  local info = redis.pcall('INFO', 'server')
+  if type(info) ~= 'string' then
+    return ''
+  end
+  local run = string.match(info, 'run_id:(%x+)')
+  info = redis.pcall('INFO', 'replication')
+  local repl = type(info) == 'string' and string.match(info, 'master_replid:(%x+)')
+  if not run or not repl then
+    return ''
+  end
+  return run .. ':' .. repl
 end
 `
 
-// takeScript takes a free number of a list, atomically: the one its taker
-// can start on soonest. A number with a high-water mark in the past costs
-// no wait and ends the scan; one with a mark ahead costs the time until
-// the mark; one without a record costs one TTL (see the package doc).
-// Ties go to the earlier in the list. A number whose lease holds the
-// taker's own token is the taker's already: a retried take whose first
-// attempt ran and whose reply was lost. The script extends it, keeps the
-// mark its ownership started after, and returns that.
+// takeScript takes a free number, atomically, in O(log n): the number
+// with the lowest high-water mark that is not in the taker's future, else
+// the next number never leased, else the one with the lowest mark ahead
+// (the taker waits for it). A lease that lapsed is free. The script first
+// checks the namespace's record against the server's identity (run_id and
+// master_replid): a record missing (a new namespace, or one Redis lost)
+// or written on another server (a restart, a failover) opens the loss
+// window, which every new owner waits out (see the package doc).
 //
-// KEYS[1]: the hash of high-water marks; KEYS[2..]: the lease key of each
-// number to try, in order. ARGV[1]: the token; ARGV[2]: the TTL (ms);
+// A lease that holds the taker's own token is the taker's already: a
+// retried take whose first attempt ran and whose reply was lost. The
+// script extends it, keeps the mark its ownership started after, and
+// returns that.
+//
+// KEYS[1]: the record; KEYS[2]: the high-water marks; KEYS[3]: the
+// leases; KEYS[4]: the tokens. ARGV[1]: the token; ARGV[2]: the TTL (ms);
 // ARGV[3]: the taker's reservation (Unix ms); ARGV[4]: the taker's time
-// (Unix ms); ARGV[5]: "1" to recognise the taker's own token; ARGV[6]:
-// "" (a test's control run sends the lease key prefix, to build keys it
-// does not declare); ARGV[7..]: the numbers to try, in the order of their
-// keys. Returns {number, the mark the ownership started after or "",
-// "1" if it was the taker's already else "0"}, or {"-1", "", "0"}.
-const takeScript = leaseParts + `
-local ttl, reserve, now = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local own, prefix = ARGV[5] == '1', ARGV[6]
-local pick, pickKey, mark, best
-for i = 7, #ARGV do
-  local w, key = ARGV[i], KEYS[i - 5]
-  if prefix ~= '' then
-    key = prefix .. w
+// (Unix ms); ARGV[5]: "1" to recognise the taker's own token; ARGV[6]: the
+// number to take, or "-1" for any; ARGV[7]: the layout's largest number;
+// ARGV[8]: "" (a test's control run declares only the high-water marks,
+// in KEYS[1], and sends the key prefix, to build the names of the others
+// it does not declare); ARGV[9..]: the numbers never
+// to take. Returns {number or "-1", the mark the ownership started after
+// or "", "1" if it was the taker's already else "0", the end of the loss
+// window (Unix ms, "0" for none), what opened it ("new", "changed",
+// "unknown" or "")}.
+const takeScript = luaCommon + `
+local token, ttl, reserve, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local own, want, max, prefix = ARGV[5] == '1', ARGV[6], tonumber(ARGV[7]), ARGV[8]
+local meta, hw, leases, tokens = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if prefix ~= '' then
+  meta, hw, leases, tokens = prefix .. 'meta', KEYS[1], prefix .. 'leases', prefix .. 'tokens'
+end
+local reserved, budget = {}, 16
+for i = 9, #ARGV do
+  reserved[ARGV[i]] = true
+  budget = budget + 1
+end
+local rnow = clock()
+
+local ident = identity()
+local m = redis.call('HMGET', meta, 'id', 'trust', 'next')
+local trust, why = tonumber(m[2]) or 0, ''
+if ident == '' or m[1] ~= ident then
+  if ident == '' then
+    why = 'unknown'
+  elseif not m[1] then
+    why = 'new'
+  else
+    why = 'changed'
   end
-  local v = redis.call('GET', key)
-  if not v then
-    local prev = redis.call('HGET', KEYS[1], w)
-    local cost = ttl
-    if prev then
-      cost = math.max(tonumber(prev) - now, 0)
+  trust = math.max(trust, now + ttl)
+  redis.call('HSET', meta, 'id', ident, 'trust', string.format('%d', trust))
+end
+local window = '0'
+if trust > now then
+  window = string.format('%d', trust)
+else
+  why = ''
+end
+
+local function raise(w)
+  local prev = redis.call('ZSCORE', hw, w)
+  if not prev or tonumber(prev) < reserve then
+    redis.call('ZADD', hw, ARGV[3], w)
+  end
+  return prev
+end
+local function mine(w)
+  local _, start, tok = parts(redis.call('HGET', leases, w))
+  if not tok or tok ~= token then
+    return nil
+  end
+  redis.call('HSET', leases, w, string.format('%d', rnow + ttl) .. '|' .. start .. '|' .. token)
+  raise(w)
+  return {w, start, '1', window, why}
+end
+local function grant(w, old)
+  if old then
+    redis.call('HDEL', tokens, old)
+  end
+  local prev = redis.call('ZSCORE', hw, w)
+  local start = ''
+  if prev then
+    start = string.format('%d', tonumber(prev))
+  end
+  redis.call('HSET', leases, w, string.format('%d', rnow + ttl) .. '|' .. start .. '|' .. token)
+  redis.call('HSET', tokens, token, w)
+  raise(w)
+  return {w, start, '0', window, why}
+end
+-- free returns whether w can be taken, and the token of its lapsed lease.
+local function free(w)
+  if reserved[w] or tonumber(w) > max then
+    return false, nil
+  end
+  local exp, _, tok = parts(redis.call('HGET', leases, w))
+  return not exp or exp <= rnow, tok
+end
+
+if want ~= '-1' then
+  if own then
+    local r = mine(want)
+    if r then
+      return r
     end
-    if not best or cost < best then
-      pick, pickKey, mark, best = w, key, prev, cost
-      if cost == 0 then
-        break
-      end
-    end
-  elseif own then
-    local tok, start = parts(v)
-    if tok == ARGV[1] then
-      redis.call('PEXPIRE', key, ARGV[2])
-      local prev = redis.call('HGET', KEYS[1], w)
-      if not prev or tonumber(prev) < reserve then
-        redis.call('HSET', KEYS[1], w, ARGV[3])
-      end
-      return {w, start, '1'}
+  end
+  local ok, old = free(want)
+  if not ok then
+    return {'-1', '', '0', window, why}
+  end
+  return grant(want, old)
+end
+if own then
+  local w = redis.call('HGET', tokens, token)
+  if w then
+    local r = mine(w)
+    if r then
+      return r
     end
   end
 end
-if not pick then
-  return {'-1', '', '0'}
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', hw, '-inf', ARGV[4], 'LIMIT', 0, budget)) do
+  local ok, old = free(w)
+  if ok then
+    return grant(w, old)
+  end
 end
-redis.call('SET', pickKey, ARGV[1] .. '|' .. (mark or ''), 'PX', ARGV[2])
-if not mark or tonumber(mark) < reserve then
-  redis.call('HSET', KEYS[1], pick, ARGV[3])
+local next, moved = tonumber(m[3]) or 0, false
+for _ = 1, budget do
+  if next > max then
+    break
+  end
+  local w = string.format('%d', next)
+  next, moved = next + 1, true
+  if reserved[w] then
+    -- Left, with a mark that binds nobody, for pools that lease it.
+    if not redis.call('ZSCORE', hw, w) then
+      redis.call('ZADD', hw, 0, w)
+    end
+  else
+    local ok, old = free(w)
+    if ok then
+      redis.call('HSET', meta, 'next', next)
+      return grant(w, old)
+    end
+  end
 end
-return {pick, mark or '', '0'}
+if moved then
+  redis.call('HSET', meta, 'next', next)
+end
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', hw, '(' .. ARGV[4], '+inf', 'LIMIT', 0, budget)) do
+  local ok, old = free(w)
+  if ok then
+    return grant(w, old)
+  end
+end
+return {'-1', '', '0', window, why}
 `
 
-// renewScript extends a lease that is still the token's.
+// renewScript extends a lease that is still the token's and has not
+// lapsed.
 //
-// KEYS[1]: the lease key; KEYS[2]: the hash of high-water marks.
-// ARGV[1]: the token; ARGV[2]: the TTL (ms); ARGV[3]: the number;
+// KEYS[1]: the leases; KEYS[2]: the high-water marks; KEYS[3]: the
+// record. ARGV[1]: the token; ARGV[2]: the TTL (ms); ARGV[3]: the number;
 // ARGV[4]: the new reservation (Unix ms). Returns {"1", previous
-// high-water mark or "", the mark the ownership started after or ""}
-// when renewed, else {"0", the token the key holds or "", ""}.
-const renewScript = leaseParts + `
-local v = redis.call('GET', KEYS[1])
-local tok, start = parts(v)
-if tok ~= ARGV[1] then
-  return {'0', tok or v or '', ''}
+// high-water mark or "", the mark the ownership started after or "", the
+// end of the loss window or ""} when renewed, else {"0", the token of
+// another's live lease or "", "", ""}.
+const renewScript = luaCommon + `
+local rnow = clock()
+local exp, start, tok = parts(redis.call('HGET', KEYS[1], ARGV[3]))
+if tok ~= ARGV[1] or exp <= rnow then
+  if tok and tok ~= ARGV[1] and exp > rnow then
+    return {'0', tok, '', ''}
+  end
+  return {'0', '', '', ''}
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local prev = redis.call('HGET', KEYS[2], ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[3], string.format('%d', rnow + tonumber(ARGV[2])) .. '|' .. start .. '|' .. tok)
+local prev = redis.call('ZSCORE', KEYS[2], ARGV[3])
 if not prev or tonumber(prev) < tonumber(ARGV[4]) then
-  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
 end
-return {'1', prev or '', start}
+if prev then
+  prev = string.format('%d', tonumber(prev))
+end
+return {'1', prev or '', start, redis.call('HGET', KEYS[3], 'trust') or ''}
 `
 
 // releaseScript ends a lease that is still the token's and sets the
@@ -146,35 +286,37 @@ return {'1', prev or '', start}
 // own take-back must not hand the next owner IDs that the previous one
 // issued.
 //
-// KEYS[1]: the lease key; KEYS[2]: the hash of high-water marks.
-// ARGV[1]: the token; ARGV[2]: the number; ARGV[3]: the final mark;
-// ARGV[4]: "1" to keep the mark at or above the start (a test's control
-// run sends "0").
-const releaseScript = leaseParts + `
-local tok, start = parts(redis.call('GET', KEYS[1]))
+// KEYS[1]: the leases; KEYS[2]: the high-water marks; KEYS[3]: the
+// tokens. ARGV[1]: the token; ARGV[2]: the number; ARGV[3]: the final
+// mark; ARGV[4]: "1" to keep the mark at or above the start (a test's
+// control run sends "0").
+const releaseScript = luaCommon + `
+local _, start, tok = parts(redis.call('HGET', KEYS[1], ARGV[2]))
 if tok ~= ARGV[1] then
   return 0
 end
-redis.call('DEL', KEYS[1])
+redis.call('HDEL', KEYS[1], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[1])
 local final = ARGV[3]
 if ARGV[4] == '1' and start ~= '' and tonumber(start) > tonumber(final) then
   final = start
 end
-redis.call('HSET', KEYS[2], ARGV[2], final)
+redis.call('ZADD', KEYS[2], final, ARGV[2])
 return 1
 `
 
 type redisStore struct {
-	c               redis.UniversalClient
-	base, hw        string // lease key prefix; hash of high-water marks
-	ctl             *controls
-	trips           *atomic.Int64
-	takeSc, renewSc *redis.Script
-	releaseSc       *redis.Script
+	c                          redis.UniversalClient
+	base                       string // the namespace's key prefix
+	meta, hw, leases, tokens   string // its keys
+	max                        int64  // the layout's largest number
+	reserved                   []string
+	d                          *defences
+	trips                      *atomic.Int64
+	takeSc, renewSc, releaseSc *redis.Script
 }
 
-func (s *redisStore) kind() string  { return "redis" }
-func (s *redisStore) durable() bool { return false }
+func (s *redisStore) kind() string { return "redis" }
 
 // run runs a script by its hash, sending its source only when the server
 // does not know it yet.
@@ -223,28 +365,22 @@ func mark(s string) (int64, bool, error) {
 	return v, true, nil
 }
 
-func (s *redisStore) key(worker int64) string { return s.base + strconv.FormatInt(worker, 10) }
-
 func (s *redisStore) take(ctx context.Context, r takeRequest) (taken, error) {
-	keys := make([]string, 1, 1+len(r.cands))
-	keys[0] = s.hw
+	keys := []string{s.meta, s.hw, s.leases, s.tokens}
 	prefix := ""
-	if s.ctl.undeclaredKeys {
-		prefix = s.base
+	if s.d.noDeclaredKeys {
+		keys, prefix = []string{s.hw}, s.base
 	}
-	args := make([]any, 0, 6+len(r.cands))
-	args = append(args, r.token, r.ttl, r.reserve, r.now, luaBool(!s.ctl.noOwnToken), prefix)
-	for _, w := range r.cands {
+	args := make([]any, 0, 8+len(s.reserved))
+	args = append(args, r.token, r.ttl, r.reserve, r.now, luaBool(!s.d.noOwnToken), r.worker, s.max, prefix)
+	for _, w := range s.reserved {
 		args = append(args, w)
-		if prefix == "" {
-			keys = append(keys, s.key(w))
-		}
 	}
 	v, err := s.run(ctx, s.takeSc, keys, args...)
 	if err != nil {
 		return taken{}, err
 	}
-	out, err := replyStrings(v, 3)
+	out, err := replyStrings(v, 5)
 	if err != nil {
 		return taken{}, err
 	}
@@ -256,15 +392,19 @@ func (s *redisStore) take(ctx context.Context, r takeRequest) (taken, error) {
 	if err != nil {
 		return taken{}, err
 	}
-	return taken{worker: w, prev: prev, hadRecord: had, own: out[2] == "1"}, nil
+	window, _, err := mark(out[3])
+	if err != nil {
+		return taken{}, err
+	}
+	return taken{worker: w, prev: prev, hadRecord: had, own: out[2] == "1", notBefore: window, why: out[4]}, nil
 }
 
 func (s *redisStore) renew(ctx context.Context, worker int64, token string, ttl, reserve int64) (renewal, error) {
-	v, err := s.run(ctx, s.renewSc, []string{s.key(worker), s.hw}, token, ttl, worker, reserve)
+	v, err := s.run(ctx, s.renewSc, []string{s.leases, s.hw, s.meta}, token, ttl, worker, reserve)
 	if err != nil {
 		return renewal{}, err
 	}
-	out, err := replyStrings(v, 3)
+	out, err := replyStrings(v, 4)
 	if err != nil {
 		return renewal{}, err
 	}
@@ -279,10 +419,14 @@ func (s *redisStore) renew(ctx context.Context, worker int64, token string, ttl,
 	if err != nil {
 		return renewal{}, err
 	}
-	return renewal{held: true, prev: prev, startAfter: start, hadStart: hadStart}, nil
+	window, _, err := mark(out[3])
+	if err != nil {
+		return renewal{}, err
+	}
+	return renewal{held: true, prev: prev, startAfter: start, hadStart: hadStart, notBefore: window}, nil
 }
 
 func (s *redisStore) release(ctx context.Context, worker int64, token string, final int64) error {
-	_, err := s.run(ctx, s.releaseSc, []string{s.key(worker), s.hw}, token, worker, final, luaBool(!s.ctl.noReleaseClamp))
+	_, err := s.run(ctx, s.releaseSc, []string{s.leases, s.hw, s.tokens}, token, worker, final, luaBool(!s.d.noReleaseClamp))
 	return err
 }

@@ -128,7 +128,9 @@ func TestTakeBackReplyLost(t *testing.T) {
 		logs := &logRecorder{}
 		c, a, _, _, idsB := takeBackScenario(t, b, func(p *Pool) {
 			p.opts.Logger = slog.New(logs)
-			p.ctl.noStartFloor = !defended
+			if !defended {
+				turnOff(t, p, "start-floor")
+			}
 		})
 		waitFor(t, 10*time.Second, "A to be renewed", func() bool { return a.Status().State == Held })
 		time.Sleep(time.Second)
@@ -171,7 +173,9 @@ func TestCloseAfterTakeBackReplyLost(t *testing.T) {
 	run := func(t *testing.T, b backend, defended bool) int {
 		c, a, _, _, idsB := takeBackScenario(t, b, func(p *Pool) {
 			p.store.(*replyLost).stall = true
-			p.ctl.noReleaseClamp = !defended
+			if !defended {
+				turnOff(t, p, "release-clamp")
+			}
 		})
 		closeLease(t, a)
 		lists := c.finish()
@@ -212,24 +216,27 @@ func TestRedisReleaseKeepsStart(t *testing.T) {
 	t.Parallel()
 	for _, defended := range []bool{true, false} {
 		p := redisPool(t, testenv.Redis(t), testenv.KeyPrefix(t)+fmt.Sprint(defended), oneNumber)
-		p.ctl.noReleaseClamp = !defended
+		if !defended {
+			turnOff(t, p, "release-clamp")
+		}
 		s := p.store.(*redisStore)
 		rdb := redisClient(t, testenv.Redis(t))
 		const start = 1_700_000_000_000
-		if err := rdb.HSet(t.Context(), s.hw, "0", start).Err(); err != nil {
+		if err := rdb.ZAdd(t.Context(), s.hw, redis.Z{Score: start, Member: "0"}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		tk, err := s.take(t.Context(), takeRequest{cands: []int64{0}, token: "me/1", ttl: 10_000, reserve: start + 20_000, now: start})
+		tk, err := s.take(t.Context(), takeRequest{worker: 0, token: "me/1", ttl: 10_000, reserve: start + 20_000, now: start})
 		if err != nil || tk.worker != 0 || tk.prev != start {
 			t.Fatalf("take: %+v, %v", tk, err)
 		}
 		if err := s.release(t.Context(), 0, "me/1", start-5_000); err != nil {
 			t.Fatal(err)
 		}
-		got, err := rdb.HGet(t.Context(), s.hw, "0").Int64()
+		score, err := rdb.ZScore(t.Context(), s.hw, "0").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
+		got := int64(score)
 		switch {
 		case defended && got != start:
 			t.Fatalf("release to %d left the mark at %d; want the start %d", int64(start-5_000), got, int64(start))
@@ -275,7 +282,9 @@ func TestTakeBackResent(t *testing.T) {
 				pa := b.pool(t, px.Addr(), takeBackOptions())
 				rs := &resent{store: pa.store}
 				pa.store = rs
-				pa.ctl.noOwnToken = !defended
+				if !defended {
+					turnOff(t, pa, "own-token")
+				}
 				ob := takeBackOptions()
 				ob.Clock = offsetClock{idtype.SystemClock(), 600 * time.Millisecond}
 				pb := b.pool(t, b.addr, ob)
@@ -358,13 +367,17 @@ func TestTakeBackRetriedByGoRedis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pa.ctl.noOwnToken = !defended
+			if !defended {
+				turnOff(t, pa, "own-token")
+			}
 			a := acquire(t, pa)
 			ga := generator(t, a)
 			px.Cut()
+			direct := redisClient(t, addr)
 			waitFor(t, 10*time.Second, "A's lease to lapse", func() bool {
-				n, err := redisClient(t, addr).Exists(t.Context(), pa.store.(*redisStore).key(a.Worker())).Result()
-				return err == nil && n == 0
+				live, err := redisLeases(t.Context(), direct, pa.store.(*redisStore).leases)
+				_, held := live[a.Worker()]
+				return err == nil && !held
 			})
 			px.DropReplies([]byte(redis.NewScript(takeScript).Hash()), 1)
 			px.Restore()

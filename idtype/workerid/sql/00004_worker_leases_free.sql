@@ -1,0 +1,23 @@
+-- Free worker numbers of package idtype/workerid, found through an index.
+--
+-- A free row (a number given back, or made ahead and never leased) has
+-- expires_at '-infinity'; a lapsed lease has expires_at in the past. The
+-- index finds either in O(log n), so that a take never scans the
+-- namespace. Rows are made in batches as a namespace fills (workerid's
+-- pgGrow), each batch above the highest number that has a row; this
+-- gives every number below that a row too.
+
+-- +goose Up
+UPDATE snowkey_worker_leases SET expires_at = '-infinity' WHERE expires_at IS NULL;
+ALTER TABLE snowkey_worker_leases ALTER COLUMN expires_at SET DEFAULT '-infinity';
+INSERT INTO snowkey_worker_leases (namespace, worker, expires_at, high_water)
+SELECT m.namespace, g, '-infinity', 0
+FROM (SELECT namespace, max(worker) AS top FROM snowkey_worker_leases GROUP BY namespace) AS m,
+    generate_series(0, m.top) AS g
+ON CONFLICT DO NOTHING;
+CREATE INDEX snowkey_worker_leases_free ON snowkey_worker_leases (namespace, expires_at, worker);
+
+-- +goose Down
+DROP INDEX snowkey_worker_leases_free;
+ALTER TABLE snowkey_worker_leases ALTER COLUMN expires_at DROP DEFAULT;
+UPDATE snowkey_worker_leases SET expires_at = NULL WHERE expires_at = '-infinity';
