@@ -209,3 +209,57 @@ func TestPostgresSkipsDatabaseReserved(t *testing.T) {
 		t.Fatalf("fourth Acquire: got %v, want ErrNoFreeWorker", err)
 	}
 }
+
+// TestAcquireStartsAfterMark: A issues and gives its number back; B, whose
+// clock is 1 s behind, takes it and starts after A's last ID, waiting for
+// its clock to get there. The control run, whose B does not start after
+// the number's high-water mark, repeats A's IDs. (Renewals are 3 s apart:
+// the first renewal, which raises the floor to the mark the ownership
+// started after, comes after B has gone through A's milliseconds.)
+func TestAcquireStartsAfterMark(t *testing.T) {
+	for _, defended := range []bool{true, false} {
+		name := map[bool]string{true: "defended", false: "control: no floor"}[defended]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			forKinds(t, func(t *testing.T, b backend) {
+				run := func(t *testing.T) int {
+					testenv.Deadline(t, time.Minute)
+					o := oneNumber
+					o.TTL, o.Margin, o.RenewEvery = 10*time.Second, 2*time.Second, 3*time.Second
+					pa := b.pool(t, b.addr, o)
+					trustRecord(t, pa)
+					ob := o
+					ob.Clock = offsetClock{idtype.SystemClock(), -time.Second}
+					pb := b.pool(t, b.addr, ob)
+					if !defended {
+						turnOff(t, pb, "floor")
+					}
+					c := newCollector()
+					a := acquire(t, pa)
+					c.run("A", generator(t, a))
+					c.waitIssued(t, 10*time.Second, 500, "A")
+					closeLease(t, a)
+					lastA := pa.Layout().Decode(c.lastID("A")).Time
+					lb := acquire(t, pb)
+					c.run("B", generator(t, lb))
+					waitFor(t, 30*time.Second, "B to issue past A's last ID", func() bool {
+						return pb.Layout().Decode(c.lastID("B")).Time.After(lastA)
+					})
+					lists := c.finish()
+					dups, total := duplicates(lists)
+					t.Logf("A issued %d IDs, B %d; %d duplicates; B's floor %s, A's last ID at %s", len(lists["A"]),
+						len(lists["B"]), dups, lb.Status().NotBefore.Format(time.StampMilli), lastA.Format(time.StampMilli))
+					if defended && dups > 0 {
+						t.Fatalf("%d duplicate IDs among %d", dups, total)
+					}
+					return dups
+				}
+				if defended {
+					run(t)
+					return
+				}
+				tryControl(t, func(t *testing.T) bool { return run(t) > 0 })
+			})
+		})
+	}
+}

@@ -31,12 +31,15 @@ import (
 // crashHelperEnv set, TestMain runs crashHelper instead of the tests.
 const crashHelperEnv = "WORKERID_CRASH_HELPER"
 
+// TestMain runs the helper processes, or the tests within the package's
+// budget (several times their usual time on a loaded 2-core machine,
+// under the 5 minutes make test gives a package).
 func TestMain(m *testing.M) {
 	faults.HelperMain(map[string]func() int{chaosHelper: chaosIssuer})
 	if os.Getenv(crashHelperEnv) != "" {
 		os.Exit(crashHelper())
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m, 4*time.Minute))
 }
 
 // crashLayout has 16 worker numbers, as many as the crash test runs

@@ -39,8 +39,7 @@
 //     by itself once a renewal gets through. The check is one atomic load
 //     and compare in Next; the store is never touched on that path.
 //  2. Every renewal also raises the number's high-water mark in the store
-//     to TTL after it was sent (two TTLs in Redis; see below): no ID of
-//     the owner can be later. The mark outlives the lease (a hash in
+//     to TTL after it was sent: no ID of the owner can be later. The mark outlives the lease (a hash in
 //     Redis, a row in PostgreSQL), and the next owner issues nothing at
 //     or before it. So a process killed with SIGKILL and restarted with
 //     its clock set back starts after its old IDs all the same: Acquire
@@ -66,11 +65,20 @@
 // never below the mark the ownership started after, and, when a
 // take-back's outcome is unknown, never below that take's reservation.
 //
-// Acquire takes a free number from a random start in one round trip
-// (Redis: one script; PostgreSQL: one statement, retried when concurrent
-// Acquires pick the same number, or when a stricter
-// default_transaction_isolation fails it with a serialization failure). When every number is held it fails with
-// ErrNoFreeWorker, which says how many there are.
+// Acquire takes a free number in one round trip (Redis: one script;
+// PostgreSQL: one statement, and one more when the namespace needs rows
+// for more numbers), and a renewal and a release are one round trip too.
+// None scans the namespace: each costs O(log n) in its n numbers, so that
+// a namespace of 65,536 numbers costs what one of 1,024 does. When every
+// number is held Acquire fails with ErrNoFreeWorker, which says how many
+// there are, or, with Options.WaitForFree, waits for one to free up, for
+// as long as its context lasts. Renewals are jittered, so that a fleet
+// started together does not renew in bursts.
+//
+// A process that runs several generators shares one Pool among its
+// leases: on PostgreSQL the pool runs at most Options.MaxConns statements
+// at once (one by default), on the *sql.DB it was given, which may be the
+// app's own. docs/fleet.md says what a fleet of each size costs.
 //
 // # Clocks
 //
@@ -89,40 +97,42 @@
 // an append-only file loses the last second with appendfsync everysec; a
 // failover promotes a replica that may lag its master. Leases then vanish
 // while their owners still issue IDs, and high-water marks go back. A
-// Redis pool has two defences, each proven by a test that also runs
-// without it and finds duplicate IDs:
+// Redis pool defends against it with the namespace's record: the identity
+// of the server it was written on (its run_id and master_replid). Every
+// take compares it with the server that runs it, and when the record is
+// missing (a new namespace, or one Redis lost) or names another server (a
+// restart, a failover), it opens a loss window of one TTL: every new owner
+// of any number, with a record or none, issues nothing until it has
+// passed, by when any owner that Redis forgot has stopped (by rule 1, one
+// TTL after its last confirmed renewal at most, as long as the hosts'
+// clocks agree within Margin). Acquire logs why it waits. Outside a window
+// a number without a record was never leased and starts at once, so a
+// namespace waits once, when it is new, and again only after Redis may
+// have lost data. A test shows the window needed: without it, new owners
+// repeat the IDs of owners that Redis forgot, after a restart without
+// persistence and after a failover to a lagging replica (whether the
+// replica had the number's record stale, had a record from an earlier
+// owner, or had none).
 //
-//   - A number without any record is waited out: its new owner's first ID
-//     is at least one TTL after Acquire got the number, by its own clock.
-//     Any owner that Redis forgot had its last confirmed renewal before
-//     the loss, so by rule 1 it stopped within TTL - Margin of that:
-//     before the new owner starts, as long as the two hosts' clocks agree
-//     within Margin. This covers a restart without persistence, and, after
-//     a failover, every number leased since the replica last synced.
-//     Acquire prefers free numbers with a record, the one it can start on
-//     soonest, so the wait is paid on a fresh Redis and after a loss, not
-//     at every start.
-//   - The marks run one TTL further ahead than the leases they cover. A
-//     number whose record survived but lost its latest renewals has an
-//     old lease key, which may expire while its owner, cut off, still
-//     issues IDs up to TTL - Margin after its last (lost) renewal; the
-//     next owner starts after the old mark, which lies one TTL beyond the
-//     old lease: no overlap while the writes lost span less than TTL +
-//     Margin - RenewEvery (8.6 s with the defaults). On a replicated
-//     Redis bound that with min-replicas-to-write 1 and
-//     min-replicas-max-lag (seconds) well under it: the master then
-//     refuses writes while its replicas lag more, renewals fail and
-//     generators stop. The price: after a crash, the next owner of that
-//     very number waits up to one TTL more (a clean Close lowers the mark
-//     to the last ID, so a restart after one waits for nothing).
+// What the window does not cover: writes that a master took while cut
+// off from its replicas and lost when it was demoted (a split brain). Set
+// min-replicas-to-write 1 and min-replicas-max-lag on a replicated Redis,
+// so that such a master refuses writes: its renewals fail and its
+// generators stop. Evictions lose single keys without a sign: run Redis
+// with maxmemory-policy noeviction or a volatile-* policy (the pool's keys
+// have no TTL, so those never evict them). A server that does not tell a
+// script its run_id and master_replid gets a loss window at every take.
 //
 // A renewal that finds the mark lower than the lease last wrote logs "the
 // store had lost the lease's high-water mark" and writes it back.
 //
 // PostgreSQL keeps what it committed, so a number without a row was never
-// leased and is not waited out. A database restored from a backup, or a
-// failover to an asynchronous standby, has the same problem as Redis; after
-// one, raise every mark past what the lost writes could hold:
+// leased and is not waited out. A failover to a standby that had not
+// received every commit is a loss as on Redis: run the lease table on a
+// primary with a synchronous standby (synchronous_standby_names, and
+// synchronous_commit on, the default), which a test shows needed (see
+// docs/operations.md). After a database is restored from a backup, raise
+// every mark past what the lost writes could hold:
 //
 //	UPDATE snowkey_worker_leases
 //	SET high_water = GREATEST(high_water, (extract(epoch FROM now()) * 1000)::bigint + 60000);
@@ -133,32 +143,38 @@
 // # Redis Cluster
 //
 // A namespace's keys share one hash slot, and every script declares each
-// key it touches (the take script: the hash of marks and every
-// candidate's lease key). While the slot migrates between nodes (a
-// reshard), a script whose keys are not all on one node is refused with
-// ASK or TRYAGAIN, which go-redis retries a few times, rather than run on
-// one node and find a lease key that has moved away absent there. So
-// during a migration Acquire may fail with ErrStore (TRYAGAIN), and
-// renewals may fail: a generator stops after TTL - Margin if the
-// migration lasts that long, and goes on by itself when it is done. The
-// slot holds one key per held number and one hash, so it moves in
-// moments.
+// key it touches. While the slot migrates between nodes (a reshard), a
+// script whose keys are not all on one node is refused with ASK or
+// TRYAGAIN, which go-redis retries a few times, rather than run on one
+// node and find a key that has moved away absent there. So during a
+// migration Acquire may fail with ErrStore (TRYAGAIN), and renewals may
+// fail: a generator stops after TTL - Margin if the migration lasts that
+// long, and goes on by itself when it is done. The slot holds four keys
+// per namespace, so it moves in moments. The node that takes the slot is
+// another server than the record names: the next takes open a loss
+// window, as after a failover.
 //
 // # What is in the store
 //
 // Redis, with the namespace as hash tag so that a Cluster keeps a
 // namespace in one slot:
 //
-//	snowkey:workerid:{api}:17   "host:pid/<token>|<start>", PX = TTL   the lease on 17
-//	snowkey:workerid:{api}:hw   hash 17 -> Unix ms                     high-water marks
+//	snowkey:workerid:{api}:meta     hash: id, trust, next             the namespace's record
+//	snowkey:workerid:{api}:hw       sorted set: 17 by Unix ms         high-water marks
+//	snowkey:workerid:{api}:leases   hash: 17 -> "<expiry>|<start>|host:pid/<token>"
+//	snowkey:workerid:{api}:tokens   hash: host:pid/<token> -> 17
 //
-// where <start> is the mark the lease's ownership started after (empty
-// when the number had none).
+// where <expiry> is when the lease ends by the server's clock (Unix ms),
+// <start> the mark the lease's ownership started after (empty when the
+// number had none), trust the end of the loss window and next the lowest
+// number never leased.
 //
 // PostgreSQL: table snowkey_worker_leases (namespace, worker, owner,
 // holder, expires_at, high_water, start_after, acquired_at, renewed_at),
-// from sql/00002_worker_leases.sql beside this package's queries
-// (Migrations), which migrations.Up applies.
+// from sql/*.sql beside this package's queries (Migrations), which
+// migrations.Up applies: one row per number of a namespace, made in
+// batches as it fills; a free row has expires_at '-infinity', and the
+// index snowkey_worker_leases_free finds free rows and lapsed leases.
 //
 // # Watching a lease
 //

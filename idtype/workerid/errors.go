@@ -8,8 +8,8 @@ import "errors"
 var (
 	// ErrNoFreeWorker means every worker number of the namespace is held
 	// by a live lease; the error says how many numbers there are. Retry
-	// later (a crashed owner's number frees up after one TTL), or use a
-	// layout with more worker bits.
+	// later (a crashed owner's number frees up after one TTL), set
+	// Options.WaitForFree, or use a layout with more worker bits.
 	ErrNoFreeWorker = errors.New("workerid: no free worker number")
 	// ErrClosed means the lease was ended by its own Close. Errors that
 	// wrap it wrap idtype.ErrLeaseLost too.

@@ -541,18 +541,20 @@ type collector struct {
 	mu     sync.Mutex
 	ids    map[string][]idtype.ID // by who issued them, once each run ends
 	issued map[string]*atomic.Int64
+	last   map[string]*atomic.Int64 // the last ID of each run
 }
 
 func newCollector() *collector {
-	return &collector{stop: make(chan struct{}), ids: map[string][]idtype.ID{}, issued: map[string]*atomic.Int64{}}
+	return &collector{stop: make(chan struct{}), ids: map[string][]idtype.ID{}, issued: map[string]*atomic.Int64{},
+		last: map[string]*atomic.Int64{}}
 }
 
 // run issues IDs on g, about one every 50µs, until stop or the lease is
 // lost; it waits out refusals while the lease is unconfirmed.
 func (c *collector) run(name string, g *idtype.Generator) {
-	n := &atomic.Int64{}
+	n, last := &atomic.Int64{}, &atomic.Int64{}
 	c.mu.Lock()
-	c.issued[name] = n
+	c.issued[name], c.last[name] = n, last
 	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
@@ -573,6 +575,7 @@ func (c *collector) run(name string, g *idtype.Generator) {
 			switch {
 			case err == nil:
 				mine = append(mine, id)
+				last.Store(int64(id))
 				n.Add(1)
 				time.Sleep(50 * time.Microsecond)
 			case errors.Is(err, idtype.ErrLeaseLost):
@@ -590,6 +593,16 @@ func (c *collector) count(name string) int64 {
 	defer c.mu.Unlock()
 	if n := c.issued[name]; n != nil {
 		return n.Load()
+	}
+	return 0
+}
+
+// lastID returns the last ID the run called name has issued, or 0.
+func (c *collector) lastID(name string) idtype.ID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.last[name]; l != nil {
+		return idtype.ID(l.Load())
 	}
 	return 0
 }
@@ -640,4 +653,27 @@ func duplicateIDs(lists map[string][]idtype.ID) []idtype.ID {
 		}
 	}
 	return dups
+}
+
+// waitLapsed waits until the store of p's namespace holds no live lease on
+// worker: its owner, cut off, could not renew it. p must reach the store.
+func waitLapsed(t testing.TB, p *Pool, worker int64) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("the lease on %d to lapse in the store", worker), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		switch s := p.store.(type) {
+		case *redisStore:
+			live, err := redisLeases(ctx, s.c, s.leases)
+			_, held := live[worker]
+			return err == nil && !held
+		case *pgStore:
+			var live bool
+			err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM snowkey_worker_leases
+				WHERE namespace = $1 AND worker = $2 AND expires_at > statement_timestamp())`, s.ns, worker).Scan(&live)
+			return err == nil && !live
+		}
+		t.Fatalf("store %T", p.store)
+		return false
+	})
 }

@@ -94,15 +94,27 @@ func TestPostgresIsolation(t *testing.T) {
 					}
 					wg.Wait()
 				}
-				if logs.has("renewal failed") {
-					failures = append(failures, fmt.Errorf("a renewal failed; logs:\n%s", logs))
+				// What the defence is for: serialization failures and
+				// deadlocks. (A renewal that timed out on a busy machine is
+				// another matter, and is only logged.)
+				var serial []error
+				for _, err := range failures {
+					if serialFailure(err) {
+						serial = append(serial, err)
+					} else {
+						t.Logf("failure of another kind: %v", err)
+					}
 				}
-				t.Logf("%s: %d failures in 3 rounds of 64 concurrent Acquires, renewals and Closes", level, len(failures))
+				if logs.has("SQLSTATE 40001") || logs.has("SQLSTATE 40P01") {
+					serial = append(serial, fmt.Errorf("a renewal failed with a serialization failure; logs:\n%s", logs))
+				}
+				t.Logf("%s: %d serialization failures in 3 rounds of 64 concurrent Acquires, renewals and Closes",
+					level, len(serial))
 				switch {
-				case defended && len(failures) > 0:
-					t.Fatalf("%d failures; first: %v", len(failures), failures[0])
-				case !defended && len(failures) == 0:
-					t.Fatal("control run saw no failure: the test does not reach serialization failures")
+				case defended && len(serial) > 0:
+					t.Fatalf("%d serialization failures; first: %v", len(serial), serial[0])
+				case !defended && len(serial) == 0:
+					t.Fatal("control run saw no serialization failure: the test does not reach its fault")
 				}
 			})
 		}

@@ -16,7 +16,7 @@ import (
 // A lease renews itself every Options.RenewEvery in one background
 // goroutine, which Close stops. Each renewal extends the lease to TTL
 // from when it was sent and raises the number's high-water mark in the
-// store to that time (one TTL later in Redis); the generator is granted
+// store to that time; the generator is granted
 // up to TTL - Margin from then, so it stops, when renewals fail, Margin
 // before the store could hand the number to someone else, and never
 // issues past the persisted high-water mark, which the next owner starts

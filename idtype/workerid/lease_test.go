@@ -130,7 +130,7 @@ func TestOutage(t *testing.T) {
 				}
 				stopped := time.Since(cut)
 				if long {
-					time.Sleep(p.opts.TTL + 200*time.Millisecond) // the lease lapses in the store
+					waitLapsed(t, b.pool(t, b.addr, o), l.Worker()) // a pool not cut off, to look
 				}
 				px.Restore()
 				var id idtype.ID
@@ -159,13 +159,18 @@ func TestOutage(t *testing.T) {
 }
 
 // TestRedisServerStopped stops the Redis server itself (with persistence,
-// so the lease survives a short stop) and starts it again.
+// so the lease survives a short stop) and starts it again: the generator
+// stops while it is down, and goes on after the restart above every ID it
+// issued before.
 func TestRedisServerStopped(t *testing.T) {
+	testenv.Deadline(t, time.Minute)
 	srv := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
 	p := redisPool(t, srv.Addr(), "stop:", oneNumber)
+	trustRecord(t, p)
 	l := acquire(t, p)
 	g := generator(t, l)
-	if _, err := g.Next(); err != nil {
+	first, err := g.Next()
+	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Stop()
@@ -176,12 +181,19 @@ func TestRedisServerStopped(t *testing.T) {
 	if s := l.Status(); s.State != Expired || s.Failures == 0 || s.LastError == nil {
 		t.Fatalf("status %+v, want expired with failures", s)
 	}
+	last := first
+	if len(ids) > 0 {
+		last = ids[len(ids)-1]
+	}
 	srv.Restart()
-	waitFor(t, 10*time.Second, "the generator to issue again", func() bool {
-		_, err = g.Next()
+	var next idtype.ID
+	waitFor(t, 30*time.Second, "the generator to issue again", func() bool {
+		next, err = g.Next()
 		return err == nil
 	})
-	_ = ids
+	if next <= last {
+		t.Fatalf("first ID after the restart %d is not above the last before the stop %d", next, last)
+	}
 }
 
 func TestClose(t *testing.T) {
@@ -223,16 +235,15 @@ func TestClose(t *testing.T) {
 			t.Fatalf("generator on a closed lease: got %v, %v; want ErrLeaseLost and ErrClosed", g, err)
 		}
 		// The next owner starts right after the last ID, not a TTL ahead,
-		// and waits for nothing.
-		start := time.Now()
+		// and waits for nothing: its floor is behind the clock as it asks.
+		asked := time.Now()
 		l2 := acquire(t, p)
-		waited := time.Since(start)
 		lastAt := l.pool.Layout().Decode(last).Time
 		if nb := l2.Status().NotBefore; nb.Before(lastAt) || nb.After(lastAt.Add(time.Millisecond)) {
 			t.Fatalf("next owner's floor %s, want the last ID's %s", nb, lastAt)
 		}
-		if waited > 500*time.Millisecond {
-			t.Fatalf("Acquire after a clean Close waited %v", waited)
+		if nb := l2.Status().NotBefore; !nb.Before(asked) {
+			t.Fatalf("next owner's floor %s is not behind the clock at Acquire, %s: it had to wait", nb, asked)
 		}
 		g2 := generator(t, l2)
 		if id, err := g2.Next(); err != nil || id <= last {
@@ -365,4 +376,111 @@ func TestLeaseRandomSequenceStart(t *testing.T) {
 			}
 		}
 	}, "postgres") // Redis waits out a TTL by this clock, which stands still
+}
+
+// slowRenewal is a store whose renewals, once armed, take a while to
+// answer: the next one runs on the server at once and its reply comes
+// delay later; every renewal after it fails without reaching the server,
+// as if the holder had been cut off as that reply arrived.
+type slowRenewal struct {
+	store
+	delay   time.Duration
+	armed   atomic.Bool
+	delayed atomic.Bool // the delayed renewal has answered
+}
+
+func (s *slowRenewal) renew(ctx context.Context, worker int64, token string, ttl, reserve int64) (renewal, error) {
+	if s.delayed.Load() {
+		return renewal{}, errors.New("test: cut off")
+	}
+	if !s.armed.Load() {
+		return s.store.renew(ctx, worker, token, ttl, reserve)
+	}
+	r, err := s.store.renew(ctx, worker, token, ttl, reserve)
+	time.Sleep(s.delay)
+	s.delayed.Store(true)
+	return r, err
+}
+
+// cutOffScenario runs A's generator on the only number until A is cut off
+// from the store (after a renewal whose reply took delay, if delay > 0),
+// then lets B take the number once A's lease has lapsed and issue. It
+// returns the duplicates once A's generator has stopped (or, if it never
+// stops, issued past B's first IDs) and B has issued 200 IDs.
+func cutOffScenario(t *testing.T, b backend, delay time.Duration, defence string, defended bool) int {
+	t.Helper()
+	testenv.Deadline(t, time.Minute)
+	o := oneNumber
+	o.TTL, o.Margin, o.RenewEvery = 2*time.Second, 400*time.Millisecond, 500*time.Millisecond
+	pa := b.pool(t, b.addr, o)
+	trustRecord(t, pa)
+	slow := &slowRenewal{store: pa.store, delay: delay}
+	pa.store = slow
+	if !defended {
+		turnOff(t, pa, defence)
+	}
+	ob := o
+	ob.WaitForFree = true
+	pb := b.pool(t, b.addr, ob)
+	c := newCollector()
+	a := acquire(t, pa)
+	c.run("A", generator(t, a))
+	c.waitIssued(t, 10*time.Second, 100, "A")
+	slow.armed.Store(true)
+	waitFor(t, 30*time.Second, "A's last renewal to answer", slow.delayed.Load)
+	lb := acquire(t, pb) // once A's lease has lapsed in the store
+	c.run("B", generator(t, lb))
+	c.waitIssued(t, 10*time.Second, 200, "B")
+	firstB := lb.Status().NotBefore
+	waitFor(t, 30*time.Second, "A to stop or to issue past B's start", func() bool {
+		return a.Status().State != Held || a.pool.Layout().Decode(c.lastID("A")).Time.After(firstB)
+	})
+	lists := c.finish()
+	dups, total := duplicates(lists)
+	t.Logf("A issued %d IDs, B %d; %d duplicates", len(lists["A"]), len(lists["B"]), dups)
+	if defended && dups > 0 {
+		t.Fatalf("%d duplicate IDs among %d", dups, total)
+	}
+	return dups
+}
+
+// TestLeaseStopsCutOff: a lease cut off from its store stops its
+// generator Margin before the store can give the number to another owner.
+// The control run, whose generator is not stopped, repeats the next
+// owner's IDs.
+func TestLeaseStopsCutOff(t *testing.T) {
+	for _, defended := range []bool{true, false} {
+		name := map[bool]string{true: "defended", false: "control: generator not stopped"}[defended]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			forKinds(t, func(t *testing.T, b backend) {
+				if defended {
+					cutOffScenario(t, b, 0, "until", true)
+					return
+				}
+				tryControl(t, func(t *testing.T) bool { return cutOffScenario(t, b, 0, "until", false) > 0 })
+			})
+		})
+	}
+}
+
+// TestLeaseTimeFromSend: a renewal whose reply comes late extends the
+// generator's time from when it was sent, as the store's lease runs from
+// when it ran; the renewal after it never arrives. The control run, which
+// counts from the reply, issues past the lease's end into the next
+// owner's IDs.
+func TestLeaseTimeFromSend(t *testing.T) {
+	for _, defended := range []bool{true, false} {
+		name := map[bool]string{true: "defended", false: "control: time from the reply"}[defended]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			forKinds(t, func(t *testing.T, b backend) {
+				if defended {
+					cutOffScenario(t, b, time.Second, "send-time", true)
+					return
+				}
+				tryControl(t, func(t *testing.T) bool { return cutOffScenario(t, b, time.Second, "send-time", false) > 0 })
+			})
+		})
+	}
 }

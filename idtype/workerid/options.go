@@ -48,9 +48,9 @@ type Options struct {
 	// Redis pool. Nil means none besides SQLWorker.
 	Reserved []int64
 	// TTL is how long a lease lasts without renewal. A crashed owner's
-	// number is free again after it; a fresh number in Redis, or one whose
-	// record Redis has lost, waits it out before its first ID (see the
-	// package doc). Zero means DefaultTTL (10 s).
+	// number is free again after it; on Redis that may have lost data (a
+	// new namespace, a restart, a failover), new owners wait it out before
+	// their first ID (see the package doc). Zero means DefaultTTL (10 s).
 	TTL time.Duration
 	// Margin is how long before the lease's end, by its own clock, its
 	// generator stops issuing when renewals fail. It must cover the
@@ -62,7 +62,7 @@ type Options struct {
 	// Margin. Zero means TTL/3.
 	RenewEvery time.Duration
 	// MaxStartWait bounds how long Acquire waits for the clock to pass the
-	// number's high-water mark (a clock set back, a fresh number in Redis)
+	// number's high-water mark (a clock set back, Redis's loss window)
 	// before it gives the number back and fails with an error wrapping
 	// idtype.ErrClockBehind. Zero means TTL + 1 minute.
 	MaxStartWait time.Duration

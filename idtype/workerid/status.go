@@ -63,7 +63,7 @@ type Status struct {
 	// no ID of this lease is at or before it.
 	NotBefore time.Time
 	// HighWater is the high-water mark the lease has last persisted: the
-	// end of the lease (one TTL more in Redis).
+	// end of the lease.
 	HighWater time.Time
 	// LastIssued is the time of the generator's last ID when the lease
 	// last heard from it (at each grant), or NotBefore.

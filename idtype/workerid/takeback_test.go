@@ -99,7 +99,7 @@ func takeBackScenario(t *testing.T, b backend, tuneA func(p *Pool)) (c *collecto
 	a = acquire(t, pa)
 	c = newCollector()
 	c.run("A", generator(t, a))
-	time.Sleep(300 * time.Millisecond)
+	c.waitIssued(t, 10*time.Second, 100, "A")
 
 	px.Cut()
 	lb := acquireWhenFree(t, pb, 30*time.Second) // once A's lease has lapsed in the store
@@ -133,7 +133,13 @@ func TestTakeBackReplyLost(t *testing.T) {
 			}
 		})
 		waitFor(t, 10*time.Second, "A to be renewed", func() bool { return a.Status().State == Held })
-		time.Sleep(time.Second)
+		// A issues until its clock, 600 ms behind B's, has passed B's last
+		// ID: a generator whose floor stayed low has gone through every
+		// millisecond B used by then.
+		lastB := a.pool.Layout().Decode(idsB[len(idsB)-1]).Time
+		waitFor(t, 10*time.Second, "A to issue past B's last ID", func() bool {
+			return a.pool.Layout().Decode(c.lastID("A")).Time.After(lastB)
+		})
 		lists := c.finish()
 		lists["B"] = idsB
 		dups, total := duplicates(lists)
