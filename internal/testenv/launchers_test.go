@@ -288,3 +288,55 @@ func TestStartPostgres(t *testing.T) {
 		t.Fatalf("after Restart: %v", err)
 	}
 }
+
+// TestPostgresStandbyAndPromote: a standby streams what its primary
+// commits, takes the primary's settings of the test's, and accepts writes
+// once promoted.
+func TestPostgresStandbyAndPromote(t *testing.T) {
+	t.Parallel()
+	ctx := Deadline(t, 3*time.Minute)
+	primary := StartPostgresWith(t, PostgresOptions{Settings: []string{"max_connections=50"}})
+	standby := StartPostgresStandby(t, primary.Addr(), PostgresOptions{Settings: []string{"max_connections=50"}})
+	exec := func(url, sql string, args ...any) error {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql, args...)
+		return err
+	}
+	query := func(url, sql string, dst any) error {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		return conn.QueryRow(ctx, sql).Scan(dst)
+	}
+	var maxConns string
+	if err := query(primary.URL(), "SHOW max_connections", &maxConns); err != nil || maxConns != "50" {
+		t.Fatalf("primary's max_connections %q (%v), want 50", maxConns, err)
+	}
+	if err := exec(primary.URL(), "CREATE TABLE t (v int); INSERT INTO t VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var v int
+		if err := query(standby.URL(), "SELECT v FROM t", &v); err == nil && v == 7 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the standby never received the primary's row")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := exec(standby.URL(), "INSERT INTO t VALUES (8)"); err == nil {
+		t.Fatal("a standby accepted a write before its promotion")
+	}
+	standby.Promote()
+	if err := exec(standby.URL(), "INSERT INTO t VALUES (8)"); err != nil {
+		t.Fatalf("the promoted standby refused a write: %v", err)
+	}
+}

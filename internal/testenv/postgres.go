@@ -83,6 +83,35 @@ type PostgresServer struct {
 // test is skipped, or fails when CI=true.
 func StartPostgres(t testing.TB) *PostgresServer {
 	t.Helper()
+	return StartPostgresWith(t, PostgresOptions{})
+}
+
+// PostgresOptions tune a private PostgreSQL server.
+type PostgresOptions struct {
+	// Settings are server settings, "name=value", over the defaults of
+	// StartPostgres: "max_connections=100", "synchronous_commit=on".
+	Settings []string
+}
+
+// StartPostgresWith is StartPostgres with settings of the test's.
+func StartPostgresWith(t testing.TB, opts PostgresOptions) *PostgresServer {
+	t.Helper()
+	return startPostgres(t, launch.PostgresConfig{Settings: opts.Settings})
+}
+
+// StartPostgresStandby starts a private PostgreSQL server that is a hot
+// standby of the server at primary (host:port), made with pg_basebackup
+// and streaming from it through a replication slot, and returns once it
+// accepts connections. primary may be the address of a faults.Proxy in
+// front of the real primary, so that a test can freeze replication and let
+// the standby lag; Promote fails over to it.
+func StartPostgresStandby(t testing.TB, primary string, opts PostgresOptions) *PostgresServer {
+	t.Helper()
+	return startPostgres(t, launch.PostgresConfig{Settings: opts.Settings, Primary: primary})
+}
+
+func startPostgres(t testing.TB, cfg launch.PostgresConfig) *PostgresServer {
+	t.Helper()
 	if _, err := launch.FindPostgres(); err != nil {
 		unavailable(t, err.Error()+", or run `make test`")
 	}
@@ -93,12 +122,31 @@ func StartPostgres(t testing.TB) *PostgresServer {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
 	defer cancel()
-	pg, err := launch.StartPostgres(ctx, filepath.Join(dir, "pg"))
+	pg, err := launch.StartPostgresConfig(ctx, filepath.Join(dir, "pg"), cfg)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 	t.Cleanup(func() { _ = pg.Stop(syscall.SIGKILL, 10*time.Second) })
 	return &PostgresServer{t: t, pg: pg}
+}
+
+// Addr returns the server's "127.0.0.1:PORT".
+func (s *PostgresServer) Addr() string { return s.pg.Addr() }
+
+// Pid returns the process ID of the server's postmaster (its backends are
+// its children), or 0 when it is not running.
+func (s *PostgresServer) Pid() int { return s.pg.Pid() }
+
+// Promote makes a standby a primary and returns once it accepts writes,
+// as a failover does: it keeps what it has received so far, which may lag
+// the old primary.
+func (s *PostgresServer) Promote() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	defer cancel()
+	if err := s.pg.Promote(ctx); err != nil {
+		s.t.Fatalf("testenv: %v", err)
+	}
 }
 
 // URL returns a superuser URL of the server's "postgres" database, such as

@@ -12,7 +12,11 @@
 //     move with MigrateSlot, with a hook between batches;
 //   - StartRedisSentinel: a Sentinel monitoring a master, and a
 //     FailoverClient that finds the master through it;
-//   - StartPostgres: a PostgreSQL server to kill and restart.
+//   - StartPostgres: a PostgreSQL server to kill and restart, with
+//     settings of the test's (StartPostgresWith);
+//   - StartPostgresStandby: a hot standby of a primary made with
+//     pg_basebackup, possibly through a faults.Proxy so that replication
+//     can be frozen and the standby lag; Promote fails over to it.
 //
 // testenv is the one owner of server launchers: the shared servers of
 // cmd/testservers and the private ones here are started, waited for and

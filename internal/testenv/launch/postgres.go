@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -24,21 +25,42 @@ const pgFallbackUser = "snowkey-pg"
 // Postgres is a PostgreSQL server process with a database cluster of its
 // own. Its methods are not safe for concurrent use.
 type Postgres struct {
-	bin  string // the directory of initdb and postgres
-	dir  string
-	cred *syscall.Credential
-	port int
-	proc *proc
+	bin      string // the directory of initdb and postgres
+	dir      string
+	cred     *syscall.Credential
+	port     int
+	settings []string // PostgresConfig.Settings
+	proc     *proc
+}
+
+// PostgresConfig tunes a server that StartPostgresConfig starts.
+type PostgresConfig struct {
+	// Settings are server settings, "name=value", given after the
+	// defaults and so over them: "max_connections=100",
+	// "synchronous_commit=on", "shared_preload_libraries=pg_stat_statements".
+	Settings []string
+	// Primary, when set, is the host:port of a PostgreSQL server to
+	// stream from: the database cluster is its pg_basebackup, with a
+	// replication slot of its own on the primary, and the server starts
+	// as its hot standby. Empty makes a fresh cluster with initdb.
+	Primary string
 }
 
 // StartPostgres creates a database cluster in dir/data (initdb, superuser
-// "postgres", trust authentication, UTF8, C locale) and starts PostgreSQL
-// on a free loopback port, with its socket in dir, fsync off and
-// max_connections=200; it returns once the server accepts connections.
-// When running as root it runs PostgreSQL, which refuses root, as the
-// user "postgres" (or a system user made for the purpose), so dir and
-// every directory above it must be searchable by others (see TempDir).
+// "postgres", trust authentication for connections and replication, UTF8,
+// C locale) and starts PostgreSQL on a free loopback port, with its socket
+// in dir, fsync off and max_connections=200; it returns once the server
+// accepts connections. When running as root it runs PostgreSQL, which
+// refuses root, as the user "postgres" (or a system user made for the
+// purpose), so dir and every directory above it must be searchable by
+// others (see TempDir).
 func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
+	return StartPostgresConfig(ctx, dir, PostgresConfig{})
+}
+
+// StartPostgresConfig is StartPostgres with settings of the caller's, or a
+// hot standby of another server (see PostgresConfig).
+func StartPostgresConfig(ctx context.Context, dir string, cfg PostgresConfig) (*Postgres, error) {
 	bin, err := FindPostgres()
 	if err != nil {
 		return nil, err
@@ -55,27 +77,14 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 			return nil, fmt.Errorf("chown %s for PostgreSQL: %w", dir, err)
 		}
 	}
-	pg := &Postgres{bin: bin, dir: dir, cred: cred}
-	initLog := filepath.Join(dir, "initdb.log")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
-		"-D", pg.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C",
-		"--no-sync", "--no-instructions")
-	initdb.Dir = dir
-	initdb.Env = pgEnv(dir)
-	// On timeout or signal, end initdb's children (postgres in bootstrap
-	// mode) too, so that the directory can be removed.
-	initdb.Cancel = func() error { return syscall.Kill(-initdb.Process.Pid, syscall.SIGKILL) }
-	p, err := startProc("initdb", initLog, initdb, cred, false)
+	pg := &Postgres{bin: bin, dir: dir, cred: cred, settings: cfg.Settings}
+	if cfg.Primary != "" {
+		err = pg.baseBackup(ctx, cfg.Primary)
+	} else {
+		err = pg.initdb(ctx)
+	}
 	if err != nil {
 		return nil, err
-	}
-	<-p.Done()
-	if p.Err() != nil {
-		return nil, fmt.Errorf("initdb failed (%v)\n%s", p.Err(), LogTail(initLog))
-	}
-	hba := "local all all trust\nhost all all 127.0.0.1/32 trust\n"
-	if err := os.WriteFile(filepath.Join(pg.data(), "pg_hba.conf"), []byte(hba), 0o600); err != nil {
-		return nil, fmt.Errorf("write pg_hba.conf: %w", err)
 	}
 
 	// A port found free can be taken before postgres binds it; try again then.
@@ -92,6 +101,86 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 		}
 	}
 }
+
+// initdb makes a fresh database cluster.
+func (pg *Postgres) initdb(ctx context.Context) error {
+	initLog := filepath.Join(pg.dir, "initdb.log")
+	initdb := exec.CommandContext(ctx, filepath.Join(pg.bin, "initdb"),
+		"-D", pg.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C",
+		"--no-sync", "--no-instructions")
+	initdb.Dir = pg.dir
+	initdb.Env = pgEnv(pg.dir)
+	// On timeout or signal, end initdb's children (postgres in bootstrap
+	// mode) too, so that the directory can be removed.
+	initdb.Cancel = func() error { return syscall.Kill(-initdb.Process.Pid, syscall.SIGKILL) }
+	p, err := startProc("initdb", initLog, initdb, pg.cred, false)
+	if err != nil {
+		return err
+	}
+	<-p.Done()
+	if p.Err() != nil {
+		return fmt.Errorf("initdb failed (%v)\n%s", p.Err(), LogTail(initLog))
+	}
+	hba := "local all all trust\nhost all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"
+	if err := os.WriteFile(filepath.Join(pg.data(), "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		return fmt.Errorf("write pg_hba.conf: %w", err)
+	}
+	return nil
+}
+
+// baseBackup makes the database cluster a copy of the server at primary
+// (host:port) that streams from it, through a replication slot of its own
+// (so that the primary keeps the WAL a stalled standby has not received).
+func (pg *Postgres) baseBackup(ctx context.Context, primary string) error {
+	host, port, err := net.SplitHostPort(primary)
+	if err != nil {
+		return fmt.Errorf("standby of %q: %w", primary, err)
+	}
+	slot := fmt.Sprintf("standby_%d_%d", os.Getpid(), time.Now().UnixNano())
+	logPath := filepath.Join(pg.dir, "pg_basebackup.log")
+	cmd := exec.CommandContext(ctx, filepath.Join(pg.bin, "pg_basebackup"),
+		"-D", pg.data(), "-h", host, "-p", port, "-U", "postgres", "-X", "stream", "-R",
+		"-C", "-S", slot, "--no-sync", "-c", "fast")
+	cmd.Dir = pg.dir
+	cmd.Env = pgEnv(pg.dir)
+	p, err := startProc("pg_basebackup", logPath, cmd, pg.cred, false)
+	if err != nil {
+		return err
+	}
+	<-p.Done()
+	if p.Err() != nil {
+		return fmt.Errorf("pg_basebackup of %s failed (%v)\n%s", primary, p.Err(), LogTail(logPath))
+	}
+	return nil
+}
+
+// Promote makes a standby a primary (pg_promote) and returns once it
+// accepts writes: a failover to it. It keeps what it had received, which
+// may lag the old primary.
+func (pg *Postgres) Promote(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, pg.URL())
+	if err != nil {
+		return fmt.Errorf("promote %s: %w", pg.URL(), err)
+	}
+	defer conn.Close(ctx)
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil || !ok {
+		return fmt.Errorf("promote %s: %v (done: %v)", pg.URL(), err, ok)
+	}
+	return nil
+}
+
+// Pid returns the process ID of the server's postmaster, or 0 when it is
+// not running.
+func (pg *Postgres) Pid() int {
+	if !pg.Running() {
+		return 0
+	}
+	return pg.proc.Pid()
+}
+
+// Addr returns the server's "127.0.0.1:PORT".
+func (pg *Postgres) Addr() string { return fmt.Sprintf("127.0.0.1:%d", pg.port) }
 
 // URL returns a superuser URL of the server's "postgres" database.
 func (pg *Postgres) URL() string {
@@ -134,6 +223,9 @@ func (pg *Postgres) Restart(ctx context.Context) error {
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=200",
 	)
+	for _, kv := range pg.settings {
+		cmd.Args = append(cmd.Args, "-c", kv)
+	}
 	cmd.Dir = pg.dir
 	cmd.Env = pgEnv(pg.dir)
 	p, err := startProc("postgres", logPath, cmd, pg.cred, true)
