@@ -55,6 +55,9 @@ type chaosSpec struct {
 	offset func(rng *rand.Rand, i int) time.Duration
 	// control names the defences a control run switches off.
 	control func(store string) []string
+	// serverControl says the control's defence is the server's setting,
+	// which server applies for the run, not the pool's.
+	serverControl bool
 	// server starts the run's own server and returns its address; nil
 	// uses the shared ones (a fresh key prefix or database per run).
 	server func(r *chaosRun) string
@@ -80,15 +83,26 @@ type chaosRun struct {
 	db      *sql.DB
 	// redisSrv, replica and cluster are the run's own servers, when the
 	// fault kind needs them.
-	redisSrv, replica *testenv.RedisServer
-	replProxy         *faults.Proxy
-	cluster           *testenv.PrivateCluster
+	redisSrv, replica    *testenv.RedisServer
+	replProxy            *faults.Proxy
+	cluster              *testenv.PrivateCluster
+	pgPrimary, pgStandby *testenv.PostgresServer
 
 	mu      sync.Mutex
 	procs   []*chaosProc // by slot
 	all     []*chaosProc // every process started, restarts too
 	files   []string
 	started int
+	met     string // how the run met its fault, as the schedule saw it; "" if it did not
+}
+
+// meet records that the run met its fault, as the schedule observed it.
+func (r *chaosRun) meet(how string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.met == "" {
+		r.met = how
+	}
 }
 
 // chaosProc is one generator process and its proxy.
@@ -101,63 +115,97 @@ type chaosProc struct {
 	killed bool
 }
 
-// chaosTest runs spec's runs with the defences on and as controls, for
-// a share of the package's chaos budget, and reports its row.
+// chaosTest runs spec's fault kind on each of its stores at once, with
+// the defences on and as controls, for a share of the package's chaos
+// budget, and reports one row per store: a control counts for the store
+// it ran on, never for another. A run observes whether it met its fault
+// (chaosRun.meet); a defended run that missed it runs again, up to
+// controlTries times in all, and the test fails if none met it; a control
+// that found no violation runs again too.
 func chaosTest(t *testing.T, spec chaosSpec) {
 	t.Parallel()
 	budget := chaosShare(t)
-	row := faults.Row{Package: "idtype/workerid", Fault: spec.fault, Seed: faults.Seed(t)}
-	start := time.Now()
-	var mu sync.Mutex
-	violations := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return row.ControlViolations
+	seed := faults.Seed(t)
+	// The stores run at once, each in a subtest of its own that takes no
+	// slot of go test's -parallel: the runs mostly wait.
+	var wg sync.WaitGroup
+	for _, store := range spec.stores {
+		wg.Go(func() {
+			t.Run(store, func(t *testing.T) { chaosStore(t, &spec, store, budget, seed) })
+		})
 	}
-	side := func(control bool) func(t *testing.T, rng *rand.Rand) {
+	wg.Wait()
+}
+
+// chaosSide counts the runs of one side (defended or control) on one store.
+type chaosSide struct {
+	runs, met, violations int
+	ids                   int64
+}
+
+// chaosStore runs spec's runs on one store and reports its row.
+func chaosStore(t *testing.T, spec *chaosSpec, store string, budget time.Duration, seed int64) {
+	start := time.Now()
+	var (
+		mu      sync.Mutex
+		on, off chaosSide
+	)
+	side := func(control bool, c *chaosSide) func(t *testing.T, rng *rand.Rand) {
 		return func(t *testing.T, rng *rand.Rand) {
-			// The stores run at once, each in a subtest of its own that
-			// takes no slot of go test's -parallel: the runs mostly wait.
-			var wg sync.WaitGroup
-			for _, store := range spec.stores {
-				seed := rng.Int64()
-				wg.Go(func() {
-					t.Run(store, func(t *testing.T) {
-						total, dups := runChaos(t, &spec, store, control, faults.Rand(seed))
-						mu.Lock()
-						defer mu.Unlock()
-						row.IDs += int64(total)
-						if control {
-							row.ControlViolations += len(dups)
-							return
-						}
-						row.Violations += len(dups)
-						for _, d := range dups[:min(len(dups), 10)] {
-							t.Errorf("duplicate: %v", d)
-						}
-					})
-				})
+			total, dups, met := runChaos(t, spec, store, control, rng)
+			mu.Lock()
+			defer mu.Unlock()
+			c.runs++
+			c.ids += int64(total)
+			c.violations += len(dups)
+			if met {
+				c.met++
 			}
-			wg.Wait()
+			if !control {
+				for _, d := range dups[:min(len(dups), 10)] {
+					t.Errorf("duplicate: %v", d)
+				}
+			}
 		}
 	}
-	// The defended runs and the controls run at once, as the stores do.
+	get := func(c *chaosSide) chaosSide {
+		mu.Lock()
+		defer mu.Unlock()
+		return *c
+	}
+	// The defended runs and the controls run at once.
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t.Run("defended", func(t *testing.T) { row.Runs = faults.Repeat(t, "on", budget, 1, side(false)) })
+		t.Run("defended", func(t *testing.T) {
+			faults.Repeat(t, "on", budget, 1, side(false, &on))
+			// On a loaded machine a run may miss the window of time its
+			// fault needs: a defended run that did not meet it proves
+			// nothing, and runs again.
+			for try := 2; try <= controlTries && get(&on).met == 0 && !t.Failed(); try++ {
+				faults.Repeat(t, fmt.Sprintf("on-try%d-", try), 0, 1, side(false, &on))
+			}
+			if c := get(&on); c.met == 0 {
+				t.Errorf("none of %d defended runs met its fault", c.runs)
+			}
+		})
 	})
 	wg.Go(func() {
 		t.Run("control", func(t *testing.T) {
-			row.ControlRuns = faults.Repeat(t, "off", budget, 1, side(true))
-			// On a loaded machine one run may miss the window of time its
-			// fault needs: a control that found nothing runs again.
-			for try := 2; try <= controlTries && violations() == 0 && !t.Failed(); try++ {
-				row.ControlRuns += faults.Repeat(t, fmt.Sprintf("off-try%d-", try), 0, 1, side(true))
+			faults.Repeat(t, "off", budget, 1, side(true, &off))
+			for try := 2; try <= controlTries && get(&off).violations == 0 && !t.Failed(); try++ {
+				faults.Repeat(t, fmt.Sprintf("off-try%d-", try), 0, 1, side(true, &off))
 			}
 		})
 	})
 	wg.Wait()
-	row.Seconds = time.Since(start).Seconds()
+	row := faults.Row{
+		Package: "idtype/workerid", Fault: spec.fault + " (" + store + ")", Seed: seed,
+		Runs: on.runs, IDs: on.ids + off.ids, Violations: on.violations,
+		ControlRuns: off.runs, ControlViolations: off.violations,
+		Seconds: time.Since(start).Seconds(),
+	}
+	t.Logf("%s on %s: the fault met in %d of %d defended runs and %d of %d control runs",
+		spec.fault, store, on.met, on.runs, off.met, off.runs)
 	faults.Report(t, row)
 }
 
@@ -177,9 +225,9 @@ func chaosShare(t *testing.T) time.Duration {
 	return share
 }
 
-// runChaos runs one run and returns how many IDs the processes wrote and
-// which repeated.
-func runChaos(t *testing.T, spec *chaosSpec, store string, control bool, rng *rand.Rand) (int, []faults.Dup) {
+// runChaos runs one run and returns how many IDs the processes wrote,
+// which repeated, and whether the run met its fault.
+func runChaos(t *testing.T, spec *chaosSpec, store string, control bool, rng *rand.Rand) (int, []faults.Dup, bool) {
 	r := &chaosRun{t: t, spec: spec, rng: rng, store: store}
 	if control {
 		r.control = spec.control(store)
@@ -216,7 +264,11 @@ func (r *chaosRun) setup() {
 		r.prefix = "chaos:"
 		r.inspect = r.cluster.Client()
 	case "postgres":
-		r.dsn = testenv.Postgres(t)
+		if r.spec.server != nil {
+			r.dsn = r.spec.server(r)
+		} else {
+			r.dsn = testenv.Postgres(t)
+		}
 		migrate(t, r.dsn)
 		u, err := url.Parse(r.dsn)
 		if err != nil {
@@ -288,7 +340,7 @@ func (r *chaosRun) start(i int, off time.Duration) {
 		"CHAOS_OFFSET="+off.String(), "CHAOS_BITS="+strconv.Itoa(r.spec.bits),
 		fmt.Sprintf("CHAOS_TIMING=%v,%v,%v", tm.ttl, tm.margin, tm.renew),
 		fmt.Sprintf("CHAOS_HOLD=%v,%v", hold[0], hold[1]), fmt.Sprintf("CHAOS_PAUSE=%v,%v", pause[0], pause[1]),
-		"CHAOS_SEED="+strconv.FormatInt(r.rng.Int64(), 10), "CHAOS_CONTROL="+strings.Join(r.control, ","),
+		"CHAOS_SEED="+strconv.FormatInt(r.rng.Int64(), 10), "CHAOS_CONTROL="+r.poolControl(),
 		"CHAOS_STATUS="+status)
 	c := &chaosProc{slot: i, status: status, p: p, proxy: px, offset: off}
 	r.mu.Lock()
@@ -296,6 +348,15 @@ func (r *chaosRun) start(i int, off time.Duration) {
 	r.all = append(r.all, c)
 	r.files = append(r.files, out)
 	r.mu.Unlock()
+}
+
+// poolControl is the helper's CHAOS_CONTROL: the pool defences the run
+// switches off.
+func (r *chaosRun) poolControl() string {
+	if r.spec.serverControl {
+		return ""
+	}
+	return strings.Join(r.control, ",")
 }
 
 // proc returns the process of slot i.
@@ -397,6 +458,97 @@ func waitUntil(timeout time.Duration, cond func() bool) bool {
 	return true
 }
 
+// observe polls cond every 20 ms for d, whatever it finds, and reports
+// whether it held at some poll: a fault's window of time stays as the
+// schedule drew it while the run watches for the fault to happen.
+func observe(d time.Duration, cond func() bool) bool {
+	end := time.Now().Add(d)
+	seen := false
+	for time.Now().Before(end) {
+		seen = seen || cond()
+		time.Sleep(min(20*time.Millisecond, time.Until(end)))
+	}
+	return seen
+}
+
+// takenFrom reports whether a process other than slot holds worker now.
+func (r *chaosRun) takenFrom(slot int, worker int64) bool {
+	for i, w := range r.holders() {
+		if i != slot && w == worker {
+			return true
+		}
+	}
+	return false
+}
+
+// tookOver reports whether a process that held no number in held holds
+// one of held's numbers now.
+func (r *chaosRun) tookOver(held map[int]int64) bool {
+	numbers := map[int64]bool{}
+	for _, w := range held {
+		numbers[w] = true
+	}
+	for i, w := range r.holders() {
+		if _, had := held[i]; !had && numbers[w] {
+			return true
+		}
+	}
+	return false
+}
+
+// startMark returns the high-water mark the current ownership of worker
+// started after (Unix ms), or 0.
+func (r *chaosRun) startMark(worker int64) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if r.store == "postgres" {
+		var start sql.NullInt64
+		_ = r.db.QueryRowContext(ctx, `SELECT start_after FROM snowkey_worker_leases WHERE namespace = 'chaos' AND worker = $1`,
+			worker).Scan(&start)
+		return start.Int64
+	}
+	v, err := r.inspect.HGet(ctx, r.prefix+"{chaos}:leases", strconv.FormatInt(worker, 10)).Result()
+	if err != nil {
+		return 0
+	}
+	parts := strings.SplitN(v, "|", 3)
+	if len(parts) < 3 {
+		return 0
+	}
+	start, _ := strconv.ParseInt(parts[1], 10, 64)
+	return start
+}
+
+// renewMore waits until every process in held has seen n more renewals
+// confirmed, and returns how far the replica's marks of their numbers are
+// behind the master's then (Redis only).
+func (r *chaosRun) renewMore(held map[int]int64, n int) time.Duration {
+	base := map[int]int64{}
+	for i := range held {
+		base[i] = r.proc(i).renewals()
+	}
+	waitUntil(10*r.spec.timing.ttl, func() bool {
+		for i := range held {
+			if r.proc(i).renewals() < base[i]+int64(n) {
+				return false
+			}
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var lag time.Duration
+	for _, w := range held {
+		key, member := r.prefix+"{chaos}:hw", strconv.FormatInt(w, 10)
+		m, err1 := r.inspect.ZScore(ctx, key, member).Result()
+		rm, err2 := r.replica.Client().ZScore(ctx, key, member).Result()
+		if err1 == nil && err2 == nil {
+			lag = max(lag, time.Duration(m-rm)*time.Millisecond)
+		}
+	}
+	return lag
+}
+
 // running reports whether the schedule may start another episode.
 func (r *chaosRun) running() bool { return time.Now().Before(r.end) }
 
@@ -405,7 +557,7 @@ func (r *chaosRun) sleep(lo, hi time.Duration) { time.Sleep(randDur(r.rng, lo, h
 
 // finish lifts every fault, lets every process give its number back and
 // exit, and checks the IDs.
-func (r *chaosRun) finish() (int, []faults.Dup) {
+func (r *chaosRun) finish() (int, []faults.Dup, bool) {
 	t := r.t
 	r.mu.Lock()
 	procs, all, files := r.procs, r.all, r.files
@@ -447,20 +599,27 @@ func (r *chaosRun) finish() (int, []faults.Dup) {
 			t.Logf("process %d (pid %d):\n%s", c.slot, c.p.Pid(), c.p.Stderr())
 		}
 	}
-	t.Logf("%s on %s (control %v): %d processes, %d IDs, %d duplicates",
-		r.spec.fault, r.store, r.control, len(all), total, len(dups))
-	return total, dups
+	r.mu.Lock()
+	how := r.met
+	r.mu.Unlock()
+	met := how != ""
+	if !met {
+		how = "no: the fault was not met"
+	}
+	t.Logf("%s on %s (control %v): %d processes, %d IDs, %d duplicates; met: %s",
+		r.spec.fault, r.store, r.control, len(all), total, len(dups), how)
+	return total, dups, met
 }
 
 // chaosSpecs are the fault kinds of the package, one TestChaos… each.
 var chaosSpecs = map[string]*chaosSpec{
 	"delay": {
 		// A renewal's reply comes late, and right after it the holder is
-		// cut off. Its generator may go on for TTL -
-		// Margin from when the renewal was sent; the store keeps the lease
-		// for TTL from when it ran, later. Control: time counted from the
-		// reply, which is later still, past the mark the next owner
-		// starts after (Redis: and marks without their extra TTL).
+		// cut off. Its generator may go on for TTL - Margin from when the
+		// renewal was sent; the store keeps the lease for TTL from when it
+		// ran, later. Met when another process takes the number while the
+		// holder is cut off. Control: time counted from the reply, which is
+		// later still, past the mark the next owner starts after.
 		fault:  "proxy delay",
 		stores: []string{"redis", "postgres"},
 		// A renewal's timeout is (TTL - Margin) / 2 = 1.85 s.
@@ -478,6 +637,7 @@ var chaosSpecs = map[string]*chaosSpec{
 				}
 				c := r.proc(h)
 				px := c.proxy
+				w := r.holders()[h]
 				// Each way, more than Margin; a round trip of one delay for
 				// the request and up to three for the reply (the proxy
 				// delays each chunk, and PostgreSQL's reply may come in
@@ -495,7 +655,10 @@ var chaosSpecs = map[string]*chaosSpec{
 				}
 				px.Cut()
 				px.SetDelay(0)
-				r.sleep(tm.ttl+500*time.Millisecond, tm.ttl+1500*time.Millisecond)
+				if observe(randDur(r.rng, tm.ttl+500*time.Millisecond, tm.ttl+1500*time.Millisecond),
+					func() bool { return r.takenFrom(h, w) }) {
+					r.meet("another process took the number of a holder cut off on a delayed renewal's reply")
+				}
 				px.Restore()
 				r.sleep(200*time.Millisecond, 600*time.Millisecond)
 			}
@@ -506,8 +669,10 @@ var chaosSpecs = map[string]*chaosSpec{
 		// number and is cut off until its lease lapses; B, whose clock is
 		// ahead within Margin, takes it, issues and gives it back; A's
 		// take-back runs but its reply, and go-redis's resends, are lost
-		// (some renewals' replies too). Control: renewals do not raise the
-		// floor to the ownership's start, and release may lower the mark.
+		// (some renewals' replies too). Met when B held the number while A
+		// was cut off, and the proxy dropped the reply to A's take-back.
+		// Control: renewals do not raise the floor to the ownership's
+		// start, and release may lower the mark.
 		fault:  "reply dropped after delivery (take-back)",
 		stores: []string{"redis", "postgres"},
 		timing: chaosTiming{ttl: 2 * time.Second, margin: 700 * time.Millisecond, renew: 400 * time.Millisecond},
@@ -532,7 +697,7 @@ var chaosSpecs = map[string]*chaosSpec{
 			a := r.proc(0)
 			take := faults.MatchRedisScript(takeScript)
 			if r.store == "postgres" {
-				take = faults.MatchPGQuery("INSERT INTO snowkey_worker_leases")
+				take = faults.MatchPGQuery("INSERT INTO snowkey_worker_leases AS l")
 			}
 			renew := faults.MatchRedisScript(renewScript)
 			if r.store == "postgres" {
@@ -546,13 +711,15 @@ var chaosSpecs = map[string]*chaosSpec{
 				a.proxy.SetDropRate(0, nil, nil)
 				a.proxy.Cut()
 				// B takes the number once A's lease lapses, and gives it back.
-				waitUntil(3*tm.ttl, func() bool { _, ok := r.holders()[1]; return ok })
+				tookIt := waitUntil(3*tm.ttl, func() bool { _, ok := r.holders()[1]; return ok })
 				waitUntil(3*tm.ttl, func() bool { return len(r.holders()) == 0 })
 				a.proxy.DropReplies(take, 4) // the take-back and go-redis's resends
 				a.proxy.SetDropRate(0.1, r.rng, renew)
 				a.proxy.Restore()
 				if err := a.proxy.AwaitDrops(1, 5*time.Second); err != nil {
 					r.t.Logf("A's take-back reply was not dropped: %v", err)
+				} else if tookIt {
+					r.meet("B held A's number while A was cut off, and the reply to A's take-back was dropped")
 				}
 				time.Sleep(time.Second)
 			}
@@ -560,8 +727,8 @@ var chaosSpecs = map[string]*chaosSpec{
 	},
 	"cut": {
 		// The holder's connections are cut for longer than its TTL;
-		// another process takes the number. Control: the generator is not
-		// stopped when renewals fail.
+		// another process takes the number (met when it is seen to).
+		// Control: the generator is not stopped when renewals fail.
 		fault:  "connection cut",
 		stores: []string{"redis", "postgres"},
 		timing: fastTiming,
@@ -576,9 +743,11 @@ var chaosSpecs = map[string]*chaosSpec{
 				if h < 0 {
 					continue
 				}
-				px := r.proc(h).proxy
+				px, w := r.proc(h).proxy, r.holders()[h]
 				px.Cut()
-				r.sleep(2*tm.ttl+200*time.Millisecond, 3*tm.ttl)
+				if observe(randDur(r.rng, 2*tm.ttl+200*time.Millisecond, 3*tm.ttl), func() bool { return r.takenFrom(h, w) }) {
+					r.meet("another process took the number of a holder cut off")
+				}
 				px.Restore()
 				r.sleep(100*time.Millisecond, 400*time.Millisecond)
 			}
@@ -588,8 +757,8 @@ var chaosSpecs = map[string]*chaosSpec{
 		// A process is killed with SIGKILL and started again with its
 		// clock set back by more than a TTL (a host restored from a
 		// snapshot); with as many numbers as processes it can only get
-		// the killed one's. Control: a new owner does not start after the
-		// number's high-water mark.
+		// the killed one's (met when it is seen to). Control: a new owner
+		// does not start after the number's high-water mark.
 		fault:  "SIGKILL, restart with the clock set back",
 		stores: []string{"redis", "postgres"},
 		timing: fastTiming,
@@ -603,18 +772,24 @@ var chaosSpecs = map[string]*chaosSpec{
 			for r.running() {
 				i := r.rng.IntN(r.spec.procs)
 				c := r.proc(i)
+				w, held := r.holders()[i]
 				c.p.Kill()
 				c.killed = true
 				r.start(i, c.offset-randDur(r.rng, 3*tm.ttl/2, 3*tm.ttl))
-				r.sleep(tm.ttl+500*time.Millisecond, 2*tm.ttl)
+				if observe(randDur(r.rng, tm.ttl+500*time.Millisecond, 2*tm.ttl), func() bool {
+					got, ok := r.holders()[i]
+					return held && ok && got == w
+				}) {
+					r.meet("a process killed and started again with its clock set back took its old number")
+				}
 			}
 		},
 	},
 	"stop": {
 		// The holder is frozen with SIGSTOP for longer than its TTL (a
-		// long pause), another process takes the number, then it goes on
-		// (SIGCONT), its network slow for a moment. Control: the generator
-		// is not stopped when renewals fail.
+		// long pause), another process takes the number (met when it is
+		// seen to), then it goes on (SIGCONT), its network slow for a
+		// moment. Control: the generator is not stopped when renewals fail.
 		fault:  "SIGSTOP of a holder",
 		stores: []string{"redis", "postgres"},
 		timing: fastTiming,
@@ -629,13 +804,16 @@ var chaosSpecs = map[string]*chaosSpec{
 				if h < 0 {
 					continue
 				}
-				c := r.proc(h)
+				c, w := r.proc(h), r.holders()[h]
 				c.p.Stop()
 				// Another process must take the number (and wait out the
 				// mark) before this one goes on. It goes on over a slow
 				// network, so that its first renewal, which tells it the
 				// number is gone, takes a while.
-				r.sleep(2*tm.ttl+200*time.Millisecond, 2*tm.ttl+600*time.Millisecond)
+				if observe(randDur(r.rng, 2*tm.ttl+200*time.Millisecond, 2*tm.ttl+600*time.Millisecond),
+					func() bool { return r.takenFrom(h, w) }) {
+					r.meet("another process took the number of a holder frozen with SIGSTOP")
+				}
 				c.proxy.SetDelay(randDur(r.rng, 20*time.Millisecond, 60*time.Millisecond))
 				c.p.Cont()
 				r.sleep(300*time.Millisecond, 800*time.Millisecond)
@@ -646,8 +824,10 @@ var chaosSpecs = map[string]*chaosSpec{
 	"clock": {
 		// Processes whose clocks disagree within Margin give their numbers
 		// back and take them again all the time, and are restarted with
-		// their clocks set back by up to 2 s. Control: a new owner does not
-		// start after the number's high-water mark.
+		// their clocks set back by up to 2 s; met when a restarted process
+		// holds a number whose ownership started after a mark ahead of its
+		// clock. Control: a new owner does not start after the number's
+		// high-water mark.
 		fault:  "clocks set back and skewed within Margin",
 		stores: []string{"redis", "postgres"},
 		timing: fastTiming,
@@ -666,16 +846,22 @@ var chaosSpecs = map[string]*chaosSpec{
 				if err := c.p.Wait(10 * time.Second); err != nil {
 					r.t.Errorf("restart: %v", err)
 				}
-				r.start(i, c.offset-randDur(r.rng, 500*time.Millisecond, 2*time.Second))
+				off := c.offset - randDur(r.rng, 500*time.Millisecond, 2*time.Second)
+				r.start(i, off)
+				if observe(randDur(r.rng, 200*time.Millisecond, 400*time.Millisecond), func() bool {
+					w, ok := r.holders()[i]
+					return ok && r.startMark(w) > time.Now().Add(off).UnixMilli()
+				}) {
+					r.meet("a process restarted with its clock set back took a number whose mark was ahead of its clock")
+				}
 			}
 		},
 	},
 	"redis restart": {
 		// Redis is killed and restarted without persistence while two
 		// processes hold the two numbers and are cut off from it; the two
-		// others take the numbers from the empty Redis. Control: the pool
-		// trusts Redis to keep its writes (no wait for a number without a
-		// record, no extra TTL in marks).
+		// others take the numbers from the empty Redis (met when one is
+		// seen to). Control: new owners do not wait out the loss window.
 		fault:  "Redis restarted without persistence",
 		stores: []string{"redis"},
 		timing: fastTiming,
@@ -702,7 +888,9 @@ var chaosSpecs = map[string]*chaosSpec{
 						r.proc(i).proxy.Restore()
 					}
 				}
-				r.sleep(tm.ttl/2, tm.ttl)
+				if observe(randDur(r.rng, tm.ttl/2, tm.ttl), func() bool { return r.tookOver(held) }) {
+					r.meet("a process took a number of a holder that Redis forgot in a restart")
+				}
 				for i := range held {
 					r.proc(i).proxy.Restore()
 				}
@@ -711,11 +899,13 @@ var chaosSpecs = map[string]*chaosSpec{
 		},
 	},
 	"failover": {
-		// Replication to the replica stops (frozen) for 500-900 ms, less
-		// than TTL + Margin - RenewEvery (see the package doc); then the processes are cut off, the replica is
-		// promoted and their proxies retargeted to it: first those that
-		// held no number, later the old holders. Control: the pool trusts
-		// Redis to keep its writes.
+		// Replication to the replica stops (frozen) while the holders renew
+		// two or three times more; then the processes are cut off, the
+		// replica is promoted and their proxies retargeted to it: first
+		// those that held no number, later the old holders. Met when the
+		// replica's marks lagged the master's by more than Margin and a
+		// process took a number from it. Control: new owners do not wait
+		// out the loss window.
 		fault:  "failover to a lagging replica",
 		stores: []string{"redis"},
 		timing: fastTiming,
@@ -732,18 +922,71 @@ var chaosSpecs = map[string]*chaosSpec{
 		schedule: func(r *chaosRun) {
 			tm := r.spec.timing
 			waitUntil(5*tm.ttl, func() bool { return len(r.holders()) == 2 })
-			time.Sleep(500 * time.Millisecond)
-			r.replProxy.Freeze()
-			r.sleep(500*time.Millisecond, 900*time.Millisecond)
 			held := r.holders()
+			r.replica.WaitSynced(r.redisSrv.Addr(), 10*time.Second)
+			r.replProxy.Freeze()
+			lag := r.renewMore(held, 2+r.rng.IntN(2))
+			held = r.holders()
 			for i := range r.spec.procs {
 				r.proc(i).proxy.Cut()
 			}
 			r.replica.Promote()
 			r.replProxy.Cut()
+			r.inspect = r.replica.Client()
 			for i := range r.spec.procs {
 				px := r.proc(i).proxy
 				px.Retarget(r.replica.Addr())
+				if _, ok := held[i]; !ok {
+					px.Restore()
+				}
+			}
+			if observe(randDur(r.rng, tm.ttl/2, tm.ttl), func() bool { return r.tookOver(held) }) && lag > tm.margin {
+				r.meet(fmt.Sprintf("a process took a number from a replica whose marks lagged the master's by %v", lag))
+			}
+			for i := range held {
+				r.proc(i).proxy.Restore()
+			}
+			time.Sleep(2 * tm.ttl)
+		},
+	},
+	"pg failover": {
+		// Replication from the primary to its streaming standby stalls
+		// (frozen) while the holders renew and the others try to take
+		// numbers; then the processes are cut off, the standby is promoted
+		// and their proxies retargeted to it: first those that held no
+		// number, later the old holders. Met when the stall met a lease
+		// statement (committed on the primary alone, or waiting for the
+		// standby) and the standby lagged the primary. The defence is the
+		// server's: a synchronous standby, so that no take or renewal
+		// counts as done before the standby has it. Control: an
+		// asynchronous standby.
+		fault:         "failover to a lagging PostgreSQL standby",
+		stores:        []string{"postgres"},
+		timing:        fastTiming,
+		procs:         4,
+		bits:          1,
+		offset:        skew(fastTiming.margin / 2),
+		control:       func(string) []string { return []string{"synchronous standby"} },
+		serverControl: true,
+		server:        startPostgresPair,
+		runTime:       0, // one failover per run
+		schedule: func(r *chaosRun) {
+			tm := r.spec.timing
+			waitUntil(5*tm.ttl, func() bool { return len(r.holders()) == 2 })
+			held := r.holders()
+			r.replProxy.Freeze()
+			how, lag := r.pgStall(held)
+			for i := range r.spec.procs {
+				r.proc(i).proxy.Cut()
+			}
+			r.pgStandby.Promote()
+			r.replProxy.Cut()
+			if how != "" && lag > 0 {
+				r.meet(fmt.Sprintf("%s; the standby was %d bytes of WAL behind when promoted", how, lag))
+			}
+			for i := range r.spec.procs {
+				px := r.proc(i).proxy
+				px.Retarget(r.pgStandby.Addr())
 				if _, ok := held[i]; !ok {
 					px.Restore()
 				}
@@ -758,10 +1001,11 @@ var chaosSpecs = map[string]*chaosSpec{
 	"migration": {
 		// The namespace's slot moves between the nodes of a private Redis
 		// Cluster, one key at a time with pauses, again and again, while
-		// processes give numbers back and take them. Control: the take
-		// script builds lease keys itself (undeclared), and, since the
-		// high-water mark alone keeps the IDs of two owners apart, a new
-		// owner does not start after it either.
+		// processes give numbers back and take them; met when the slot
+		// moved with the namespace's keys. Control: the take script builds
+		// the names of the keys it touches itself (undeclared), and, since
+		// the high-water mark alone keeps the IDs of two owners apart, a
+		// new owner does not start after it either.
 		fault:  "Cluster slot migration",
 		stores: []string{"cluster"},
 		// Renewals slow enough that an owner learns late that another
@@ -803,6 +1047,9 @@ var chaosSpecs = map[string]*chaosSpec{
 						r.sleep(150*time.Millisecond, 400*time.Millisecond)
 						return nil
 					}})
+				if moved > 0 {
+					r.meet("the namespace's slot moved with its keys while processes took and renewed leases")
+				}
 				if err != nil {
 					if len(r.control) == 0 {
 						r.t.Errorf("migrate slot %d: %v", slot, err)
@@ -821,6 +1068,78 @@ var chaosSpecs = map[string]*chaosSpec{
 	},
 }
 
+// startPostgresPair starts a primary and a streaming standby of it behind
+// r.replProxy, for the PostgreSQL failover kind, and returns the
+// primary's URL. The standby is synchronous (synchronous_standby_names
+// '*', synchronous_commit on) unless the run is a control.
+func startPostgresPair(r *chaosRun) string {
+	t := r.t
+	settings := testenv.PostgresOptions{Settings: []string{"synchronous_commit=on"}}
+	r.pgPrimary = testenv.StartPostgresWith(t, settings)
+	r.replProxy = faults.StartProxy(t, r.pgPrimary.Addr())
+	r.pgStandby = testenv.StartPostgresStandby(t, r.replProxy.Addr(), settings)
+	if len(r.control) > 0 {
+		return r.pgPrimary.URL()
+	}
+	db := openDB(t, r.pgPrimary.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, q := range []string{"ALTER SYSTEM SET synchronous_standby_names = '*'", "SELECT pg_reload_conf()"} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !waitUntil(30*time.Second, func() bool {
+		var state string
+		err := db.QueryRowContext(ctx, "SELECT sync_state FROM pg_stat_replication").Scan(&state)
+		return err == nil && state == "sync"
+	}) {
+		t.Fatal("the standby did not become synchronous")
+	}
+	return r.pgPrimary.URL()
+}
+
+// pgStall waits until the stall of replication has met the leases:
+// renewals that the primary confirmed and the standby never got (two more
+// for every holder: an asynchronous standby), or a lease statement waiting
+// for the standby (a synchronous one), and returns which, with the
+// standby's lag in bytes of WAL.
+func (r *chaosRun) pgStall(held map[int]int64) (string, int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*r.spec.timing.ttl)
+	defer cancel()
+	base := map[int]int64{}
+	for i := range held {
+		base[i] = r.proc(i).renewals()
+	}
+	var how string
+	waitUntil(10*r.spec.timing.ttl, func() bool {
+		renewed := true
+		for i := range held {
+			renewed = renewed && r.proc(i).renewals() >= base[i]+2
+		}
+		var waiting int
+		if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event = 'SyncRep'`).Scan(&waiting); err != nil {
+			return false
+		}
+		switch {
+		case renewed:
+			how = "every holder had two more renewals confirmed by the primary after replication stalled"
+		case waiting > 0:
+			how = fmt.Sprintf("%d lease statements waited for the synchronous standby", waiting)
+		}
+		return how != ""
+	})
+	var sent, received string
+	_ = r.db.QueryRowContext(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&sent)
+	sdb := openDB(r.t, r.pgStandby.URL())
+	_ = sdb.QueryRowContext(ctx, "SELECT pg_last_wal_receive_lsn()::text").Scan(&received)
+	var lag int64
+	_ = r.db.QueryRowContext(ctx, "SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::bigint", sent, received).Scan(&lag)
+	_ = sdb.Close()
+	return how, lag
+}
+
 // skew draws clock offsets within ±d.
 func skew(d time.Duration) func(rng *rand.Rand, i int) time.Duration {
 	return func(rng *rand.Rand, _ int) time.Duration { return randDur(rng, -d, d) }
@@ -837,3 +1156,4 @@ func TestChaosFailover(t *testing.T)     { chaosTest(t, *chaosSpecs["failover"])
 func TestChaosSlotMigration(t *testing.T) {
 	chaosTest(t, *chaosSpecs["migration"])
 }
+func TestChaosPostgresFailover(t *testing.T) { chaosTest(t, *chaosSpecs["pg failover"]) }
