@@ -35,7 +35,7 @@ const crashHelperEnv = "WORKERID_CRASH_HELPER"
 // budget (several times their usual time on a loaded 2-core machine,
 // under the 5 minutes make test gives a package).
 func TestMain(m *testing.M) {
-	faults.HelperMain(map[string]func() int{chaosHelper: chaosIssuer})
+	faults.HelperMain(map[string]func() int{chaosHelper: chaosIssuer, fleetHelper: fleetProcess})
 	if os.Getenv(crashHelperEnv) != "" {
 		os.Exit(crashHelper())
 	}

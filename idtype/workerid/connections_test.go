@@ -1,0 +1,220 @@
+package workerid
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/faults"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// The fleet helper is one process of TestPostgresConnectionBudget: this
+// test binary, run again by faults.StartHelper. It opens one *sql.DB with
+// database/sql's defaults (no bound on open connections) and one Pool,
+// which all its leases share, connects and prints "connected", waits for
+// the file FLEET_GO (so that the fleet starts at once), acquires
+// FLEET_LEASES numbers at once, and
+// once every lease has renewed prints "ready", the numbers and how many
+// renewals failed (and were retried) on its standard output; then it
+// holds them until its standard input closes, and gives them back. Its
+// environment:
+//
+//	FLEET_DSN       PostgreSQL URL
+//	FLEET_LEASES    how many leases
+//	FLEET_MAXCONNS  the pool's Options.MaxConns
+//	FLEET_GO        the file whose making starts the fleet
+const fleetHelper = "fleet-process"
+
+func fleetProcess() int {
+	fail := func(err error) int {
+		fmt.Printf("error: %v\n", err)
+		return 1
+	}
+	n, err := strconv.Atoi(os.Getenv("FLEET_LEASES"))
+	if err != nil {
+		return fail(err)
+	}
+	maxConns, err := strconv.Atoi(os.Getenv("FLEET_MAXCONNS"))
+	if err != nil {
+		return fail(err)
+	}
+	db, err := sql.Open("pgx", os.Getenv("FLEET_DSN"))
+	if err != nil {
+		return fail(err)
+	}
+	defer db.Close()
+	pool, err := Postgres(db, Options{
+		Layout:    idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 11, SequenceBits: 12},
+		Namespace: "fleet", MaxConns: maxConns,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		return fail(err)
+	}
+	fmt.Println("connected")
+	for {
+		if _, err := os.Stat(os.Getenv("FLEET_GO")); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fail(ctx.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	leases := make([]*Lease, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { leases[i], errs[i] = pool.Acquire(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fail(err)
+	}
+	failures := int64(0)
+	for _, l := range leases {
+		for l.Status().Renewals < 1 {
+			s := l.Status()
+			if s.State == Lost || ctx.Err() != nil {
+				return fail(fmt.Errorf("worker %d: %v (%v)", l.Worker(), s.State, s.LastError))
+			}
+			failures = max(failures, s.Failures)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var workers []string
+	for _, l := range leases {
+		workers = append(workers, strconv.FormatInt(l.Worker(), 10))
+	}
+	fmt.Printf("ready %s failures %d\n", strings.Join(workers, " "), failures)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, l := range leases {
+		if err := l.Close(context.Background()); err != nil {
+			return fail(err)
+		}
+	}
+	return 0
+}
+
+// TestPostgresConnectionBudget starts a fleet of 1,024 instances in 64
+// processes at once on a PostgreSQL server whose max_connections is 100:
+// each process shares one pool among its 16 leases, on a *sql.DB with
+// database/sql's defaults, and the pool runs one statement at a time, so
+// a process holds one connection at most. Every instance gets its lease,
+// and renews it. The control run, whose pools run 16 statements at once,
+// opens more connections than the server has, and some processes fail.
+// (The two run one after the other: 64 processes at a time.)
+func TestPostgresConnectionBudget(t *testing.T) {
+	t.Parallel()
+	for _, defended := range []bool{true, false} {
+		name := map[bool]string{true: "one connection a process", false: "control: 16 connections a process"}[defended]
+		t.Run(name, func(t *testing.T) {
+			ctx := testenv.Deadline(t, 3*time.Minute)
+			srv := testenv.StartPostgresWith(t, testenv.PostgresOptions{Settings: []string{"max_connections=100"}})
+			migrate(t, srv.URL())
+			maxConns, procs := "1", make([]*faults.Process, 64)
+			if !defended {
+				maxConns = "16"
+			}
+			start := filepath.Join(t.TempDir(), "go")
+			for i := range procs {
+				procs[i] = faults.StartHelper(t, fleetHelper, "FLEET_DSN="+srv.URL(), "FLEET_LEASES=16",
+					"FLEET_MAXCONNS="+maxConns, "FLEET_GO="+start)
+			}
+			// The last line each process printed.
+			outputs := make([]string, len(procs))
+			read := func(want string) int {
+				n := 0
+				for i, p := range procs {
+					out, _ := os.ReadFile(p.StdoutPath())
+					lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+					outputs[i] = lines[len(lines)-1]
+					if strings.HasPrefix(outputs[i], want) || strings.HasPrefix(outputs[i], "error: ") || p.Exited() {
+						n++
+					}
+				}
+				return n
+			}
+			waitFor(t, 2*time.Minute, "every process to connect", func() bool { return read("connected") == len(procs) })
+			if err := os.WriteFile(start, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			db := openDB(t, srv.URL())
+			db.SetMaxOpenConns(1)
+			peak := 0
+			for {
+				done := read("ready ")
+				var conns int
+				if err := db.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").
+					Scan(&conns); err == nil {
+					peak = max(peak, conns)
+				}
+				if done == len(procs) {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("%d of %d processes done when the test's time ran out", done, len(procs))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			var workers []int64
+			var failed []string
+			for i, out := range outputs {
+				if !strings.HasPrefix(out, "ready ") {
+					failed = append(failed, fmt.Sprintf("process %d: %q %s", i, strings.TrimSpace(out), procs[i].Stderr()))
+					continue
+				}
+				nums, _, _ := strings.Cut(strings.TrimPrefix(out, "ready "), " failures")
+				for _, f := range strings.Fields(nums) {
+					w, err := strconv.ParseInt(f, 10, 64)
+					if err != nil {
+						t.Fatalf("process %d printed %q", i, out)
+					}
+					workers = append(workers, w)
+				}
+			}
+			for _, p := range procs {
+				p.CloseStdin()
+			}
+			slices.Sort(workers)
+			distinct := len(slices.Compact(slices.Clone(workers)))
+			t.Logf("%d of %d processes got their 16 leases (%d distinct numbers); at most %d connections were open at once",
+				len(procs)-len(failed), len(procs), distinct, peak)
+			if !defended {
+				if len(failed) == 0 {
+					t.Fatal("control run: every process got its leases: the test does not reach the server's connection limit")
+				}
+				return
+			}
+			if len(failed) > 0 {
+				t.Fatalf("%d processes failed; first: %s", len(failed), failed[0])
+			}
+			if len(workers) != 1024 || distinct != 1024 {
+				t.Fatalf("%d leases on %d distinct numbers, want 1,024 on 1,024", len(workers), distinct)
+			}
+			for i, p := range procs {
+				if err := p.Wait(time.Minute); err != nil {
+					t.Errorf("process %d: %v\n%s", i, err, p.Stderr())
+				}
+			}
+		})
+	}
+}
