@@ -33,10 +33,11 @@ type Lease struct {
 	token  string
 	log    *slog.Logger
 
-	ctx    context.Context    // of the renewal requests; canceled by Close
-	cancel context.CancelFunc //
-	exited chan struct{}      // closed when the renewal goroutine returns
-	done   chan struct{}      // closed when the lease has ended
+	ctx     context.Context    // of the renewal requests; canceled by Close
+	cancel  context.CancelFunc //
+	exited  chan struct{}      // closed when the renewal goroutine returns
+	done    chan struct{}      // closed when the lease has ended
+	renewed chan struct{}      // signalled (never blocking) when a renewal is confirmed
 
 	mu          sync.Mutex
 	ended       bool
@@ -68,6 +69,7 @@ func newLease(p *Pool, worker int64, token string, start, floor int64) *Lease {
 		log:         p.logger(worker),
 		exited:      make(chan struct{}),
 		done:        make(chan struct{}),
+		renewed:     make(chan struct{}, 1),
 		floor:       floor,
 		until:       start + ttl - margin,
 		highWater:   p.reserve(start),
@@ -163,7 +165,15 @@ func (l *Lease) expiredErr() error {
 func (l *Lease) run() {
 	defer close(l.exited)
 	every := l.pool.opts.RenewEvery
-	timer := time.NewTimer(jitter(every, 0.5))
+	first := jitter(every, 0.5)
+	l.mu.Lock()
+	if l.pool.nowMs() > l.until {
+		// The take's reply came so late that the lease needs a renewal
+		// before its generator may issue at all.
+		first = 0
+	}
+	l.mu.Unlock()
+	timer := time.NewTimer(first)
 	defer timer.Stop()
 	for {
 		select {
@@ -310,6 +320,10 @@ func (l *Lease) confirmed(start, found, floor int64, retaken bool) {
 	// The grant raises the generator's floor before it lets it issue up
 	// to the new end.
 	l.grantLocked(l.current())
+	select {
+	case l.renewed <- struct{}{}:
+	default:
+	}
 }
 
 // failed records a renewal that got no answer, or a bad one.
@@ -372,16 +386,25 @@ func (l *Lease) waitReady(ctx context.Context) error {
 				idtype.ErrClockBehind, l.worker, p.opts.Namespace, unixMsTime(floor).Format(time.RFC3339Nano),
 				time.Duration(floor-now)*time.Millisecond, unixMsTime(now).Format(time.RFC3339Nano), p.opts.MaxStartWait)
 		}
-		wait := 50 * time.Millisecond
+		// Wait for the clock to pass the floor, or, past the lease's end,
+		// for a renewal: no polling, so that many leases waiting at once
+		// cost nothing.
+		var tick <-chan time.Time
+		var t *time.Timer
 		if now <= floor {
-			wait = min(wait, time.Duration(floor+1-now)*time.Millisecond)
+			t = time.NewTimer(time.Duration(floor+1-now) * time.Millisecond)
+			tick = t.C
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("workerid: acquire: waiting for worker %d's high-water mark %s: %w",
 				l.worker, unixMsTime(floor).Format(time.RFC3339Nano), ctx.Err())
 		case <-l.done:
-		case <-time.After(wait):
+		case <-l.renewed:
+		case <-tick:
+		}
+		if t != nil {
+			t.Stop()
 		}
 	}
 }
