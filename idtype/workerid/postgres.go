@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -30,7 +31,9 @@ import (
 // statement's time only. Every statement costs O(log n) in the
 // namespace's n numbers: Acquire takes a free row through an index, from a
 // random place, skipping rows that concurrent Acquires have locked (FOR
-// UPDATE SKIP LOCKED), so that takers do not queue on one row.
+// UPDATE SKIP LOCKED), so that takers do not queue on one row; it needs
+// more than one statement only when the rows above that place are taken,
+// or the namespace needs rows for more numbers.
 //
 // Every statement is one implicit transaction, so a lost reply means it
 // ran or it did not, and each works under any default_transaction_isolation.
@@ -46,55 +49,60 @@ func Postgres(db *sql.DB, opts Options) (*Pool, error) {
 	}
 	return newPool(opts, func(o Options, reserved []int64, d *defences, trips *atomic.Int64) store {
 		return &pgStore{db: db, ns: o.Namespace, max: o.Layout.MaxWorker(), reserved: intArray(reserved),
-			d: d, trips: trips, sem: make(chan struct{}, o.MaxConns)}
+			growLock: growLockKey(o.Namespace), d: d, trips: trips, sem: make(chan struct{}, o.MaxConns)}
 	})
 }
 
-// pgTakeAny takes a free row of namespace $1 for owner $2: a row given
-// back or never leased (expires_at '-infinity') from worker $6 on, else
-// from 0, else the row whose lease lapsed first. Each probe is one index
-// range scan (snowkey_worker_leases_free) that skips rows locked by
-// concurrent takers; the random start spreads takers over the index. It
-// returns the number taken and the high-water mark its ownership starts
-// after (no row when none was free), and the namespace's highest number,
-// so that the caller knows whether rows remain to be made.
-const pgTakeAny = `
-WITH a AS (
-	SELECT worker FROM snowkey_worker_leases
-	WHERE namespace = $1 AND expires_at = '-infinity' AND worker >= $6 AND worker <= $7
-		AND worker <> snowflake_reserved_worker() AND worker <> ALL ($8::text::int[])
-	ORDER BY expires_at, worker LIMIT 1 FOR UPDATE SKIP LOCKED
-), b AS (
-	SELECT worker FROM snowkey_worker_leases
-	WHERE NOT EXISTS (SELECT FROM a) AND namespace = $1 AND expires_at = '-infinity' AND worker <= $7
-		AND worker <> snowflake_reserved_worker() AND worker <> ALL ($8::text::int[])
-	ORDER BY expires_at, worker LIMIT 1 FOR UPDATE SKIP LOCKED
-), c AS (
-	SELECT worker FROM snowkey_worker_leases
-	WHERE NOT EXISTS (SELECT FROM a) AND NOT EXISTS (SELECT FROM b) AND namespace = $1
-		AND expires_at > '-infinity' AND expires_at <= statement_timestamp() AND worker <= $7
-		AND worker <> snowflake_reserved_worker() AND worker <> ALL ($8::text::int[])
-	ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED
-), pick AS (
-	SELECT worker FROM a UNION ALL SELECT worker FROM b UNION ALL SELECT worker FROM c
-), up AS (
-	UPDATE snowkey_worker_leases l SET
+// pgTakeFree takes, for owner $2, a free row of namespace $1 (given back,
+// or made ahead and never leased: expires_at '-infinity') from worker $6
+// on: one index range scan (snowkey_worker_leases_free) that skips rows
+// locked by concurrent takers, so that takers do not queue on one row; a
+// random $6 spreads them over the index. It returns the number taken and
+// the high-water mark its ownership starts after (NULLs when none was
+// free), and the highest number that has a row, as the statement saw them:
+// a namespace that has rows for all its numbers and no free one in that
+// view has none. Each take is a short statement, so that PostgreSQL plans
+// it in moments.
+const pgTakeFree = `
+WITH up AS (
+	UPDATE snowkey_worker_leases AS l SET
 		owner = $2, holder = $3, expires_at = statement_timestamp() + $4::float8 * interval '1 millisecond',
 		start_after = l.high_water, high_water = GREATEST(l.high_water, $5::bigint),
 		acquired_at = statement_timestamp(), renewed_at = statement_timestamp()
-	FROM pick WHERE l.namespace = $1 AND l.worker = pick.worker
+	WHERE l.namespace = $1 AND l.worker = (
+		SELECT worker FROM snowkey_worker_leases
+		WHERE namespace = $1 AND expires_at = '-infinity' AND worker >= $6 AND worker <= $7
+			AND worker <> snowflake_reserved_worker() AND worker <> ALL ($8::text::int[])
+		ORDER BY expires_at, worker LIMIT 1 FOR UPDATE SKIP LOCKED)
 	RETURNING l.worker, l.start_after
 )
 SELECT (SELECT worker FROM up), (SELECT start_after FROM up),
 	(SELECT max(worker) FROM snowkey_worker_leases WHERE namespace = $1)`
 
+// pgTakeLapsed is pgTakeFree for the row of namespace $1 whose lease
+// lapsed first (its owner stopped renewing), up to worker $6.
+const pgTakeLapsed = `
+UPDATE snowkey_worker_leases AS l SET
+	owner = $2, holder = $3, expires_at = statement_timestamp() + $4::float8 * interval '1 millisecond',
+	start_after = l.high_water, high_water = GREATEST(l.high_water, $5::bigint),
+	acquired_at = statement_timestamp(), renewed_at = statement_timestamp()
+WHERE l.namespace = $1 AND l.worker = (
+	SELECT worker FROM snowkey_worker_leases
+	WHERE namespace = $1 AND expires_at > '-infinity' AND expires_at <= statement_timestamp() AND worker <= $6
+		AND worker <> snowflake_reserved_worker() AND worker <> ALL ($7::text::int[])
+	ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING l.worker, l.start_after`
+
 // pgGrow makes the next batch of rows of namespace $1: as many as it has
-// (at least 256), up to number $2, free and without a mark. Concurrent
-// callers make the same rows; all but the first find them made.
+// (at least 256), up to number $2, free and without a mark. One caller at
+// a time makes a batch, holding a transaction-scoped advisory lock of the
+// namespace's ($3); the others, which do not get the lock, make nothing
+// and take from the batch once it is made.
 const pgGrow = `
 INSERT INTO snowkey_worker_leases (namespace, worker, expires_at, high_water)
 SELECT $1, g, '-infinity', 0
-FROM (SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1) AS m,
+FROM (SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1
+	HAVING pg_try_advisory_xact_lock($3::bigint)) AS m,
 	generate_series(m.lo, LEAST(m.lo + GREATEST(m.lo, 256) - 1, $2::int)) AS g
 ON CONFLICT DO NOTHING`
 
@@ -188,11 +196,21 @@ func serialFailure(err error) bool {
 type pgStore struct {
 	db       *sql.DB
 	ns       string
+	growLock int64 // the advisory lock key of the namespace's growth
 	max      int64
 	reserved string        // an array literal of the pool's reserved numbers
 	sem      chan struct{} // one token per statement running: MaxConns
 	d        *defences
 	trips    *atomic.Int64
+}
+
+// growLockKey is the advisory lock key that serializes the growth of a
+// namespace's rows: an FNV-1a hash of the package's name and the
+// namespace, which other users of advisory locks are unlikely to meet.
+func growLockKey(namespace string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("snowkey/workerid grow\x00" + namespace))
+	return int64(h.Sum64())
 }
 
 // intArray is an array literal, '{5,6,7}', which binds as text with any
@@ -246,26 +264,53 @@ func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 	// A namespace's rows are made as it fills, doubling each time: a few
 	// batches at most, each made once however many takers ask for it.
 	for {
-		var worker, prev, top sql.NullInt64
+		var top sql.NullInt64
+		from := rand.Int64N(s.max + 1)
+		for _, start := range []int64{from, 0} {
+			var worker, prev sql.NullInt64
+			err := s.do(ctx, func() error {
+				return s.db.QueryRowContext(ctx, pgTakeFree, s.ns, r.token, r.holder, r.ttl, r.reserve, start, s.max, s.reserved).
+					Scan(&worker, &prev, &top)
+			})
+			if err != nil {
+				return taken{}, err
+			}
+			if worker.Valid {
+				return taken{worker: worker.Int64, prev: prev.Int64, hadRecord: prev.Valid && prev.Int64 > 0}, nil
+			}
+			if from == 0 {
+				break
+			}
+		}
+		var worker, prev sql.NullInt64
 		err := s.do(ctx, func() error {
-			return s.db.QueryRowContext(ctx, pgTakeAny, s.ns, r.token, r.holder, r.ttl, r.reserve,
-				rand.Int64N(s.max+1), s.max, s.reserved).Scan(&worker, &prev, &top)
+			return s.db.QueryRowContext(ctx, pgTakeLapsed, s.ns, r.token, r.holder, r.ttl, r.reserve, s.max, s.reserved).
+				Scan(&worker, &prev)
 		})
-		if err != nil {
-			return taken{}, err
-		}
-		if worker.Valid {
+		switch {
+		case err == nil:
 			return taken{worker: worker.Int64, prev: prev.Int64, hadRecord: prev.Valid && prev.Int64 > 0}, nil
-		}
-		if top.Valid && top.Int64 >= s.max {
+		case !errors.Is(err, sql.ErrNoRows):
+			return taken{}, err
+		case top.Valid && top.Int64 >= s.max:
 			return taken{worker: -1}, nil
 		}
+		var made int64
 		err = s.do(ctx, func() error {
-			_, err := s.db.ExecContext(ctx, pgGrow, s.ns, s.max)
+			res, err := s.db.ExecContext(ctx, pgGrow, s.ns, s.max, s.growLock)
+			if err == nil {
+				made, _ = res.RowsAffected()
+			}
 			return err
 		})
 		if err != nil {
 			return taken{}, err
+		}
+		if made == 0 {
+			// Another taker is making the batch: give it a moment.
+			if err := sleepCtx(ctx, jitter(10*time.Millisecond, 0.8)); err != nil {
+				return taken{}, err
+			}
 		}
 	}
 }
