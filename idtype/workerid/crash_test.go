@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,13 +34,19 @@ const crashHelperEnv = "WORKERID_CRASH_HELPER"
 
 // TestMain runs the helper processes, or the tests within the package's
 // budget (several times their usual time on a loaded 2-core machine,
-// under the 5 minutes make test gives a package).
+// under the 5 minutes make test gives a package); benchmarks, whose fleets
+// take minutes, within an hour.
 func TestMain(m *testing.M) {
 	faults.HelperMain(map[string]func() int{chaosHelper: chaosIssuer, fleetHelper: fleetProcess})
 	if os.Getenv(crashHelperEnv) != "" {
 		os.Exit(crashHelper())
 	}
-	os.Exit(testenv.Main(m, 4*time.Minute))
+	flag.Parse()
+	budget := 4 * time.Minute
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		budget = time.Hour
+	}
+	os.Exit(testenv.Main(m, budget))
 }
 
 // crashLayout has 16 worker numbers, as many as the crash test runs
