@@ -124,7 +124,7 @@ func (a *App) openDatabase(ctx context.Context, dsn string, kind dbKind) (*gorm.
 // before the server takes a request, so that this month's posts land in
 // this month's partition, not the default one, and keeps them made from
 // then on: Run maintains every hour in the background until Close. Every
-// instance does it; pgkit's advisory lock makes that safe.
+// instance does it; partition's advisory lock makes that safe.
 //
 // A database upgraded by migration 00003 has all its old posts in the
 // default partition, and Maintain makes partitions only from the newest
