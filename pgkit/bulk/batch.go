@@ -200,23 +200,36 @@ func hasKey(ctx context.Context, s *schema.Schema, v reflect.Value) bool {
 }
 
 // prepare keys and links the batch: everything before it can be copied.
+// The join rows of many2many associations are made from the keys of the
+// rows they join, so they get their own keys (a join model's key, a
+// `snowflake` field) afterwards, with a NextN of their own.
 func (b *batch) prepare() error {
 	if err := b.l.ctx.Err(); err != nil {
 		return err
 	}
-	if err := b.fill(); err != nil {
+	if err := b.fill(0); err != nil {
 		return err
 	}
-	return b.link()
+	if err := b.link(); err != nil {
+		return err
+	}
+	joins := int32(len(b.rows))
+	if err := b.makeJoins(); err != nil {
+		return err
+	}
+	return b.fill(joins)
 }
 
-// fill gives every zero key of the batch an ID, all with one NextN, in
-// load order: table by table, row by row.
-func (b *batch) fill() error {
+// fill gives every zero key of the batch's rows from index from on an ID,
+// all with one NextN, in load order: table by table, row by row.
+func (b *batch) fill(from int32) error {
 	l := b.l
 	total := 0
 	for _, n := range l.plan.nodes {
 		for _, i := range b.nodes[n.idx] {
+			if i < from {
+				continue
+			}
 			for _, f := range n.keys {
 				if zeroInt(f.ReflectValueOf(l.ctx, b.rows[i].v)) {
 					total++
@@ -237,6 +250,9 @@ func (b *batch) fill() error {
 	next := 0
 	for _, n := range l.plan.nodes {
 		for _, i := range b.nodes[n.idx] {
+			if i < from {
+				continue
+			}
 			for _, f := range n.keys {
 				if fv := f.ReflectValueOf(l.ctx, b.rows[i].v); zeroInt(fv) {
 					setInt(fv, int64(ids[next]))
@@ -251,7 +267,7 @@ func (b *batch) fill() error {
 // link sets the foreign keys of the batch's rows from the keys of the
 // rows they refer to, table by table in load order, so that a key that
 // is itself a foreign key (a has-one sharing its owner's key) is final
-// before anything copies it; then it makes the join rows.
+// before anything copies it.
 func (b *batch) link() error {
 	ctx := b.l.ctx
 	for _, n := range b.l.plan.nodes {
@@ -296,7 +312,7 @@ func (b *batch) link() error {
 			}
 		}
 	}
-	return b.makeJoins()
+	return nil
 }
 
 // copyKey sets ref's foreign key in dst to ref's primary key in src,
@@ -318,18 +334,26 @@ func copyKey(ctx context.Context, ref *schema.Reference, dst, src reflect.Value)
 	return false, ref.ForeignKey.Set(ctx, dst, pv)
 }
 
-// makeJoins adds a join row for every many2many pair of the batch, once
-// each: db.Create inserts them with ON CONFLICT DO NOTHING, so a pair given
-// twice is one row.
+// makeJoins adds a join row for every many2many pair of the batch, as
+// db.Create does, and leaves out a row that repeats an earlier one in a
+// unique constraint made of the join's foreign keys (the pair, for
+// GORM's own join tables): db.Create inserts join rows with ON CONFLICT
+// DO NOTHING, which keeps the first.
 func (b *batch) makeJoins() error {
 	ctx := b.l.ctx
-	var dups map[[4]any]struct{}
+	type uniqueKey struct {
+		r    *relation
+		set  int
+		vals [4]any
+	}
+	var seen map[uniqueKey]struct{}
+	var vals []any
+	var keys []uniqueKey
 	for _, j := range b.joins {
 		rel := j.r.rel
 		jv := reflect.New(rel.JoinTable.ModelType).Elem()
-		var key [4]any
-		comparable := len(rel.References) <= len(key)
-		for k, ref := range rel.References {
+		vals = vals[:0]
+		for _, ref := range rel.References {
 			var val any
 			switch {
 			case ref.OwnPrimaryKey:
@@ -353,20 +377,40 @@ func (b *batch) makeJoins() error {
 			if err := ref.ForeignKey.Set(ctx, jv, val); err != nil {
 				return fmt.Errorf("%w: join table %s: set %s: %w", ErrModel, rel.JoinTable.Table, ref.ForeignKey.Name, err)
 			}
-			if comparable && k < len(key) && val != nil && reflect.TypeOf(val).Comparable() {
-				key[k] = val
-			} else {
-				comparable = false
-			}
+			vals = append(vals, val)
 		}
-		if comparable {
-			if dups == nil {
-				dups = map[[4]any]struct{}{}
+		keys = keys[:0]
+		dup := false
+		for u, set := range j.r.unique {
+			k := uniqueKey{r: j.r, set: u}
+			usable := len(set) <= len(k.vals)
+			for x, idx := range set {
+				if !usable {
+					break
+				}
+				v := vals[idx]
+				usable = v != nil && reflect.TypeOf(v).Comparable()
+				if usable {
+					k.vals[x] = v
+				}
 			}
-			if _, dup := dups[key]; dup {
+			if !usable {
 				continue
 			}
-			dups[key] = struct{}{}
+			if _, found := seen[k]; found {
+				dup = true
+				break
+			}
+			keys = append(keys, k)
+		}
+		if dup {
+			continue
+		}
+		if seen == nil && len(keys) > 0 {
+			seen = map[uniqueKey]struct{}{}
+		}
+		for _, k := range keys {
+			seen[k] = struct{}{}
 		}
 		b.add(j.r.join, jv, false, j.owner, rel, j.pos)
 	}

@@ -14,7 +14,7 @@
 // has-one, has-many, belongs-to and many2many associations, and writes
 // what db.Create(&authors) writes, in one transaction: it fills every zero
 // snowflake key (the fields gormplugin fills, see gormplugin.KeyFields)
-// with one Source.NextN per batch, sets every foreign key from the keys it
+// with one Source.NextN per batch (and one more for join rows), sets every foreign key from the keys it
 // just made, and copies each table with pgx's binary CopyFrom, tables
 // that others refer to first. The keys, foreign keys and GORM-set columns
 // are written back into the structs. CreateSeq does the same for an
@@ -42,7 +42,15 @@
 //     written, and its own associations are not followed. db.Create inserts
 //     such rows with ON CONFLICT DO NOTHING, which ends the same when the
 //     row exists; when it does not, the load fails on the foreign key;
-//   - a many2many pair given twice is one join row, as with db.Create.
+//   - a many2many association writes a join row for each pair, as
+//     db.Create does; a join row equal to an earlier one of its batch in a
+//     unique constraint made of the join's foreign keys (the pair, in
+//     GORM's own join tables) is left out, as db.Create's ON CONFLICT DO
+//     NOTHING leaves it out, so a pair given twice is one row there, and
+//     two rows in a join model (SetupJoinTable) with a key of its own and
+//     nothing unique about the pair. A join model's key and snowflake
+//     fields are filled as db.Create fills them, after the keys of the
+//     rows it joins (with a NextN of their own).
 //
 // Which columns, as db.Create binds them: GORM's create columns of each model
 // (embedded structs included; `-` and read-only fields left out), each
@@ -65,7 +73,9 @@
 //     before the load.
 //   - Conflicts. COPY has no ON CONFLICT: a row that breaks a unique
 //     constraint fails the whole load with PostgreSQL's unique_violation
-//     (23505), and nothing is written. To merge rows of one table into
+//     (23505), and nothing is written; that includes a join row that
+//     exists already, or repeats one of an earlier batch, which db.Create
+//     would skip. To merge rows of one table into
 //     existing ones, load them into a staging table (CREATE UNLOGGED
 //     TABLE staging (LIKE t INCLUDING DEFAULTS), loaded with
 //     db.Table("staging")) and move them with INSERT INTO t SELECT * FROM

@@ -27,15 +27,19 @@ const (
 )
 
 // buildGraph builds n authors with every kind of association and column,
-// the same each call: new publishers and tags shared by several authors
-// (through pointers, across batches), existing ones referred to by key,
-// zero and set values of columns with defaults, nested has-many rows and
-// polymorphic comments on two tables.
+// the same each call: new publishers, tags and readers shared by several
+// authors (through pointers, across batches), existing ones referred to by
+// key, zero and set values of columns with defaults, nested has-many rows,
+// polymorphic comments on two tables, and many2many associations through
+// join models of their own (SetupJoinTable) with keys and snowflake
+// fields, one with the pair unique and one without, some pairs given
+// twice.
 func buildGraph(n int) []BulkAuthor {
 	oldPub := &BulkPublisher{ID: existingPublisher, Name: "ignored: the row exists"}
 	oldTag := &BulkTag{ID: existingTag, Name: "ignored too"}
 	pubs := []*BulkPublisher{{Name: "Penguin"}, {Name: "Faber"}, oldPub}
 	tags := []*BulkTag{{Name: "go"}, {Name: "sql"}, {Name: "poetry"}, oldTag}
+	readers := []*BulkReader{{Name: "Rae"}, {Name: "Sam"}, {Name: "Tom"}}
 	zip := "75001"
 	authors := make([]BulkAuthor, n)
 	for i := range authors {
@@ -83,6 +87,15 @@ func buildGraph(n int) []BulkAuthor {
 		if i%5 == 2 {
 			a.Comments = []BulkComment{{Body: "first"}, {Body: "second"}}
 		}
+		// Custom join models; every seventh author names a reader twice.
+		for k := range i % 3 {
+			a.Readers = append(a.Readers, readers[(i+k)%len(readers)])
+			a.Followers = append(a.Followers, readers[(i+2*k)%len(readers)])
+		}
+		if i%7 == 0 {
+			a.Readers = append(a.Readers, readers[i%len(readers)], readers[i%len(readers)])
+			a.Followers = append(a.Followers, readers[(i+1)%len(readers)], readers[(i+1)%len(readers)])
+		}
 	}
 	return authors
 }
@@ -126,9 +139,13 @@ func TestBulkEqualsCreate(t *testing.T) {
 	if got := listTables(t, ctx, bulked); !slices.Equal(got, tables) {
 		t.Fatalf("tables: Create made %v, the bulk load %v", tables, got)
 	}
+	images := map[int64]int64{}
+	for _, y := range keys {
+		images[y] = y
+	}
 	for _, table := range tables {
 		want := dumpTable(t, ctx, created, table, keys)
-		got := dumpTable(t, ctx, bulked, table, nil)
+		got := dumpTable(t, ctx, bulked, table, images)
 		if len(want) < 2 {
 			t.Errorf("%s: %d rows after Create; the graph should reach every table", table, len(want))
 		}
@@ -141,6 +158,22 @@ func TestBulkEqualsCreate(t *testing.T) {
 		}
 		t.Logf("%s: %d rows, equal", table, len(want))
 	}
+	// The keys and snowflake fields of join rows are in no struct, so the
+	// dumps name them "new": each must be a key of its own, in both.
+	for _, c := range []struct{ table, field string }{{"bulk_author_readers", "ticket"}, {"bulk_author_followers", "since"}} {
+		for name, db := range map[string]*gorm.DB{"Create": created, "the bulk load": bulked} {
+			var rows, ids, fields, zero int64
+			if err := db.WithContext(ctx).Raw(fmt.Sprintf(`SELECT count(*), count(DISTINCT id), count(DISTINCT %[2]s),
+				count(*) FILTER (WHERE id = 0 OR %[2]s = 0) FROM %[1]s`, c.table, c.field)).Row().Scan(&rows, &ids, &fields, &zero); err != nil {
+				t.Fatal(err)
+			}
+			if rows < 2 || ids != rows || fields != rows || zero != 0 {
+				t.Errorf("%s: %s wrote %d join rows with %d distinct keys and %d distinct %s, %d zero", c.table, name, rows, ids,
+					fields, c.field, zero)
+			}
+		}
+	}
+
 	// The structs hold what Create leaves in them, database defaults
 	// aside (Create reads those back with RETURNING; COPY cannot).
 	for i := range viaBulk {
@@ -202,7 +235,9 @@ func listTables(t *testing.T, ctx context.Context, db *gorm.DB) []string {
 }
 
 // dumpTable returns every row of table as canonical JSON, sorted, with
-// every number that keys maps replaced by its image.
+// every number that keys maps replaced by its image, and every other
+// number of snowflake size (at least 2^32) by "new": a key that no struct
+// holds, such as a join row's.
 func dumpTable(t *testing.T, ctx context.Context, db *gorm.DB, table string, keys map[int64]int64) []string {
 	t.Helper()
 	var raw []string
@@ -241,6 +276,9 @@ func mapJSON(v any, keys map[int64]int64) any {
 		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
 			if m, ok := keys[n]; ok {
 				return json.Number(strconv.FormatInt(m, 10))
+			}
+			if n >= 1<<32 {
+				return "new"
 			}
 		}
 	}

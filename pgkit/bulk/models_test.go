@@ -37,6 +37,8 @@ type (
 		Profile     *BulkProfile
 		Books       []BulkBook
 		Tags        []*BulkTag    `gorm:"many2many:bulk_author_tags"`
+		Readers     []*BulkReader `gorm:"many2many:bulk_author_readers"`
+		Followers   []*BulkReader `gorm:"many2many:bulk_author_followers"`
 		Comments    []BulkComment `gorm:"polymorphic:Owner"`
 		CreatedAt   time.Time
 		UpdatedAt   time.Time
@@ -76,6 +78,30 @@ type (
 		ID   idtype.ID `gorm:"primaryKey"`
 		Name string
 	}
+	BulkReader struct {
+		ID   idtype.ID `gorm:"primaryKey"`
+		Name string
+	}
+	// BulkAuthorReader is the join model of BulkAuthor.Readers
+	// (SetupJoinTable): a key of its own, a snowflake field and a
+	// creation time, all filled as its rows are made, and the pair
+	// unique, so that a pair given twice is one row.
+	BulkAuthorReader struct {
+		ID           idtype.ID `gorm:"primaryKey"`
+		BulkAuthorID idtype.ID `gorm:"uniqueIndex:bulk_author_reader_pair"`
+		BulkReaderID idtype.ID `gorm:"uniqueIndex:bulk_author_reader_pair"`
+		Ticket       int64     `gorm:"snowflake;autoIncrement:false"`
+		CreatedAt    time.Time
+	}
+	// BulkAuthorFollower is the join model of BulkAuthor.Followers: a key
+	// of its own and nothing unique about the pair, so that a pair given
+	// twice is two rows.
+	BulkAuthorFollower struct {
+		ID           idtype.ID `gorm:"primaryKey"`
+		BulkAuthorID idtype.ID `gorm:"index"`
+		BulkReaderID idtype.ID
+		Since        int64 `gorm:"snowflake;autoIncrement:false"`
+	}
 	BulkComment struct {
 		ID        idtype.ID `gorm:"primaryKey"`
 		OwnerID   idtype.ID `gorm:"index"`
@@ -85,7 +111,8 @@ type (
 )
 
 // testModels are every model of the bulk tests, for AutoMigrate.
-var testModels = []any{&BulkPublisher{}, &BulkTag{}, &BulkAuthor{}, &BulkProfile{}, &BulkBook{}, &BulkChapter{}, &BulkComment{}}
+var testModels = []any{&BulkPublisher{}, &BulkTag{}, &BulkReader{}, &BulkAuthor{}, &BulkProfile{}, &BulkBook{}, &BulkChapter{},
+	&BulkComment{}}
 
 // testNow is the NowFunc of the tests' *gorm.DB: autoCreateTime columns
 // then hold the same value after Create and after a bulk load.
@@ -114,6 +141,14 @@ func openURL(t testing.TB, url string, src idtype.Source, models ...any) *gorm.D
 	}
 	if src != nil {
 		if err := db.Use(gormplugin.New(src)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, j := range []struct {
+		field string
+		model any
+	}{{"Readers", &BulkAuthorReader{}}, {"Followers", &BulkAuthorFollower{}}} {
+		if err := db.SetupJoinTable(&BulkAuthor{}, j.field, j.model); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -98,6 +98,13 @@ type relation struct {
 	rel  *schema.Relationship
 	to   *node // the associated rows' table
 	join *node // the join table of a many2many; nil otherwise
+	// unique lists, for a many2many, each unique constraint of the join
+	// table (its primary key, unique indexes and unique fields) whose
+	// columns are all among the join's foreign keys, as indices into
+	// rel.References: two join rows equal in one of them conflict, and
+	// db.Create, which inserts join rows with ON CONFLICT DO NOTHING,
+	// keeps the first.
+	unique [][]int
 }
 
 type nodeKey struct {
@@ -183,6 +190,7 @@ func (b *planner) walk(n *node, seen map[*node]bool) error {
 				return err
 			}
 			r.join.after = append(r.join.after, n, m)
+			r.unique = joinUniques(rel)
 		default:
 			continue
 		}
@@ -223,4 +231,54 @@ func hooksOf(s *schema.Schema) string {
 		}
 	}
 	return strings.Join(hooks, " and ")
+}
+
+// joinUniques lists the unique constraints of rel's join table whose
+// columns are all foreign keys of the join (see relation.unique).
+func joinUniques(rel *schema.Relationship) [][]int {
+	js := rel.JoinTable
+	refOf := func(f *schema.Field) int {
+		for k, ref := range rel.References {
+			if ref.ForeignKey.DBName == f.DBName {
+				return k
+			}
+		}
+		return -1
+	}
+	var out [][]int
+	add := func(fields []*schema.Field) {
+		if len(fields) == 0 {
+			return
+		}
+		set := make([]int, 0, len(fields))
+		for _, f := range fields {
+			k := refOf(f)
+			if k < 0 {
+				return
+			}
+			set = append(set, k)
+		}
+		out = append(out, set)
+	}
+	add(js.PrimaryFields)
+	for _, f := range js.Fields {
+		if f.Unique {
+			add([]*schema.Field{f})
+		}
+	}
+	for _, idx := range js.ParseIndexes() {
+		if !strings.EqualFold(idx.Class, "UNIQUE") || idx.Where != "" {
+			continue
+		}
+		fields := make([]*schema.Field, 0, len(idx.Fields))
+		for _, o := range idx.Fields {
+			if o.Field == nil || o.Expression != "" {
+				fields = nil
+				break
+			}
+			fields = append(fields, o.Field)
+		}
+		add(fields)
+	}
+	return out
 }
