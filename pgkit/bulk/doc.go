@@ -14,9 +14,9 @@
 // has-one, has-many, belongs-to and many2many associations, and writes
 // what db.Create(&authors) writes, in one transaction: it fills every zero
 // snowflake key (the fields gormplugin fills, see gormplugin.KeyFields)
-// with one Source.NextN per batch (and one more for join rows), sets every foreign key from the keys it
-// just made, and copies each table with pgx's binary CopyFrom, tables
-// that others refer to first. The keys, foreign keys and GORM-set columns
+// with one Source.NextN per batch (and one more for join rows), sets
+// every foreign key from the keys it just made, and copies each table
+// with pgx's binary CopyFrom, tables that others refer to first. The keys, foreign keys and GORM-set columns
 // are written back into the structs. CreateSeq does the same for an
 // iter.Seq, reading BatchSize rows at a time, so that its memory is
 // bounded by the batch whatever the number of rows.
