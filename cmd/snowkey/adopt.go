@@ -25,9 +25,10 @@ that holds them to bigint, replaces the keys' defaults with snowflake_id()
 row and constraint. It prints the SQL it would run, each statement with the
 locks it takes, asks, and applies it in one transaction.
 
-snowflake_id() must be installed (migrations.Up) unless --app-keys. The
-layout flags name the layout of the keys to come: every existing key must
-be below its first ID of now.
+snowflake_id() must be installed (migrations.Up) unless --app-keys. Every
+existing key must be below the first key new rows would get now: those of
+snowflake_id() (the default layout, on the database's clock; unless
+--app-keys), and those of the app, whose layout the layout flags name.
 
 `
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 // Plan is what adopting a set of tables takes: what NewPlan found,
@@ -25,17 +27,26 @@ type Plan struct {
 	// nothing reads or writes them in between.
 	Locks []string
 
-	names []string
+	names []string // the tables, schema-qualified
+	fn    string   // snowflake_id(), schema-qualified; "" with AppKeys
 	o     Options
 	d     defences
 }
 
-// defences lists the defences a test may switch off.
+// defences lists the defences of a plan, each of which a test may switch
+// off (export_test.go) to show that it fails without it; the zero value
+// has every defence on.
 type defences struct {
-	noKeyRange   bool // skip the check of existing keys
-	noDependents bool // plan without looking at dependent objects
-	noLock       bool // no lock_timeout
-	noTx         bool // run each statement on its own
+	noKeyRange     bool // skip the check of existing keys
+	appLayoutOnly  bool // check keys against Options.Layout alone, not snowflake_id()'s
+	noDependents   bool // plan without looking at dependent objects
+	noColumnCheck  bool // plan without checking that each column can change type
+	noOwnerCheck   bool // plan without checking ownership
+	noDomains      bool // widen domain-typed columns to plain bigint
+	noTriggerCheck bool // plan without looking for triggers that set keys
+	unqualified    bool // read definitions, and run, under the caller's search_path
+	noLock         bool // no lock_timeout
+	noTx           bool // run each statement on its own
 }
 
 // Table is one table of a plan, as NewPlan found it.
@@ -66,25 +77,29 @@ type Step struct {
 
 // NewPlan works out how to move the primary keys of tables onto
 // snowflakes, without changing anything. Each table is named as in SQL,
-// optionally with its schema ("users", "app.users"); it must have a
-// one-column integer primary key. The plan:
+// optionally with its schema ("users", "app.users"), found on the
+// connection's search_path; it must have a one-column integer primary
+// key. The plan:
 //
 //   - widens the key, and every foreign-key column that holds its values
 //     (following foreign keys to foreign keys), to bigint, where they are
-//     smaller; plain views on those columns are dropped and created again
-//     with their definition, owner, privileges and comment;
+//     smallint or integer; a column of a domain over them goes to the
+//     domain's twin over bigint, made with the domain's default and
+//     constraints; plain views on those columns are dropped and created
+//     again with their definition, owner, privileges and comment;
 //   - drops the key's identity, or detaches its serial sequence (OWNED BY
 //     NONE; the sequence is kept, unused);
 //   - sets the key's default to snowflake_id(), or drops it (AppKeys); a
 //     key that had no default (keys from the app, or a one-to-one key that
 //     is another table's) is left without one.
 //
-// It refuses (ErrTable, ErrDefault, ErrDependents,
-// ErrKeyRange, ErrFunction) what it cannot do safely, naming
-// every problem it finds. Rows, indexes and constraints are kept. A table
-// adopted already has no steps: adopting is idempotent.
+// It refuses what Apply could not do, or could not do safely, naming
+// every problem it finds: ErrTable, ErrDefault, ErrTrigger, ErrColumn,
+// ErrDependents, ErrKeyRange, ErrFunction. Rows, indexes and constraints
+// are kept. A table adopted already has no steps: adopting is idempotent.
 //
-// db is a *sql.DB on PostgreSQL (pgx's stdlib driver, or any other).
+// db is a *sql.DB on PostgreSQL (pgx's stdlib driver, or any other). The
+// plan reads the catalog in one read-only transaction.
 func NewPlan(ctx context.Context, db *sql.DB, tables []string, opts Options) (*Plan, error) {
 	return newPlan(ctx, db, tables, opts, defences{})
 }
@@ -97,14 +112,24 @@ func newPlan(ctx context.Context, db *sql.DB, tables []string, opts Options, d d
 	if len(tables) == 0 {
 		return nil, fmt.Errorf("%w: no table named", ErrTable)
 	}
-	return buildPlan(ctx, db, tables, o, d)
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", idtype.ErrInvalidOptions)
+	}
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("adopt: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return buildPlan(ctx, tx, tables, "", o, d)
 }
 
 // Apply adopts the plan's tables in one transaction: it sets
 // lock_timeout, locks every table of p.Locks, plans again under the locks
-// (failing with ErrChanged if the plan differs, and checking the
-// keys again), runs the steps and commits. Any failure rolls everything
-// back. An empty plan does nothing.
+// (failing with ErrChanged if the plan differs, and checking the keys
+// again), runs the steps and commits. Any failure rolls everything back.
+// An empty plan does nothing. It runs with search_path set to pg_catalog
+// alone, as the script of SQL does: every name in the steps is
+// schema-qualified.
 func (p *Plan) Apply(ctx context.Context, db *sql.DB) error {
 	if len(p.Steps) == 0 {
 		return nil
@@ -116,13 +141,13 @@ func (p *Plan) Apply(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("adopt: begin: %w", err)
 	}
-	defer tx.Rollback()
-	for _, stmt := range p.prelude() {
+	defer func() { _ = tx.Rollback() }()
+	for _, stmt := range p.prelude(false) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return execError(stmt, err)
 		}
 	}
-	again, err := buildPlan(ctx, tx, p.names, p.o, p.d)
+	again, err := buildPlan(ctx, tx, p.names, p.fn, p.o, p.d)
 	if err != nil {
 		return err
 	}
@@ -151,12 +176,15 @@ func (p *Plan) applyUnsafe(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// prelude is what Apply runs before the steps: the lock timeout and the
-// locks.
-func (p *Plan) prelude() []string {
+// prelude is what runs before the steps: the lock timeout, the pinned
+// search_path (in the script; Apply's plan pins it) and the locks.
+func (p *Plan) prelude(script bool) []string {
 	var out []string
 	if !p.d.noLock {
 		out = append(out, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", p.o.LockTimeout.Milliseconds()))
+	}
+	if script && !p.d.unqualified {
+		out = append(out, "SET LOCAL search_path = "+pinnedPath)
 	}
 	if len(p.Locks) > 0 {
 		out = append(out, "LOCK TABLE "+strings.Join(p.Locks, ", ")+" IN ACCESS EXCLUSIVE MODE")
@@ -166,8 +194,10 @@ func (p *Plan) prelude() []string {
 
 // SQL returns the whole of what Apply runs, as a script for psql, each
 // statement after a comment that says what it locks and for how long:
-// what `snowkey adopt --dry-run` prints. Apply also plans again under the
-// locks, which the script cannot do.
+// what `snowkey adopt --dry-run` prints. It sets its own search_path, and
+// names every object with its schema, so it does the same whatever
+// search_path it is run under. Apply also plans again under the locks,
+// which the script cannot do.
 func (p *Plan) SQL() string {
 	var b strings.Builder
 	for _, t := range p.Tables {
@@ -185,7 +215,7 @@ func (p *Plan) SQL() string {
 		return b.String()
 	}
 	b.WriteString("BEGIN;\n")
-	for _, stmt := range p.prelude() {
+	for _, stmt := range p.prelude(true) {
 		if strings.HasPrefix(stmt, "LOCK") {
 			b.WriteString("-- locks: ACCESS EXCLUSIVE on every table and view below, until COMMIT:\n" +
 				"-- nothing reads or writes them until then\n")

@@ -9,14 +9,24 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
-// querier is what planning reads the catalog through: a *sql.DB for
-// NewPlan, the transaction for Apply's second look under the locks.
+// querier is what planning reads the catalog through: NewPlan's read-only
+// transaction, or Apply's, for its second look under the locks.
 type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
+
+// pinnedPath is the search_path under which a plan reads definitions
+// (views, domain constraints) and under which Apply and the script run:
+// with nothing of the user's on it, PostgreSQL prints every name
+// schema-qualified, so the statements mean the same whatever search_path
+// the script is later run under.
+const pinnedPath = "pg_catalog, pg_temp"
 
 // column is a column found in the catalog.
 type column struct {
@@ -25,7 +35,12 @@ type column struct {
 	table  string // the table, schema-qualified and quoted as needed
 	name   string // the column, quoted as needed
 	typ    string // its type, as format_type prints it
-	wide   bool   // bigint already
+	wide   bool   // not smallint or integer (nor a domain over them): left as it is
+	// domain is the column's domain, when its type is one: the column is
+	// widened to a domain over bigint with the same constraints.
+	domain *domain
+	// Why PostgreSQL would refuse to change the column's type, or "".
+	refusal string
 }
 
 func (c *column) String() string { return c.table + "." + c.name }
@@ -40,8 +55,7 @@ type target struct {
 	refs     []*column // columns that hold its keys
 }
 
-// view is a plain view to drop and create again around the type
-// changes.
+// view is a plain view to drop and create again around the type changes.
 type view struct {
 	oid    int64
 	name   string
@@ -52,16 +66,40 @@ type view struct {
 // schema-qualified or not.
 var snowflakeDefault = regexp.MustCompile(`^(?:(?:"[^"]+"|[^".()]+)\.)?snowflake_id\(\)$`)
 
-// buildPlan reads the catalog and builds the plan for names.
-func buildPlan(ctx context.Context, q querier, names []string, o Options, d defences) (*Plan, error) {
-	p := &Plan{names: names, o: o, d: d}
+// buildPlan reads the catalog and builds the plan for names. q is a
+// transaction: planning pins its search_path (pinnedPath) once it has
+// resolved the names and snowflake_id(), the function fn names if set (as
+// an earlier plan found it), else the one on the caller's search_path.
+func buildPlan(ctx context.Context, q querier, names []string, fn string, o Options, d defences) (*Plan, error) {
+	p := &Plan{o: o, d: d}
 	var errs []error
 
-	fn := ""
+	// The names, under the caller's search_path.
+	var rels []int64
+	var qualified []string
+	for _, name := range names {
+		rel, err := resolve(ctx, q, name)
+		if err != nil {
+			if !errors.Is(err, ErrTable) {
+				return nil, err
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if !slices.Contains(rels, rel.oid) {
+			rels = append(rels, rel.oid)
+			qualified = append(qualified, rel.name)
+		}
+	}
+	p.names = qualified
 	if !o.AppKeys {
+		name := "snowflake_id()"
+		if fn != "" {
+			name = fn + "()"
+		}
 		err := q.QueryRowContext(ctx, `SELECT format('%I.%I', n.nspname, f.proname)
-			FROM pg_proc f JOIN pg_namespace n ON n.oid = f.pronamespace
-			WHERE f.oid = to_regprocedure('snowflake_id()')`).Scan(&fn)
+			FROM pg_catalog.pg_proc f JOIN pg_catalog.pg_namespace n ON n.oid = f.pronamespace
+			WHERE f.oid = pg_catalog.to_regprocedure($1)`, name).Scan(&fn)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			errs = append(errs, fmt.Errorf("%w (no snowflake_id() on the search_path): run migrations.Up first, "+
@@ -69,23 +107,29 @@ func buildPlan(ctx context.Context, q querier, names []string, o Options, d defe
 		case err != nil:
 			return nil, fmt.Errorf("adopt: %w", err)
 		}
+		p.fn = fn
+	}
+	if !d.unqualified {
+		if _, err := q.ExecContext(ctx, "SELECT pg_catalog.set_config('search_path', $1, true)", pinnedPath); err != nil {
+			return nil, fmt.Errorf("adopt: %w", err)
+		}
+	}
+
+	var dbNow time.Time
+	if err := q.QueryRowContext(ctx, "SELECT pg_catalog.statement_timestamp()").Scan(&dbNow); err != nil {
+		return nil, fmt.Errorf("adopt: %w", err)
 	}
 
 	var targets []*target
-	seen := map[int64]bool{}
-	for _, name := range names {
-		t, err := readTarget(ctx, q, name)
+	for _, rel := range rels {
+		t, err := readTarget(ctx, q, rel, d)
 		if err != nil {
-			if !errors.Is(err, ErrTable) && !errors.Is(err, ErrDefault) {
+			if !errors.Is(err, ErrTable) && !errors.Is(err, ErrDefault) && !errors.Is(err, ErrTrigger) {
 				return nil, err
 			}
 			errs = append(errs, err)
 			continue
 		}
-		if seen[t.key.rel] {
-			continue
-		}
-		seen[t.key.rel] = true
 		targets = append(targets, t)
 	}
 
@@ -123,7 +167,20 @@ func buildPlan(ctx context.Context, q querier, names []string, o Options, d defe
 		}
 	}
 
-	// What depends on the columns to widen.
+	// What PostgreSQL would refuse: columns it cannot change the type of,
+	// objects that depend on them, domains it cannot make.
+	if !d.noColumnCheck {
+		var refused []string
+		for _, c := range widenOrder {
+			if c.refusal != "" {
+				refused = append(refused, c.String()+" "+c.refusal)
+			}
+		}
+		if len(refused) > 0 {
+			errs = append(errs, fmt.Errorf("%w: PostgreSQL cannot change these columns to bigint: %s",
+				ErrColumn, strings.Join(refused, "; ")))
+		}
+	}
 	var views []*view
 	viewSeen := map[int64]bool{}
 	if !d.noDependents {
@@ -144,12 +201,57 @@ func buildPlan(ctx context.Context, q querier, names []string, o Options, d defe
 			}
 		}
 	}
+	var twins []*twin
+	twinOf := map[int64]*twin{}
+	if !d.noDomains {
+		for _, c := range widenOrder {
+			if c.domain == nil || twinOf[c.domain.oid] != nil {
+				continue
+			}
+			tw, err := readTwin(ctx, q, c.domain)
+			if err != nil {
+				if !errors.Is(err, ErrColumn) {
+					return nil, err
+				}
+				errs = append(errs, err)
+				continue
+			}
+			twinOf[c.domain.oid] = tw
+			twins = append(twins, tw)
+		}
+	}
+	if !d.noOwnerCheck {
+		if err := checkOwners(ctx, q, widenOrder, views, targets, twins); err != nil {
+			if !errors.Is(err, ErrColumn) {
+				return nil, err
+			}
+			errs = append(errs, err)
+		}
+	}
 
-	first := o.Layout.FirstID(time.Now())
-	for _, t := range targets {
-		if !d.noKeyRange && t.maxKey >= int64(first) {
-			errs = append(errs, fmt.Errorf("%w: %s holds key %d, not below %d, the first snowflake of now: "+
-				"new keys would not all be greater than the old ones", ErrKeyRange, t.key.table, t.maxKey, first))
+	// The keys to come: snowflake_id()'s, on the database's clock, unless
+	// AppKeys; and the app's, in Options.Layout on this clock, always
+	// (gormplugin inserts its own keys either way).
+	if !d.noKeyRange {
+		type bound struct {
+			first idtype.ID
+			what  string
+		}
+		var bounds []bound
+		if !o.AppKeys && !d.appLayoutOnly {
+			bounds = append(bounds, bound{idtype.DefaultLayout.FirstID(dbNow),
+				"the first key snowflake_id() makes now (idtype.DefaultLayout, on the database's clock)"})
+		}
+		bounds = append(bounds, bound{o.Layout.FirstID(time.Now()),
+			fmt.Sprintf("the first key of Options.Layout (epoch %s) now", o.Layout.Epoch.UTC().Format(time.RFC3339))})
+		for _, t := range targets {
+			for _, b := range bounds {
+				if t.maxKey >= int64(b.first) {
+					errs = append(errs, fmt.Errorf("%w: %s holds key %d, not below %d, %s: new keys would not all be "+
+						"greater than the old ones", ErrKeyRange, t.key.table, t.maxKey, b.first, b.what))
+					break
+				}
+			}
 		}
 	}
 	if len(errs) > 0 {
@@ -169,6 +271,15 @@ func buildPlan(ctx context.Context, q querier, names []string, o Options, d defe
 			locks[t.key.table] = true
 		}
 	}
+	for _, tw := range twins {
+		if tw.exists {
+			continue
+		}
+		for _, stmt := range tw.create {
+			p.Steps = append(p.Steps, Step{SQL: stmt, Locks: "domain " + tw.name + ", a twin of " + tw.of.name +
+				" over bigint with its default and constraints, for the columns of that domain below; catalog only"})
+		}
+	}
 	// One ALTER TABLE a table, so that each is rewritten once; the
 	// targets' own tables first, then the referrers, as found.
 	var tables []string
@@ -182,11 +293,15 @@ func buildPlan(ctx context.Context, q querier, names []string, o Options, d defe
 	for _, table := range tables {
 		var parts, names []string
 		for _, c := range cols[table] {
-			parts = append(parts, fmt.Sprintf("ALTER COLUMN %s TYPE bigint", c.name))
-			names = append(names, fmt.Sprintf("%s %s", c.name, c.typ))
+			to := "bigint"
+			if c.domain != nil && twinOf[c.domain.oid] != nil {
+				to = twinOf[c.domain.oid].name
+			}
+			parts = append(parts, fmt.Sprintf("ALTER COLUMN %s TYPE %s", c.name, to))
+			names = append(names, fmt.Sprintf("%s %s to %s", c.name, c.typ, to))
 		}
 		p.Steps = append(p.Steps, Step{SQL: fmt.Sprintf("ALTER TABLE %s %s", table, strings.Join(parts, ", ")),
-			Locks: fmt.Sprintf("%s: %s to bigint; rewrites the table and rebuilds its indexes, and checks again "+
+			Locks: fmt.Sprintf("%s: %s; rewrites the table and rebuilds its indexes, and checks again "+
 				"the foreign keys on these columns (reading the tables they join): time grows with the table's size",
 				table, strings.Join(names, ", "))})
 		locks[table] = true
@@ -235,34 +350,49 @@ func buildPlan(ctx context.Context, q querier, names []string, o Options, d defe
 	return p, nil
 }
 
-// readTarget finds the table name and its key.
-func readTarget(ctx context.Context, q querier, name string) (*target, error) {
+// relation is a table named to adopt, resolved.
+type relation struct {
+	oid  int64
+	name string // schema-qualified, quoted as needed
+}
+
+// resolve finds the table name names under the caller's search_path and
+// checks that it is one adopt works on.
+func resolve(ctx context.Context, q querier, name string) (relation, error) {
 	var (
-		rel       sql.NullInt64
-		qualified string
-		kind      string
-		inherits  bool
+		rel      sql.NullInt64
+		r        relation
+		kind     string
+		inherits bool
 	)
 	err := q.QueryRowContext(ctx, `SELECT c.oid::int8, format('%I.%I', n.nspname, c.relname), c.relkind::text,
-			EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid OR i.inhparent = c.oid)
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE c.oid = to_regclass($1)`, name).Scan(&rel, &qualified, &kind, &inherits)
+			EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = c.oid OR i.inhparent = c.oid)
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.oid = pg_catalog.to_regclass($1)`, name).Scan(&rel, &r.name, &kind, &inherits)
+	r.oid = rel.Int64
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("%w %q: no such table", ErrTable, name)
+		return r, fmt.Errorf("%w %q: no such table", ErrTable, name)
 	case err != nil:
-		return nil, fmt.Errorf("%w %q: %w", ErrTable, name, err)
+		return r, fmt.Errorf("%w %q: %w", ErrTable, name, err)
 	case kind != "r":
-		return nil, fmt.Errorf("%w %s: not an ordinary table (relkind %q): views, partitioned and foreign tables are not adopted", ErrTable, qualified, kind)
+		return r, fmt.Errorf("%w %s: not an ordinary table (relkind %q): views, partitioned and foreign tables are not adopted", ErrTable, r.name, kind)
 	case inherits:
-		return nil, fmt.Errorf("%w %s: it has inheritance parents or children", ErrTable, qualified)
+		return r, fmt.Errorf("%w %s: it has inheritance parents or children", ErrTable, r.name)
 	}
+	return r, nil
+}
+
+// readTarget reads table rel's key, its default and what else gives it
+// values.
+func readTarget(ctx context.Context, q querier, rel int64, d defences) (*target, error) {
+	qualified := relName(ctx, q, rel)
 	var nkeys, attnum sql.NullInt64
 	var keyNames string
-	err = q.QueryRowContext(ctx, `SELECT array_length(con.conkey, 1), con.conkey[1],
-			(SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_attribute a
+	err := q.QueryRowContext(ctx, `SELECT array_length(con.conkey, 1), con.conkey[1],
+			(SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_catalog.pg_attribute a
 			 WHERE a.attrelid = con.conrelid AND a.attnum = ANY (con.conkey))
-		FROM pg_constraint con WHERE con.conrelid = $1 AND con.contype = 'p'`, rel.Int64).Scan(&nkeys, &attnum, &keyNames)
+		FROM pg_catalog.pg_constraint con WHERE con.conrelid = $1 AND con.contype = 'p'`, rel).Scan(&nkeys, &attnum, &keyNames)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("%w %s: it has no primary key", ErrTable, qualified)
@@ -273,9 +403,9 @@ func readTarget(ctx context.Context, q querier, name string) (*target, error) {
 	}
 	t := &target{}
 	var identity, generated string
-	col, err := readColumn(ctx, q, rel.Int64, attnum.Int64, `, a.attidentity::text, a.attgenerated::text,
-			coalesce(pg_get_expr(d.adbin, d.adrelid), ''),
-			coalesce(pg_get_serial_sequence(format('%I.%I', n.nspname, c.relname), a.attname), '')`,
+	col, err := readColumn(ctx, q, rel, attnum.Int64, `, a.attidentity::text, a.attgenerated::text,
+			coalesce(pg_catalog.pg_get_expr(d.adbin, d.adrelid), ''),
+			coalesce(pg_catalog.pg_get_serial_sequence(format('%I.%I', n.nspname, c.relname), a.attname), '')`,
 		&identity, &generated, &t.def, &t.seq)
 	if err != nil {
 		return nil, err
@@ -285,12 +415,20 @@ func readTarget(ctx context.Context, q querier, name string) (*target, error) {
 	switch {
 	case generated != "":
 		return nil, fmt.Errorf("%w %s: its key %s is a generated column", ErrTable, qualified, col.name)
-	case col.typ != "smallint" && col.typ != "integer" && col.typ != "bigint":
+	case col.base() != "smallint" && col.base() != "integer" && col.base() != "bigint":
 		return nil, fmt.Errorf("%w %s: its key %s is %s, not an integer", ErrTable, qualified, col.name, col.typ)
+	case t.def == "" && col.domain != nil && col.domain.def != "" && !snowflakeDefault.MatchString(col.domain.def):
+		return nil, fmt.Errorf("%w: %s: key %s takes its default from its domain %s (%s); set the default on the "+
+			"column, or drop the domain's, before adopting", ErrDefault, qualified, col.name, col.domain.name, col.domain.def)
 	case t.identity, t.def == "", strings.HasPrefix(t.def, "nextval("), snowflakeDefault.MatchString(t.def):
 	default:
 		return nil, fmt.Errorf("%w: %s: the default of key %s is %s; set it to a sequence, or drop it, before adopting",
 			ErrDefault, qualified, col.name, t.def)
+	}
+	if !d.noTriggerCheck {
+		if err := keyTriggers(ctx, q, rel, qualified, col); err != nil {
+			return nil, err
+		}
 	}
 	if err := q.QueryRowContext(ctx, fmt.Sprintf("SELECT coalesce(max(%s), 0)::int8 FROM %s", col.name, qualified)).Scan(&t.maxKey); err != nil {
 		return nil, fmt.Errorf("adopt: largest key of %s: %w", qualified, err)
@@ -298,30 +436,128 @@ func readTarget(ctx context.Context, q querier, name string) (*target, error) {
 	return t, nil
 }
 
-// readColumn reads column attnum of table rel, and the extra
-// expressions over a (pg_attribute), d (pg_attrdef), c and n into dst.
+// keyAssignment matches, in a PL/pgSQL function's source, what sets a
+// trigger's new row or the column named by the one %s: an assignment to
+// NEW.col or to NEW, or SELECT ... INTO NEW.col or INTO NEW.
+const keyAssignment = `(?is)(\bnew\s*\.\s*(?:"%[1]s"|%[1]s)\s*:?=[^=]|\bnew\s*:?=[^=]|\binto\s+(?:strict\s+)?new\s*(?:\.\s*(?:"%[1]s"|%[1]s)\b|[^.\w]|$))`
+
+// keyTriggers refuses a table whose enabled BEFORE INSERT row triggers
+// may set its key (ErrTrigger): adopting changes the key's default, which
+// such a trigger overrides, so the table would go on issuing the keys the
+// trigger makes. A PL/pgSQL function is read; a function in another
+// language, which adopt cannot read, is refused too, except PostgreSQL's
+// own (language internal), which set no keys.
+func keyTriggers(ctx context.Context, q querier, rel int64, table string, key *column) error {
+	rows, err := q.QueryContext(ctx, `SELECT t.tgname, format('%I.%I', fn.nspname, f.proname), l.lanname, f.prosrc
+		FROM pg_catalog.pg_trigger t
+			JOIN pg_catalog.pg_proc f ON f.oid = t.tgfoid
+			JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+			JOIN pg_catalog.pg_language l ON l.oid = f.prolang
+		WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND t.tgenabled <> 'D'
+			AND t.tgtype & 1 = 1 AND t.tgtype & 2 = 2 AND t.tgtype & 4 = 4
+		ORDER BY t.tgname`, rel)
+	if err != nil {
+		return fmt.Errorf("adopt: triggers of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var unquoted string
+	if strings.HasPrefix(key.name, `"`) {
+		unquoted = strings.ReplaceAll(strings.Trim(key.name, `"`), `""`, `"`)
+	} else {
+		unquoted = key.name
+	}
+	assigns := regexp.MustCompile(fmt.Sprintf(keyAssignment, regexp.QuoteMeta(unquoted)))
+	var found []string
+	for rows.Next() {
+		var name, fn, lang, src string
+		if err := rows.Scan(&name, &fn, &lang, &src); err != nil {
+			return err
+		}
+		switch lang {
+		case "internal":
+		case "plpgsql":
+			if assigns.MatchString(src) {
+				found = append(found, fmt.Sprintf("trigger %s (function %s) sets the key", name, fn))
+			}
+		default:
+			found = append(found, fmt.Sprintf("trigger %s (function %s, language %s, which adopt cannot read) may set the key",
+				name, fn, lang))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(found) > 0 {
+		return fmt.Errorf("%w: %s: %s: the table would go on issuing the trigger's keys; drop the trigger, or make it "+
+			"leave %s alone, before adopting", ErrTrigger, table, strings.Join(found, ", "), key.name)
+	}
+	return nil
+}
+
+// base is the column's type, or its domain's base type.
+func (c *column) base() string {
+	if c.domain != nil {
+		return c.domain.base
+	}
+	return c.typ
+}
+
+// readColumn reads column attnum of table rel, and the extra expressions
+// over a (pg_attribute), d (pg_attrdef), c and n into dst.
 func readColumn(ctx context.Context, q querier, rel, attnum int64, extra string, dst ...any) (*column, error) {
 	c := &column{rel: rel, attnum: attnum}
-	var typoid int64
-	args := append([]any{&c.table, &c.name, &c.typ, &typoid}, dst...)
+	var (
+		typoid, baseoid, inherited, domainOID int64
+		typtype, base, domainName, domainDef  string
+		typed, partKey                        bool
+	)
+	args := append([]any{&c.table, &c.name, &c.typ, &typoid, &typtype, &baseoid, &base, &domainOID, &domainName,
+		&domainDef, &inherited, &typed, &partKey}, dst...)
 	err := q.QueryRowContext(ctx, `SELECT format('%I.%I', n.nspname, c.relname), quote_ident(a.attname),
-			format_type(a.atttypid, a.atttypmod), a.atttypid::int8`+extra+`
-		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-			LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+			pg_catalog.format_type(a.atttypid, a.atttypmod), a.atttypid::int8, ty.typtype::text,
+			coalesce(bt.oid, 0)::int8, coalesce(pg_catalog.format_type(bt.oid, NULL), ''),
+			CASE WHEN ty.typtype = 'd' THEN ty.oid ELSE 0 END::int8,
+			CASE WHEN ty.typtype = 'd' THEN format('%I.%I', tn.nspname, ty.typname) ELSE '' END,
+			coalesce(pg_catalog.pg_get_expr(ty.typdefaultbin, 0), ''),
+			a.attinhcount::int8, c.reloftype <> 0,
+			EXISTS (SELECT 1 FROM pg_catalog.pg_partitioned_table pt WHERE pt.partrelid = c.oid
+				AND a.attnum = ANY (pt.partattrs::int2[]))`+extra+`
+		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid
+			JOIN pg_catalog.pg_namespace tn ON tn.oid = ty.typnamespace
+			LEFT JOIN pg_catalog.pg_type bt ON ty.typtype = 'd' AND bt.oid = ty.typbasetype
+			LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		WHERE a.attrelid = $1 AND a.attnum = $2`, rel, attnum).Scan(args...)
 	if err != nil {
 		return nil, fmt.Errorf("adopt: column %d of table %d: %w", attnum, rel, err)
 	}
-	c.wide = typoid == 20 // int8
+	// Only smallint and integer columns (or domains over them) are
+	// widened: bigint holds every key, and a column of another type that
+	// a foreign key allows (numeric, say) holds them too.
+	narrow := typoid == 21 || typoid == 23
+	if typtype == "d" {
+		c.domain = &domain{oid: domainOID, name: domainName, base: base, def: domainDef}
+		narrow = baseoid == 21 || baseoid == 23
+	}
+	c.wide = !narrow
+	switch {
+	case partKey:
+		c.refusal = "(it is part of its table's partition key)"
+	case inherited > 0:
+		c.refusal = "(it is inherited from a parent table; adopt the parent's column)"
+	case typed:
+		c.refusal = "(its table is a typed table, CREATE TABLE OF a type)"
+	}
 	return c, nil
 }
 
-// referrers lists the columns whose foreign keys refer to c.
-// Constraints that a partitioned table's partitions inherit are left out:
-// changing the partitioned table's column changes theirs.
+// referrers lists the columns whose foreign keys refer to c. Constraints
+// that a partitioned table's partitions inherit are left out: changing the
+// partitioned table's column changes theirs.
 func referrers(ctx context.Context, q querier, c *column) ([]*column, error) {
 	rows, err := q.QueryContext(ctx, `SELECT con.conrelid::int8, con.conkey[i]::int8
-		FROM pg_constraint con, generate_subscripts(con.confkey, 1) AS i
+		FROM pg_catalog.pg_constraint con, pg_catalog.generate_subscripts(con.confkey, 1) AS i
 		WHERE con.contype = 'f' AND con.conparentid = 0 AND con.confrelid = $1 AND con.confkey[i] = $2
 		ORDER BY con.conrelid, con.conname`, c.rel, c.attnum)
 	if err != nil {
@@ -356,18 +592,18 @@ func referrers(ctx context.Context, q querier, c *column) ([]*column, error) {
 // and extended statistics by itself; plain views with nothing on them are
 // dropped and created again; anything else is refused, by name.
 func dependents(ctx context.Context, q querier, c *column) ([]*view, error) {
-	rows, err := q.QueryContext(ctx, `SELECT d.classid::regclass::text, d.objid::int8, d.objsubid::int8,
+	rows, err := q.QueryContext(ctx, `SELECT d.classid::pg_catalog.regclass::text, d.objid::int8, d.objsubid::int8,
 			CASE d.classid
-			WHEN 'pg_rewrite'::regclass THEN (SELECT format('%s|%s|%s', r.ev_class::int8, r.rulename, v.relkind)
-				FROM pg_rewrite r JOIN pg_class v ON v.oid = r.ev_class WHERE r.oid = d.objid)
-			WHEN 'pg_trigger'::regclass THEN (SELECT format('trigger %I on %s', t.tgname, t.tgrelid::regclass)
-				FROM pg_trigger t WHERE t.oid = d.objid)
-			WHEN 'pg_policy'::regclass THEN (SELECT format('policy %I on %s', p.polname, p.polrelid::regclass)
-				FROM pg_policy p WHERE p.oid = d.objid)
-			WHEN 'pg_class'::regclass THEN (SELECT k.relkind::text FROM pg_class k WHERE k.oid = d.objid)
+			WHEN 'pg_catalog.pg_rewrite'::pg_catalog.regclass THEN (SELECT format('%s|%s|%s', r.ev_class::int8, r.rulename, v.relkind)
+				FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class v ON v.oid = r.ev_class WHERE r.oid = d.objid)
+			WHEN 'pg_catalog.pg_trigger'::pg_catalog.regclass THEN (SELECT format('trigger %I on %s', t.tgname, t.tgrelid::pg_catalog.regclass)
+				FROM pg_catalog.pg_trigger t WHERE t.oid = d.objid)
+			WHEN 'pg_catalog.pg_policy'::pg_catalog.regclass THEN (SELECT format('policy %I on %s', p.polname, p.polrelid::pg_catalog.regclass)
+				FROM pg_catalog.pg_policy p WHERE p.oid = d.objid)
+			WHEN 'pg_catalog.pg_class'::pg_catalog.regclass THEN (SELECT k.relkind::text FROM pg_catalog.pg_class k WHERE k.oid = d.objid)
 			ELSE '' END
-		FROM pg_depend d
-		WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = $1 AND d.refobjsubid = $2
+		FROM pg_catalog.pg_depend d
+		WHERE d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid = $1 AND d.refobjsubid = $2
 		ORDER BY d.classid, d.objid`, c.rel, c.attnum)
 	if err != nil {
 		return nil, fmt.Errorf("adopt: objects on %s: %w", c, err)
@@ -396,7 +632,7 @@ func dependents(ctx context.Context, q querier, c *column) ([]*view, error) {
 	var views []*view
 	var refused []string
 	for _, d := range deps {
-		switch d.class {
+		switch strings.TrimPrefix(d.class, "pg_catalog.") {
 		case "pg_attrdef", "pg_constraint", "pg_statistic_ext":
 		case "pg_class":
 			switch {
@@ -449,16 +685,17 @@ func dependents(ctx context.Context, q querier, c *column) ([]*view, error) {
 func relName(ctx context.Context, q querier, rel int64) string {
 	var name string
 	if err := q.QueryRowContext(ctx, `SELECT format('%I.%I', n.nspname, c.relname)
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, rel).Scan(&name); err != nil {
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, rel).Scan(&name); err != nil {
 		return fmt.Sprint(rel)
 	}
 	return name
 }
 
-// readView reads what it takes to create view rel again, or says why
-// it cannot be: other objects depend on it (views, rules, triggers), or
-// it carries what CREATE VIEW does not restore (column privileges or
-// defaults).
+// readView reads what it takes to create view rel again, or says why it
+// cannot be: other objects depend on it (views, rules, triggers), or it
+// carries what CREATE VIEW does not restore (column privileges or
+// defaults). Its definition is read under the plan's pinned search_path,
+// so every name in it is schema-qualified.
 func readView(ctx context.Context, q querier, rel int64) (*view, string, error) {
 	v := &view{oid: rel}
 	var (
@@ -467,19 +704,19 @@ func readView(ctx context.Context, q querier, rel int64) (*view, string, error) 
 		colACL, colDefaults             bool
 	)
 	err := q.QueryRowContext(ctx, `SELECT format('%I.%I', n.nspname, c.relname),
-			rtrim(pg_get_viewdef(c.oid), ';'),
-			coalesce(array_to_string(c.reloptions, ', '), ''),
-			CASE WHEN c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) THEN ''
-				ELSE quote_ident(pg_get_userbyid(c.relowner)) END,
-			coalesce(obj_description(c.oid, 'pg_class'), ''),
-			(SELECT count(DISTINCT r.ev_class) FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
-				WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass
+			pg_catalog.rtrim(pg_catalog.pg_get_viewdef(c.oid), ';'),
+			coalesce(pg_catalog.array_to_string(c.reloptions, ', '), ''),
+			CASE WHEN c.relowner = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN ''
+				ELSE quote_ident(pg_catalog.pg_get_userbyid(c.relowner)) END,
+			coalesce(pg_catalog.obj_description(c.oid, 'pg_class'), ''),
+			(SELECT count(DISTINCT r.ev_class) FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_rewrite r ON r.oid = d.objid
+				WHERE d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
 				AND d.refobjid = c.oid AND r.ev_class <> c.oid),
-			(SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = c.oid),
-			(SELECT count(*) FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.rulename <> '_RETURN'),
-			EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attacl IS NOT NULL),
-			EXISTS (SELECT 1 FROM pg_attrdef d WHERE d.adrelid = c.oid)
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, rel).Scan(
+			(SELECT count(*) FROM pg_catalog.pg_trigger t WHERE t.tgrelid = c.oid),
+			(SELECT count(*) FROM pg_catalog.pg_rewrite r WHERE r.ev_class = c.oid AND r.rulename <> '_RETURN'),
+			EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attacl IS NOT NULL),
+			EXISTS (SELECT 1 FROM pg_catalog.pg_attrdef d WHERE d.adrelid = c.oid)
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, rel).Scan(
 		&v.name, &def, &reloptions, &owner, &comment, &dependents, &triggers, &rules, &colACL, &colDefaults)
 	if err != nil {
 		return nil, "", fmt.Errorf("adopt: view %d: %w", rel, err)
@@ -512,24 +749,70 @@ func readView(ctx context.Context, q querier, rel int64) (*view, string, error) 
 		v.create = append(v.create, fmt.Sprintf("COMMENT ON VIEW %s IS %s", v.name, lit))
 	}
 	more, err := queryStrings(ctx, q, `SELECT format('COMMENT ON COLUMN %I.%I.%I IS %L', n.nspname, c.relname, a.attname, ds.description)
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			JOIN pg_description ds ON ds.classoid = 'pg_class'::regclass AND ds.objoid = c.oid AND ds.objsubid > 0
-			JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ds.objsubid
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			JOIN pg_catalog.pg_description ds ON ds.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND ds.objoid = c.oid AND ds.objsubid > 0
+			JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = ds.objsubid
 		WHERE c.oid = $1 ORDER BY a.attnum`, rel)
 	if err != nil {
 		return nil, "", err
 	}
 	v.create = append(v.create, more...)
 	more, err = queryStrings(ctx, q, `SELECT format('GRANT %s ON %I.%I TO %s%s', a.privilege_type, n.nspname, c.relname,
-			CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END,
+			CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END,
 			CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace, pg_catalog.aclexplode(c.relacl) a
 		WHERE c.oid = $1 AND a.grantee <> c.relowner ORDER BY a.grantee, a.privilege_type`, rel)
 	if err != nil {
 		return nil, "", err
 	}
 	v.create = append(v.create, more...)
 	return v, "", nil
+}
+
+// checkOwners refuses, naming them (ErrColumn), the objects the plan
+// changes that the current user may not change: the tables it alters,
+// the views it drops and creates again and the sequences it detaches
+// need their owner's role (or one that is a member of it); a twin domain
+// needs CREATE on its schema.
+func checkOwners(ctx context.Context, q querier, cols []*column, views []*view, targets []*target, twins []*twin) error {
+	var rels []int64
+	for _, c := range cols {
+		rels = append(rels, c.rel)
+	}
+	for _, v := range views {
+		rels = append(rels, v.oid)
+	}
+	for _, t := range targets {
+		rels = append(rels, t.key.rel)
+	}
+	var seqs, schemas []string
+	for _, t := range targets {
+		if t.seq != "" {
+			seqs = append(seqs, t.seq)
+		}
+	}
+	for _, tw := range twins {
+		if !tw.exists {
+			schemas = append(schemas, tw.schema)
+		}
+	}
+	refused, err := queryStrings(ctx, q, `SELECT format('%s %I.%I (owned by %I)',
+			CASE c.relkind WHEN 'v' THEN 'view' WHEN 'S' THEN 'sequence' ELSE 'table' END,
+			n.nspname, c.relname, pg_catalog.pg_get_userbyid(c.relowner))
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE (c.oid = ANY ($1::int8[]::oid[]) OR c.oid = ANY (SELECT pg_catalog.to_regclass(s)::oid FROM unnest($2::text[]) s))
+			AND NOT pg_catalog.pg_has_role(c.relowner, 'USAGE')
+		UNION ALL
+		SELECT format('schema %s (no CREATE privilege, for a twin domain)', s)
+		FROM unnest($3::text[]) s WHERE NOT pg_catalog.has_schema_privilege(s, 'CREATE')
+		ORDER BY 1`, rels, seqs, schemas)
+	if err != nil {
+		return err
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%w: the current user may not change %s: adopt as their owner", ErrColumn, strings.Join(slices.Compact(refused), ", "))
+	}
+	return nil
 }
 
 // queryStrings returns the one text column of every row of query.

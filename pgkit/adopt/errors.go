@@ -16,6 +16,21 @@ var (
 	// (serial, bigserial, nextval), an identity, nor snowflake_id(), so
 	// adopting would replace something adopt does not know.
 	ErrDefault = errors.New("adopt: key default is not a sequence")
+	// ErrTrigger means a BEFORE INSERT trigger of a table sets its key
+	// (NEW.id := nextval(...), common in schemas ported from other
+	// databases), or may (its function is in a language adopt cannot
+	// read): it would override the new default, and the table would go on
+	// issuing the trigger's keys. The error names each trigger and its
+	// function.
+	ErrTrigger = errors.New("adopt: a trigger sets the key")
+	// ErrColumn means a column that must become bigint is one PostgreSQL
+	// will not change the type of: part of a partition key (SQLSTATE
+	// 42P16), inherited from a parent table, of a typed table; or the
+	// current user may not change what the plan changes (a table, view or
+	// sequence of another owner, a schema where it cannot make a domain's
+	// twin over bigint); or a domain's twin cannot be made. The error names
+	// each.
+	ErrColumn = errors.New("adopt: a column cannot become bigint")
 	// ErrDependents means objects depend on a column that must become
 	// bigint, and PostgreSQL would refuse to change the column's type
 	// under them: a materialized view, a rule, a trigger whose WHEN or
@@ -24,8 +39,11 @@ var (
 	// adopt, and create them again.
 	ErrDependents = errors.New("adopt: objects depend on a key column")
 	// ErrKeyRange means a table holds keys that are not all below the
-	// first snowflake of now (idtype.Layout.FirstID), so new keys would not
-	// all be greater than the old ones, and could meet them.
+	// first key that new rows would get now, so new keys would not all be
+	// greater than the old ones, and could meet them: the first key of
+	// snowflake_id() (idtype.DefaultLayout on the database's clock), and
+	// the first key of Options.Layout (the app's, on this clock). The
+	// error names the one the table reaches.
 	ErrKeyRange = errors.New("adopt: existing keys reach the snowflake range")
 	// ErrFunction means snowflake_id() is not installed in the
 	// database: run migrations.Up first, or adopt with AppKeys.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,11 +117,14 @@ func waitForLockWait(t *testing.T, ctx context.Context, db *sql.DB) {
 }
 
 // TestAdoptConcurrentWriters adopts while writers insert: raw SQL through
-// the key's default, with pgx's cached prepared statements. Every insert
-// either succeeded, and its row is there with the key it was told, or
-// failed with an error and wrote nothing; inserts went on before and after
-// the adoption, the later ones with snowflakes, and no writer got a key
-// from the sequence after one from snowflake_id().
+// the key's default, with pgx's cached prepared statements. A reader
+// holds the table when Apply starts, so that Apply waits for its lock and
+// the writers queue behind Apply (the test waits until PostgreSQL shows
+// them waiting), then lets go. Every insert either succeeded, and its row
+// is there with the key it was told, or failed with an error and wrote
+// nothing; every writer inserted before the adoption and after it, the
+// later rows with snowflakes, and no writer got a key from the sequence
+// after one from snowflake_id().
 func TestAdoptConcurrentWriters(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	db := openDB(t, ctx, testSchema)
@@ -132,18 +136,22 @@ func TestAdoptConcurrentWriters(t *testing.T) {
 		id   int64
 		err  error
 	}
+	const writers = 4
 	var (
 		mu      sync.Mutex
 		results []result
 		wg      sync.WaitGroup
+		pids    []uint32
+		ok      [writers]atomic.Int64 // successful inserts of each writer
 	)
 	stop := make(chan struct{})
-	for w := range 4 {
+	for w := range writers {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer conn.Close(context.Background())
+		pids = append(pids, conn.PgConn().PID())
 		wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
@@ -156,21 +164,61 @@ func TestAdoptConcurrentWriters(t *testing.T) {
 				mu.Lock()
 				results = append(results, r)
 				mu.Unlock()
+				if r.err == nil {
+					ok[w].Add(1)
+				}
 				if conn.IsClosed() {
 					return
 				}
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond)
-	plan, err := NewPlan(ctx, db, testTables, Options{LockTimeout: 10 * time.Second})
+	// waitInserts waits until every writer has inserted n rows more than
+	// it had in from.
+	counts := func() (c [writers]int64) {
+		for w := range writers {
+			c[w] = ok[w].Load()
+		}
+		return c
+	}
+	waitInserts := func(what string, from [writers]int64, n int64) {
+		t.Helper()
+		for w := range writers {
+			for ok[w].Load() < from[w]+n {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("waiting for writer %d's inserts %s: %v", w, what, ctx.Err())
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		}
+	}
+	waitInserts("before the adoption", [writers]int64{}, 20)
+
+	// A reader in a transaction: Apply's ACCESS EXCLUSIVE lock waits for
+	// it, and the writers' inserts queue behind Apply's request.
+	reader, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := plan.Apply(ctx, db); err != nil {
+	defer func() { _ = reader.Rollback() }()
+	if _, err := reader.ExecContext(ctx, "SELECT count(*) FROM accounts"); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := NewPlan(ctx, db, testTables, Options{LockTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan error, 1)
+	go func() { applied <- plan.Apply(ctx, db) }()
+	waitForLockWaiters(t, ctx, db, pids)
+	if err := reader.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-applied; err != nil {
 		t.Fatalf("Apply while writers insert: %v", err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	waitInserts("after the adoption", counts(), 5)
 	close(stop)
 	wg.Wait()
 
@@ -207,7 +255,35 @@ func TestAdoptConcurrentWriters(t *testing.T) {
 			break
 		}
 	}
-	if before == 0 || after == 0 {
-		t.Errorf("the writers did not insert on both sides of the adoption (%d before, %d after)", before, after)
+	if len(switched) != writers {
+		t.Errorf("%d of %d writers got snowflakes after the adoption", len(switched), writers)
+	}
+}
+
+// waitForLockWaiters returns once PostgreSQL shows a backend of db's
+// database waiting on a lock other than the backends of pids, which is
+// Apply behind the reader, and at least one of pids waiting on a lock
+// too: a writer queued behind Apply.
+func waitForLockWaiters(t *testing.T, ctx context.Context, db *sql.DB, pids []uint32) {
+	t.Helper()
+	ints := make([]int64, len(pids))
+	for i, p := range pids {
+		ints[i] = int64(p)
+	}
+	for {
+		var apply, writers int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE NOT pid = ANY ($1::int8[]::int[])),
+				count(*) FILTER (WHERE pid = ANY ($1::int8[]::int[]))
+			FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`, ints).Scan(&apply, &writers); err != nil {
+			t.Fatal(err)
+		}
+		if apply > 0 && writers > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for Apply and a writer to wait on locks (%d, %d): %v", apply, writers, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }

@@ -11,10 +11,9 @@ import (
 // Options.LockTimeout is zero.
 const DefaultLockTimeout = 5 * time.Second
 
-// Options configures NewPlan. The zero value adopts with
-// snowflake_id() as the keys' default, waits at most
-// DefaultLockTimeout for each lock, and checks the existing keys
-// against idtype.DefaultLayout.
+// Options configures NewPlan. The zero value adopts with snowflake_id() as
+// the keys' default, waits at most DefaultLockTimeout for each lock, and
+// checks the existing keys against the keys of idtype.DefaultLayout.
 type Options struct {
 	// AppKeys drops the keys' sequence and identity defaults instead of
 	// replacing them with snowflake_id(): every insert must then bring its
@@ -27,9 +26,11 @@ type Options struct {
 	// runs out, Apply fails with ErrLock and changes nothing. Zero
 	// means DefaultLockTimeout; negative is an error.
 	LockTimeout time.Duration
-	// Layout is the layout of the keys to come: every existing key must be
-	// below its FirstID of now. Zero means idtype.DefaultLayout, the
-	// layout of snowflake_id().
+	// Layout is the layout of the keys the app will bring (its
+	// generator's, which gormplugin uses): every existing key must be below
+	// its FirstID of now. The keys snowflake_id() makes are checked too,
+	// unless AppKeys: they are always of idtype.DefaultLayout, on the
+	// database's clock. Zero means idtype.DefaultLayout.
 	Layout idtype.Layout
 }
 
