@@ -52,14 +52,6 @@ func postsPartitioner(layout idtype.Layout, clock idtype.Clock, log *slog.Logger
 	return partition.New(postsTable, layout, partition.Options{Period: partition.Month, Clock: clock, Logger: log})
 }
 
-// backfillPartitioner builds a Partitioner of the posts table whose clock
-// stands at t and which makes no partition ahead: its Maintain makes t's
-// month's partition alone and moves that month's rows out of the default
-// partition.
-func backfillPartitioner(layout idtype.Layout, t time.Time) (*partition.Table, error) {
-	return partition.New(postsTable, layout, partition.Options{Period: partition.Month, Premake: -1, Clock: fixedClock(t)})
-}
-
 // maintainPartitions runs one maintenance of p's table now; runPartitions
 // runs it every hour until ctx ends.
 func maintainPartitions(ctx context.Context, p *partition.Table, db *sql.DB) (partition.Report, error) {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/snowkeyhq/snowkey/idtype"
 )
 
@@ -94,3 +96,22 @@ func parseBoundValue(s string) (bound, error) {
 	}
 	return bound{v: v}, nil
 }
+
+// rangeCond is the WHERE clause that picks the keys of col in [lo, hi),
+// or "" when both ends are infinite.
+func rangeCond(col string, lo, hi bound) string {
+	var conds []string
+	if lo.inf == 0 {
+		conds = append(conds, col+" >= "+lo.sql())
+	}
+	if hi.inf == 0 {
+		conds = append(conds, col+" < "+hi.sql())
+	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+// quoteIdent quotes a column's name as SQL takes it.
+func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }

@@ -74,3 +74,30 @@ func ExampleTable_Bounds() {
 	// 2025-03-10 00:00:00 +0000 UTC 2025-03-17 00:00:00 +0000 UTC
 	// WHERE id >= 1898886517355446272 AND id < 1901423232414646272
 }
+
+// A maintenance job outside the app (a cron job, say) runs Maintain once
+// and says what it could not do: rows it left in the default partition
+// and expired partitions it kept, each with why.
+func ExampleTable_Maintain() {
+	ctx := context.Background()
+	db, err := sql.Open("pgx", "postgres://app@localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	parts, err := partition.New("events", idtype.DefaultLayout, partition.Options{Retention: 90 * 24 * time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep, err := parts.Maintain(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("made %v, removed %v, moved %d rows; the database's clock %v, ours %v off\n",
+		rep.Created, rep.Removed, rep.Moved, rep.DatabaseTime, rep.ClockSkew)
+	for _, l := range rep.Left {
+		fmt.Println(l) // e.g. rows that other rows refer to: ErrReferenced
+	}
+	for _, k := range rep.Kept {
+		fmt.Println(k)
+	}
+}

@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,155 +9,10 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 )
 
-// Errors of the partition helpers. Each is wrapped with detail that names
-// the table, partition or field at fault; match with errors.Is. Bad options
-// wrap idtype.ErrInvalidOptions instead, the one sentinel of every snowkey
-// constructor.
-var (
-	// ErrNotPartitioned means the table does not exist, or is not what
-	// Maintain works on: a table partitioned BY RANGE on one bigint
-	// column. A plain table cannot be partitioned in place; PostgreSQL
-	// needs a new partitioned table and the rows moved into it.
-	ErrNotPartitioned = errors.New("partition: not a table partitioned by range on a bigint key")
-	// ErrKey means the model cannot be partitioned by its key as
-	// PostgreSQL requires: the key is not a 64-bit integer column, or the
-	// primary key or a unique constraint or index does not include it
-	// (PostgreSQL enforces uniqueness per partition, so it refuses any
-	// unique constraint that leaves out the partition key).
-	ErrKey = errors.New("partition: model cannot be partitioned by its key")
-	// ErrOverlap means a partition that Maintain did not make
-	// covers part of a period it must create, so it can neither create
-	// the period nor count it as there. Maintain never splits or merges
-	// partitions; this happens when the table was partitioned by hand or
-	// with another Period.
-	ErrOverlap = errors.New("partition: partition overlaps a period")
-	// ErrServer means the PostgreSQL server is too old for what
-	// is asked: a default partition needs PostgreSQL 11, a foreign key
-	// into a partitioned table PostgreSQL 12.
-	ErrServer = errors.New("partition: PostgreSQL too old for this partitioning")
-)
-
-// A Period is how much time one partition holds. Periods start at
-// midnight UTC: a day, a week from Monday, a calendar month.
-type Period int
-
-// The periods. The zero Period means Day in Options.
-const (
-	Day Period = iota + 1
-	Week
-	Month
-)
-
-// String returns "day", "week" or "month".
-func (p Period) String() string {
-	switch p {
-	case Day:
-		return "day"
-	case Week:
-		return "week"
-	case Month:
-		return "month"
-	}
-	return fmt.Sprintf("Period(%d)", int(p))
-}
-
-// start returns the start of the period that holds t, in UTC.
-func (p Period) start(t time.Time) time.Time {
-	t = t.UTC()
-	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-	switch p {
-	case Week:
-		return day.AddDate(0, 0, -(int(day.Weekday())+6)%7)
-	case Month:
-		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
-	}
-	return day
-}
-
-// next returns the start of the period after the one that starts at s.
-func (p Period) next(s time.Time) time.Time {
-	switch p {
-	case Week:
-		return s.AddDate(0, 0, 7)
-	case Month:
-		return s.AddDate(0, 1, 0)
-	}
-	return s.AddDate(0, 0, 1)
-}
-
-// suffix is what a partition's name adds to the table's: _pYYYYMMDD for
-// days and weeks (the week's Monday), _pYYYYMM for months. The names sort
-// as the periods do.
-func (p Period) suffix(s time.Time) string {
-	if p == Month {
-		return s.Format("_p200601")
-	}
-	return s.Format("_p20060102")
-}
-
-// Defaults of Options.
-const (
-	// DefaultPremake is how many periods after the current one Maintain
-	// keeps created when Options.Premake is zero.
-	DefaultPremake = 4
-	// DefaultInterval is how often Run maintains when
-	// Options.Interval is zero.
-	DefaultInterval = time.Hour
-	// DefaultLockTimeout bounds each maintenance step's wait for table
-	// locks when Options.LockTimeout is zero.
-	DefaultLockTimeout = 5 * time.Second
-)
-
-// LockClass is the first key of the transaction-level advisory
-// lock that Maintain holds for each step, pg_advisory_xact_lock(
-// LockClass, table OID), and that Create holds while it
-// creates a table ("skpt" in ASCII). Apps that take two-key advisory
-// locks of their own should keep clear of it.
-const LockClass int32 = 0x736b7074
-
-// Options configures a Table. The zero value of each field
-// is a documented default, so Options{} partitions by day, keeps
-// four days ready ahead and removes nothing.
-type Options struct {
-	// Period is how much time each partition holds. Zero means Day.
-	Period Period
-	// Premake is how many periods after the current one Maintain keeps
-	// created ahead of time, so that rows never wait for maintenance to
-	// find their partition. Zero means DefaultPremake; -1 means none: only
-	// the current period.
-	Premake int
-	// Retention is how long rows are kept: Maintain removes every
-	// partition it made whose whole period ended more than Retention ago,
-	// and never one that still holds a younger row. Zero means forever:
-	// Maintain removes nothing.
-	Retention time.Duration
-	// Detach makes Maintain detach expired partitions, leaving each as a
-	// table of its own to archive and drop, instead of dropping them. The
-	// default (false) drops them.
-	Detach bool
-	// Column is the key column Create partitions by. Zero ("") means
-	// the model's primary key, when that is one column. Maintain reads the
-	// key from the table itself.
-	Column string
-	// Interval is how often Run maintains. Zero means DefaultInterval.
-	Interval time.Duration
-	// LockTimeout bounds how long each step of Maintain waits for the
-	// table's locks (PostgreSQL's lock_timeout), so that a step stuck
-	// behind a long query fails, to be tried again, instead of queueing
-	// every later query of the table behind itself. Zero means
-	// DefaultLockTimeout; -1 means no bound other than the context's.
-	LockTimeout time.Duration
-	// Clock tells Maintain the time. Nil means idtype.SystemClock().
-	Clock idtype.Clock
-	// Logger gets what Run does and every error it meets. Nil means
-	// slog.Default().
-	Logger *slog.Logger
-}
-
-// Table keeps a table that is partitioned by range on its snowflake
-// key cut into periods of time: the bounds of each partition are the first
-// IDs (Layout.FirstID) of its period's start and end, so a row lands in
-// the partition of its key's time, and a query that bounds the key by time
+// Table keeps a table that is partitioned by range on its snowflake key
+// cut into periods of time: the bounds of each partition are the first IDs
+// (Layout.FirstID) of its period's start and end, so a row lands in the
+// partition of its key's time, and a query that bounds the key by time
 // reads only the partitions of that time.
 //
 // It holds no connection and no state beyond its options; each method
@@ -176,27 +30,35 @@ type Table struct {
 	clock         idtype.Clock
 	logger        *slog.Logger
 
-	d defences
+	// nowSQL is the SQL expression each step reads the database's time
+	// from; tests move it (export_test.go).
+	nowSQL string
+	d      defences
 }
 
 // defences lists the defences of maintenance, each of which a test may
 // switch off (export_test.go) to show that it fails without it; the zero
 // value has every defence on.
 type defences struct {
-	noLock bool // take no advisory lock
-	noMove bool // create partitions without moving rows out of the default
+	noLock         bool // take no advisory lock
+	noMove         bool // create partitions without moving rows out of the default
+	noRefCheck     bool // move rows other rows refer to without session_replication_role
+	noTriggerGuard bool // move rows with the user's triggers enabled
+	appClock       bool // decide on Options.Clock instead of the database's clock
+	plainDrop      bool // drop expired partitions without detaching them first
+	noKeepCheck    bool // detach expired partitions without looking for rows that refer to theirs
+	stopAtLeft     bool // end Maintain with an error at the first period it cannot finish
 }
 
 // maxNameLen is PostgreSQL's limit on a name (NAMEDATALEN - 1); longer
 // names are cut short, silently.
 const maxNameLen = 63
 
-// New returns a Table for table, whose keys are IDs of
-// layout (pass the Source's Layout(), never assume the default). table is
-// the table's name as GORM names it, "table" or "schema.table", taken
-// literally (not SQL-quoted). It checks its arguments and does no I/O;
-// opts is at most one Options. The error wraps
-// idtype.ErrInvalidOptions and names the bad argument.
+// New returns a Table for table, whose keys are IDs of layout (pass the
+// Source's Layout(), never assume the default). table is the table's name
+// as GORM names it, "table" or "schema.table", taken literally (not
+// SQL-quoted). It checks its arguments and does no I/O. A bad argument
+// or option is an error wrapping idtype.ErrInvalidOptions that names it.
 func New(table string, layout idtype.Layout, o Options) (*Table, error) {
 	p := &Table{
 		layout:      layout,
@@ -209,6 +71,7 @@ func New(table string, layout idtype.Layout, o Options) (*Table, error) {
 		lockTimeout: o.LockTimeout,
 		clock:       o.Clock,
 		logger:      o.Logger,
+		nowSQL:      "pg_catalog.statement_timestamp()",
 	}
 	parts := strings.Split(table, ".")
 	switch {
@@ -293,5 +156,5 @@ func (p *Table) PartitionName(t time.Time) string {
 // it.
 func (p *Table) defaultName() string { return p.table + "_default" }
 
-// now reads the clock.
+// now reads the app's clock.
 func (p *Table) now() time.Time { return time.Unix(0, p.clock.UnixNano()).UTC() }

@@ -144,9 +144,9 @@ func TestPlan(t *testing.T) {
 	p := newTestPartitioner(t, Options{Premake: 2})
 	st := &tableState{schema: "public", name: "events", key: "id"}
 
-	acts, err := p.plan(st, now)
-	if err != nil {
-		t.Fatal(err)
+	acts, overlaps := p.due(st, now)
+	if len(overlaps) != 0 {
+		t.Fatal(overlaps)
 	}
 	want := "+events_default +events_p20250310 +events_p20250311 +events_p20250312"
 	if got := strings.Join(names(acts), " "); got != want {
@@ -156,12 +156,12 @@ func TestPlan(t *testing.T) {
 	// Up to date: nothing to do.
 	st.def = &partition{schema: "public", name: "events_default"}
 	st.parts = []partition{dayPart(p, "2025-03-10T00:00:00Z"), dayPart(p, "2025-03-11T00:00:00Z"), dayPart(p, "2025-03-12T00:00:00Z")}
-	if acts, err := p.plan(st, now); err != nil || len(acts) != 0 {
-		t.Errorf("an up-to-date table: %v, %v; want nothing", names(acts), err)
+	if acts, overlaps := p.due(st, now); len(overlaps) != 0 || len(acts) != 0 {
+		t.Errorf("an up-to-date table: %v, %v; want nothing", names(acts), overlaps)
 	}
 
 	// Three days without maintenance: the gap is filled.
-	acts, _ = p.plan(st, date("2025-03-15T00:00:00Z"))
+	acts, _ = p.due(st, date("2025-03-15T00:00:00Z"))
 	want = "+events_p20250313 +events_p20250314 +events_p20250315 +events_p20250316 +events_p20250317"
 	if got := strings.Join(names(acts), " "); got != want {
 		t.Errorf("after a pause: %s, want %s", got, want)
@@ -172,21 +172,21 @@ func TestPlan(t *testing.T) {
 	r := newTestPartitioner(t, Options{Premake: -1, Retention: 48 * time.Hour})
 	st.parts = []partition{dayPart(r, "2025-03-09T00:00:00Z"), dayPart(r, "2025-03-10T00:00:00Z"),
 		dayPart(r, "2025-03-11T00:00:00Z"), dayPart(r, "2025-03-12T00:00:00Z")}
-	acts, _ = r.plan(st, date("2025-03-12T12:00:00Z"))
+	acts, _ = r.due(st, date("2025-03-12T12:00:00Z"))
 	if got := strings.Join(names(acts), " "); got != "-events_p20250309" {
 		t.Errorf("retention at 03-12 12:00: %s, want -events_p20250309", got)
 	}
-	acts, _ = r.plan(st, date("2025-03-13T00:00:00Z"))
+	acts, _ = r.due(st, date("2025-03-13T00:00:00Z"))
 	if got := strings.Join(names(acts), " "); got != "+events_p20250313 -events_p20250309 -events_p20250310" {
 		t.Errorf("retention at 03-13 00:00: %s", got)
 	}
-	acts, _ = r.plan(st, date("2025-03-12T23:59:59.999Z"))
+	acts, _ = r.due(st, date("2025-03-12T23:59:59.999Z"))
 	if got := strings.Join(names(acts), " "); got != "-events_p20250309" {
 		t.Errorf("retention 1 ms before the 10th's end is past: %s, want -events_p20250309", got)
 	}
 	// A long pause with retention: no partition is made for a period
 	// already past it.
-	acts, _ = r.plan(st, date("2025-03-20T12:00:00Z"))
+	acts, _ = r.due(st, date("2025-03-20T12:00:00Z"))
 	if got := strings.Join(names(acts), " "); got != "+events_p20250318 +events_p20250319 +events_p20250320 "+
 		"-events_p20250309 -events_p20250310 -events_p20250311 -events_p20250312" {
 		t.Errorf("after a pause past retention: %s", got)
@@ -200,23 +200,27 @@ func TestPlan(t *testing.T) {
 	other := dayPart(r, "2025-03-03T00:00:00Z")
 	other.schema = "elsewhere"
 	st.parts = append([]partition{hand, odd, other}, st.parts...)
-	acts, _ = r.plan(st, date("2025-03-12T12:00:00Z"))
+	acts, _ = r.due(st, date("2025-03-12T12:00:00Z"))
 	if got := strings.Join(names(acts), " "); got != "-events_p20250309" {
 		t.Errorf("with hand-made partitions: %s, want -events_p20250309 only", got)
 	}
 
-	// A partition over part of a period: no guess, an error.
+	// A partition over part of a period: no guess, the period is left,
+	// named, and the others are made.
 	half := dayPart(p, "2025-03-10T00:00:00Z")
 	half.hi = finite(p.layout.FirstID(date("2025-03-10T12:00:00Z")))
 	st.parts = []partition{half}
-	if _, err := p.plan(st, now); !errors.Is(err, ErrOverlap) || !strings.Contains(err.Error(), "2025-03-10") {
-		t.Errorf("half a day partitioned by hand: %v, want ErrOverlap naming the day", err)
+	acts, overlaps = p.due(st, now)
+	if len(overlaps) != 1 || !errors.Is(overlaps[0].err, ErrOverlap) || !strings.Contains(overlaps[0].err.Error(), "2025-03-10") ||
+		strings.Join(names(acts), " ") != "+events_p20250311 +events_p20250312" {
+		t.Errorf("half a day partitioned by hand: %v, %v; want the 10th an ErrOverlap naming the day, the 11th and 12th made",
+			names(acts), overlaps)
 	}
-	// Days made, then Period changed to Month: an error too.
+	// Days made, then Period changed to Month: the month overlaps.
 	m := newTestPartitioner(t, Options{Period: Month})
 	st.parts = []partition{dayPart(p, "2025-03-10T00:00:00Z")}
-	if _, err := m.plan(st, now); !errors.Is(err, ErrOverlap) {
-		t.Errorf("days, then months: %v, want ErrOverlap", err)
+	if _, overlaps := m.due(st, now); len(overlaps) != 1 || !errors.Is(overlaps[0].err, ErrOverlap) {
+		t.Errorf("days, then months: %v, want ErrOverlap", overlaps)
 	}
 }
 
@@ -230,9 +234,9 @@ func TestPlanLayoutEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &tableState{schema: "public", name: "events", key: "id", def: &partition{name: "events_default"}}
-	acts, err := p.plan(st, date("2025-03-10T23:55:00Z"))
-	if err != nil {
-		t.Fatal(err)
+	acts, overlaps := p.due(st, date("2025-03-10T23:55:00Z"))
+	if len(overlaps) != 0 {
+		t.Fatal(overlaps)
 	}
 	if len(acts) != 2 {
 		t.Fatalf("plan: %v; want the 10th (from the epoch) and the 11th (to the layout's end)", names(acts))

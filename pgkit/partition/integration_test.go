@@ -2,13 +2,9 @@ package partition_test
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,132 +12,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
-
-// Event is the model of the partition tests.
-type Event struct {
-	ID   idtype.ID `gorm:"primaryKey"`
-	Kind string    `gorm:"index"`
-	Body string
-}
-
-// testClock is a clock the test sets; Sleep moves it on, so a generator
-// that waits for the next millisecond gets it at once.
-type testClock struct{ ns atomic.Int64 }
-
-func newClock(at time.Time) *testClock {
-	c := &testClock{}
-	c.Set(at)
-	return c
-}
-
-func (c *testClock) UnixNano() int64       { return c.ns.Load() }
-func (c *testClock) Sleep(d time.Duration) { c.ns.Add(int64(d)) }
-func (c *testClock) Set(t time.Time)       { c.ns.Store(t.UnixNano()) }
-
-func date(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		panic(err)
-	}
-	return t
-}
-
-// openDB returns a fresh database as database/sql and GORM see it.
-func openDB(t testing.TB) (*gorm.DB, *sql.DB) {
-	t.Helper()
-	sqlDB, err := sql.Open("pgx", testenv.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sqlDB.Close() })
-	gdb, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return gdb, sqlDB
-}
-
-// generator returns a generator on worker on a clock of the test's, and
-// the clock.
-func generator(t testing.TB, worker int64, at time.Time) (*idtype.Generator, *testClock) {
-	t.Helper()
-	clk := newClock(at)
-	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: worker, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return gen, clk
-}
-
-func newPartitioner(t testing.TB, table string, opts partition.Options) *partition.Table {
-	t.Helper()
-	p, err := partition.New(table, idtype.DefaultLayout, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// partitions lists the table's partitions, sorted by name.
-func partitions(t testing.TB, db *sql.DB, table string) []string {
-	t.Helper()
-	rows, err := db.Query(`SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = $1::regclass ORDER BY 1`, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// where maps each row's key to the partition that holds it.
-func where(t testing.TB, db *sql.DB, table string) map[idtype.ID]string {
-	t.Helper()
-	rows, err := db.Query("SELECT id, tableoid::regclass::text FROM " + table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[idtype.ID]string{}
-	for rows.Next() {
-		var id idtype.ID
-		var part string
-		if err := rows.Scan(&id, &part); err != nil {
-			t.Fatal(err)
-		}
-		if _, dup := out[id]; dup {
-			t.Errorf("ID %d is in the table twice", id)
-		}
-		out[id] = part
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func same(a, b []string) bool { return slices.Equal(a, b) }
 
 // TestCreateTable: a GORM model's table is made partitioned, with its
 // default partition and the current and premade days, and rows created
@@ -151,7 +28,7 @@ func same(a, b []string) bool { return slices.Equal(a, b) }
 func TestCreateTable(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	gdb, sqlDB := openDB(t)
-	parts := newPartitioner(t, "events", partition.Options{Premake: 2, Clock: newClock(date("2025-03-10T12:00:00Z"))})
+	parts := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z")).table("events", partition.Options{Premake: 2})
 	if err := parts.Create(ctx, gdb, &Event{}); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +117,8 @@ func TestCreateTableRefuses(t *testing.T) {
 	// A unique index without the key: ErrKey, and no table. The
 	// control shows PostgreSQL itself refuses it, so the check is not
 	// stricter than it needs to be.
-	u := newPartitioner(t, "unique_emails", partition.Options{})
+	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
+	u := clock.table("unique_emails", partition.Options{})
 	err := u.Create(ctx, gdb, &UniqueEmail{})
 	if !errors.Is(err, partition.ErrKey) || !strings.Contains(err.Error(), "email") {
 		t.Errorf("a unique email: %v, want ErrKey naming it", err)
@@ -258,7 +136,7 @@ func TestCreateTableRefuses(t *testing.T) {
 	if err := gdb.AutoMigrate(&Plain{}); err != nil {
 		t.Fatal(err)
 	}
-	pl := newPartitioner(t, "plains", partition.Options{})
+	pl := clock.table("plains", partition.Options{})
 	if err := pl.Create(ctx, gdb, &Plain{}); !errors.Is(err, partition.ErrNotPartitioned) ||
 		!strings.Contains(err.Error(), "in place") {
 		t.Errorf("over a plain table: %v, want ErrNotPartitioned saying it cannot be done in place", err)
@@ -266,55 +144,28 @@ func TestCreateTableRefuses(t *testing.T) {
 	if _, err := pl.Maintain(ctx, sqlDB); !errors.Is(err, partition.ErrNotPartitioned) {
 		t.Errorf("Maintain of a plain table: %v, want ErrNotPartitioned", err)
 	}
-	missing := newPartitioner(t, "missing", partition.Options{})
+	missing := clock.table("missing", partition.Options{})
 	if _, err := missing.Maintain(ctx, sqlDB); !errors.Is(err, partition.ErrNotPartitioned) {
 		t.Errorf("Maintain of no table: %v, want ErrNotPartitioned", err)
 	}
 	if _, err := sqlDB.ExecContext(ctx, "CREATE TABLE listed (id bigint, k int) PARTITION BY LIST (k)"); err != nil {
 		t.Fatal(err)
 	}
-	listed := newPartitioner(t, "listed", partition.Options{})
+	listed := clock.table("listed", partition.Options{})
 	if _, err := listed.Maintain(ctx, sqlDB); !errors.Is(err, partition.ErrNotPartitioned) || !strings.Contains(err.Error(), "list") {
 		t.Errorf("Maintain of a list-partitioned table: %v, want ErrNotPartitioned", err)
 	}
 
 	// The wrong model, or a transaction.
-	if err := newPartitioner(t, "events", partition.Options{}).Create(ctx, gdb, &Plain{}); !errors.Is(err, idtype.ErrInvalidOptions) {
+	if err := clock.table("events", partition.Options{}).Create(ctx, gdb, &Plain{}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("a model of another table: %v, want idtype.ErrInvalidOptions", err)
 	}
 	err = gdb.Transaction(func(tx *gorm.DB) error {
-		return newPartitioner(t, "events", partition.Options{}).Create(ctx, tx, &Event{})
+		return clock.table("events", partition.Options{}).Create(ctx, tx, &Event{})
 	})
 	if !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("in a transaction: %v, want idtype.ErrInvalidOptions", err)
 	}
-}
-
-// scanned lists the tables a plan reads, from EXPLAIN (FORMAT JSON).
-func scanned(t *testing.T, conn *sql.Conn, query string, args ...any) []string {
-	t.Helper()
-	var raw string
-	if err := conn.QueryRowContext(context.Background(), "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
-		t.Fatal(err)
-	}
-	var plans []struct{ Plan map[string]any }
-	if err := json.Unmarshal([]byte(raw), &plans); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	var walk func(n map[string]any)
-	walk = func(n map[string]any) {
-		if r, ok := n["Relation Name"].(string); ok {
-			out = append(out, r)
-		}
-		kids, _ := n["Plans"].([]any)
-		for _, k := range kids {
-			walk(k.(map[string]any))
-		}
-	}
-	walk(plans[0].Plan)
-	sort.Strings(out)
-	return out
 }
 
 // TestPruning: a query whose key bounds lie within one period, and a
@@ -323,7 +174,7 @@ func scanned(t *testing.T, conn *sql.Conn, query string, args ...any) []string {
 func TestPruning(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	gdb, sqlDB := openDB(t)
-	parts := newPartitioner(t, "events", partition.Options{Clock: newClock(date("2025-03-10T12:00:00Z"))})
+	parts := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z")).table("events", partition.Options{})
 	if err := parts.Create(ctx, gdb, &Event{}); err != nil {
 		t.Fatal(err)
 	}
@@ -389,54 +240,21 @@ func TestPruning(t *testing.T) {
 	}
 }
 
-// rawTable makes a partitioned table in plain SQL, as an app without GORM
-// would.
-func rawTable(t testing.TB, db *sql.DB, name string) {
-	t.Helper()
-	if _, err := db.Exec("CREATE TABLE " + name + " (id bigint PRIMARY KEY, body text) PARTITION BY RANGE (id)"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// maintainAtOnce runs Maintain from n goroutines, each with its own
-// Table, started together, and returns their reports and errors.
-func maintainAtOnce(t *testing.T, ctx context.Context, db *sql.DB, n int, mk func() *partition.Table) ([]partition.Report, []error) {
-	t.Helper()
-	reps, errs := make([]partition.Report, n), make([]error, n)
-	ps := make([]*partition.Table, n)
-	for i := range ps {
-		ps[i] = mk()
-	}
-	var start, done sync.WaitGroup
-	start.Add(1)
-	for i := range n {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			start.Wait()
-			reps[i], errs[i] = ps[i].Maintain(ctx, db)
-		}()
-	}
-	start.Done()
-	done.Wait()
-	return reps, errs
-}
-
 // TestMaintainConcurrent: 8 app instances maintain one table at once and
 // leave exactly the expected partitions, each made once. The control,
 // without the advisory lock, fails: instances make the same partition.
 func TestMaintainConcurrent(t *testing.T) {
 	ctx := testenv.Deadline(t, 3*time.Minute)
 	_, sqlDB := openDB(t)
-	now := date("2025-03-10T12:00:00Z")
-	opts := partition.Options{Premake: 6, Clock: newClock(now)}
+	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
+	opts := partition.Options{Premake: 6}
 	want := []string{"ev_default", "ev_p20250310", "ev_p20250311", "ev_p20250312", "ev_p20250313", "ev_p20250314",
 		"ev_p20250315", "ev_p20250316"}
 
 	for round := range 3 {
 		table := fmt.Sprintf("ev%d", round)
 		rawTable(t, sqlDB, table)
-		reps, errs := maintainAtOnce(t, ctx, sqlDB, 8, func() *partition.Table { return newPartitioner(t, table, opts) })
+		reps, errs := maintainAtOnce(t, ctx, sqlDB, 8, func() *partition.Table { return clock.table(table, opts) })
 		made := 0
 		for i, err := range errs {
 			if err != nil {
@@ -465,7 +283,7 @@ func TestMaintainConcurrent(t *testing.T) {
 		table := fmt.Sprintf("nolock%d", round)
 		rawTable(t, sqlDB, table)
 		_, errs := maintainAtOnce(t, ctx, sqlDB, 8, func() *partition.Table {
-			p := newPartitioner(t, table, opts)
+			p := clock.table(table, opts)
 			partition.WithoutLock(p)
 			return p
 		})
@@ -481,17 +299,6 @@ func TestMaintainConcurrent(t *testing.T) {
 	}
 }
 
-// insertAt inserts n rows whose keys gen issues at time at.
-func insertAt(t testing.TB, ctx context.Context, gdb *gorm.DB, clk *testClock, at time.Time, n int) []Event {
-	t.Helper()
-	clk.Set(at)
-	batch := make([]Event, n)
-	if err := gdb.WithContext(ctx).CreateInBatches(&batch, 1000).Error; err != nil {
-		t.Fatal(err)
-	}
-	return batch
-}
-
 // TestRetention: Maintain removes the days that ended before the cutoff,
 // and only those: the day the cutoff falls in stays, with its rows; a day
 // that ends exactly at the cutoff goes; partitions made by hand stay.
@@ -501,7 +308,8 @@ func TestRetention(t *testing.T) {
 		t.Run(fmt.Sprintf("detach=%v", detach), func(t *testing.T) {
 			ctx := testenv.Deadline(t, 2*time.Minute)
 			gdb, sqlDB := openDB(t)
-			build := newPartitioner(t, "events", partition.Options{Premake: 9, Clock: newClock(date("2025-03-01T12:00:00Z"))})
+			clock := newDBClock(t, sqlDB, date("2025-03-01T12:00:00Z"))
+			build := clock.table("events", partition.Options{Premake: 9})
 			if err := build.Create(ctx, gdb, &Event{}); err != nil {
 				t.Fatal(err)
 			}
@@ -523,9 +331,8 @@ func TestRetention(t *testing.T) {
 				perDay[build.PartitionName(at)] = 100
 			}
 
-			clock := newClock(date("2025-03-10T12:00:00Z"))
-			keep := newPartitioner(t, "events", partition.Options{Premake: -1, Retention: 72 * time.Hour,
-				Detach: detach, Clock: clock})
+			clock.Set(date("2025-03-10T12:00:00Z"))
+			keep := clock.table("events", partition.Options{Premake: -1, Retention: 72 * time.Hour, Detach: detach})
 			rep, err := keep.Maintain(ctx, sqlDB)
 			if err != nil {
 				t.Fatal(err)
@@ -587,14 +394,15 @@ func TestRetention(t *testing.T) {
 }
 
 // TestDefaultMove: rows of days with no partition yet wait in the default
-// partition, and move, every one once, when their day's partition is made.
-// The control makes the partition without moving them, and PostgreSQL
-// refuses.
+// partition, and move, every one once, when their day's partition is
+// made: a day due (the 14th) and a day ahead of Premake whose rows are in
+// the default partition (the 16th). The control makes the partition
+// without moving them, and PostgreSQL refuses.
 func TestDefaultMove(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	gdb, sqlDB := openDB(t)
-	clock := newClock(date("2025-03-10T12:00:00Z"))
-	parts := newPartitioner(t, "events", partition.Options{Premake: 1, Clock: clock})
+	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
+	parts := clock.table("events", partition.Options{Premake: 1})
 	if err := parts.Create(ctx, gdb, &Event{}); err != nil {
 		t.Fatal(err)
 	}
@@ -619,7 +427,7 @@ func TestDefaultMove(t *testing.T) {
 	// Control: made without the move, the 16th's partition is refused
 	// while its rows sit in the default partition, and nothing changes.
 	clock.Set(date("2025-03-16T12:00:00Z"))
-	noMove := newPartitioner(t, "events", partition.Options{Premake: -1, Clock: clock})
+	noMove := clock.table("events", partition.Options{Premake: -1})
 	partition.WithoutMove(noMove)
 	rep, err := noMove.Maintain(ctx, sqlDB)
 	var pgErr *pgconn.PgError
@@ -638,8 +446,9 @@ func TestDefaultMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Moved != 3000 || !same(rep.Created, []string{"events_p20250312", "events_p20250313", "events_p20250314", "events_p20250315"}) {
-		t.Errorf("report %+v; want the 12th to the 15th made and 3000 rows moved", rep)
+	if rep.Moved != 3100 || !same(rep.Created, []string{"events_p20250312", "events_p20250313", "events_p20250314", "events_p20250315",
+		"events_p20250316"}) || len(rep.Left) != 0 {
+		t.Errorf("report %+v; want the 12th to the 16th made and 3100 rows moved", rep)
 	}
 	after := where(t, sqlDB, "events")
 	if len(after) != len(before) {
@@ -648,9 +457,6 @@ func TestDefaultMove(t *testing.T) {
 	for id, was := range before {
 		now, ok := after[id]
 		want := parts.PartitionName(id.Time())
-		if id.Time().After(date("2025-03-16T00:00:00Z")) {
-			want = "events_default"
-		}
 		if !ok || now != want {
 			t.Errorf("ID %d (%s, was in %s) is in %q, want %s", id, id.Time().Format(time.RFC3339), was, now, want)
 		}
@@ -665,8 +471,8 @@ func TestDefaultMoveUnderWrites(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	_, sqlDB := openDB(t)
 	rawTable(t, sqlDB, "events")
-	clock := newClock(date("2025-03-10T12:00:00Z"))
-	parts := newPartitioner(t, "events", partition.Options{Premake: -1, Clock: clock})
+	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
+	parts := clock.table("events", partition.Options{Premake: -1})
 	if _, err := parts.Maintain(ctx, sqlDB); err != nil {
 		t.Fatal(err)
 	}
@@ -738,11 +544,9 @@ func TestDefaultMoveUnderWrites(t *testing.T) {
 func TestRun(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	_, sqlDB := openDB(t)
-	clock := newClock(date("2025-03-10T12:00:00Z"))
+	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
 	var logs testenv.LogBuffer
-	opts := partition.Options{Premake: -1, Interval: 20 * time.Millisecond, Clock: clock,
-		Logger: slogTo(&logs)}
-	parts := newPartitioner(t, "events", opts)
+	parts := clock.table("events", partition.Options{Premake: -1, Interval: 20 * time.Millisecond, Logger: slogTo(&logs)})
 
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -771,19 +575,6 @@ func TestRun(t *testing.T) {
 	}
 }
 
-func slogTo(w *testenv.LogBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
-
-func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool) {
-	t.Helper()
-	for !ok() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
 // TestMaintainSchema: a table in a schema off the search_path keeps its
 // partitions beside it.
 func TestMaintainSchema(t *testing.T) {
@@ -793,8 +584,7 @@ func TestMaintainSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawTable(t, sqlDB, "app.logs")
-	parts := newPartitioner(t, "app.logs", partition.Options{Premake: 1, Period: partition.Month,
-		Clock: newClock(date("2025-12-31T23:00:00Z"))})
+	parts := newDBClock(t, sqlDB, date("2025-12-31T23:00:00Z")).table("app.logs", partition.Options{Premake: 1, Period: partition.Month})
 	rep, err := parts.Maintain(ctx, sqlDB)
 	if err != nil {
 		t.Fatal(err)
@@ -818,8 +608,8 @@ func TestMaintainLockTimeout(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	_, sqlDB := openDB(t)
 	rawTable(t, sqlDB, "events")
-	clock := newClock(date("2025-03-10T12:00:00Z"))
-	parts := newPartitioner(t, "events", partition.Options{Premake: -1, Clock: clock, LockTimeout: 200 * time.Millisecond})
+	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
+	parts := clock.table("events", partition.Options{Premake: -1, LockTimeout: 200 * time.Millisecond})
 	if _, err := parts.Maintain(ctx, sqlDB); err != nil {
 		t.Fatal(err)
 	}
@@ -842,7 +632,7 @@ func TestMaintainLockTimeout(t *testing.T) {
 		t.Errorf("the step waited %v with a LockTimeout of 200ms", took)
 	}
 
-	unbounded := newPartitioner(t, "events", partition.Options{Premake: -1, Clock: clock, LockTimeout: -1})
+	unbounded := clock.table("events", partition.Options{Premake: -1, LockTimeout: -1})
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if _, err := unbounded.Maintain(short, sqlDB); err == nil || short.Err() == nil {
