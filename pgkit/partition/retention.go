@@ -4,13 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 // removeExpired removes the expired partitions of act that no row refers
-// to: it detaches each, then drops it (or keeps it as a table of its own,
-// with Detach). DROP TABLE alone fails on a table that others refer to
+// to: it detaches each, then drops them (or keeps them as tables of their
+// own, with Detach); a table that no foreign key refers to has its
+// expired partitions dropped in one statement. DROP TABLE alone fails on
+// a table that others refer to
 // (2BP01, the referring foreign keys depend on each partition), even when
 // no row refers to the partition's rows; DETACH PARTITION takes the
 // partition out of those foreign keys, after PostgreSQL checked that no
@@ -26,16 +29,17 @@ func (m *maintenance) removeExpired(ctx context.Context, tx *sql.Tx, st *tableSt
 	if _, err := tx.ExecContext(ctx, "LOCK TABLE ONLY "+parent+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 		return result{}, err
 	}
-	var fks []foreignKey
-	if !p.d.noKeepCheck {
-		var err error
-		if fks, err = referringKeys(ctx, tx, st); err != nil {
-			return result{}, err
-		}
+	// The referring foreign keys, read here for the plain DROP below too:
+	// the control that does not look for referring rows still knows not
+	// to drop a partition of a referenced table without detaching it.
+	fks, err := referringKeys(ctx, tx, st)
+	if err != nil {
+		return result{}, err
 	}
 	var res result
+	var drop []string
 	for _, pt := range act.parts {
-		if len(fks) > 0 {
+		if len(fks) > 0 && !p.d.noKeepCheck {
 			labels, n, err := referrers(ctx, tx, fks, pt.lo, pt.hi)
 			if err != nil {
 				return result{}, err
@@ -47,19 +51,20 @@ func (m *maintenance) removeExpired(ctx context.Context, tx *sql.Tx, st *tableSt
 				continue
 			}
 		}
-		stmts := []string{"ALTER TABLE " + parent + " DETACH PARTITION " + pt.ident(), "DROP TABLE " + pt.ident()}
-		switch {
-		case p.d.plainDrop:
-			stmts = stmts[1:]
-		case p.detach:
-			stmts = stmts[:1]
-		}
-		for _, s := range stmts {
-			if _, err := tx.ExecContext(ctx, s); err != nil {
+		// Detached first when others refer to the table, or to keep it;
+		// a table nothing refers to has its partitions dropped at once.
+		if (len(fks) > 0 && !p.d.plainDrop) || p.detach {
+			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+parent+" DETACH PARTITION "+pt.ident()); err != nil {
 				return result{}, fmt.Errorf("%s: %w", pt.name, err)
 			}
 		}
+		drop = append(drop, pt.ident())
 		res.removed = append(res.removed, pt)
+	}
+	if len(drop) > 0 && !p.detach {
+		if _, err := tx.ExecContext(ctx, "DROP TABLE "+strings.Join(drop, ", ")); err != nil {
+			return result{}, err
+		}
 	}
 	return res, nil
 }
