@@ -111,7 +111,12 @@ type maintenance struct {
 	errs     []error
 	steps    int
 	last     string // the last action's key
+	busy     int    // steps tried again for a busy referring table
 }
+
+// maxBusy bounds how often one call tries steps again for a busy
+// referring table: at the back-off's 200 ms, a minute.
+const maxBusy = 300
 
 type actionKind int
 
@@ -221,6 +226,19 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 	if err == nil && res.left == nil {
 		err = tx.Commit()
 	}
+	if errors.Is(err, errBusy) && m.busy < maxBusy && ctx.Err() == nil {
+		// Tried again, after the writers that held a referring table.
+		_ = tx.Rollback()
+		m.last = ""
+		m.busy++
+		t := time.NewTimer(time.Duration(min(m.busy, 10)) * 20 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		return false, nil
+	}
 	if err != nil {
 		_ = tx.Rollback()
 		m.skip[act.key()] = true
@@ -295,6 +313,9 @@ type result struct {
 func (m *maintenance) run(ctx context.Context, tx *sql.Tx, st *tableState, act *action, now time.Time) (result, error) {
 	switch act.kind {
 	case makeDefault:
+		if _, err := m.lockTables(ctx, tx, st); err != nil {
+			return result{}, err
+		}
 		_, err := tx.ExecContext(ctx, "CREATE TABLE "+pgx.Identifier{st.schema, act.name}.Sanitize()+
 			" PARTITION OF "+st.ident()+" DEFAULT")
 		return result{}, err

@@ -48,7 +48,8 @@ func (m *maintenance) makePeriod(ctx context.Context, tx *sql.Tx, st *tableState
 	// period in the default partition cannot change between the look and
 	// the move, and none can arrive there after it (CREATE TABLE ...
 	// PARTITION OF takes this lock anyway).
-	if _, err := exec("LOCK TABLE ONLY " + parent + " IN ACCESS EXCLUSIVE MODE"); err != nil {
+	fks, err := m.lockTables(ctx, tx, st)
+	if err != nil {
 		return result{}, err
 	}
 	part := pgx.Identifier{st.schema, act.name}.Sanitize()
@@ -70,10 +71,6 @@ func (m *maintenance) makePeriod(ctx context.Context, tx *sql.Tx, st *tableState
 
 	replica := st.replica && !p.d.noRefCheck
 	if !replica && !p.d.noRefCheck {
-		fks, err := referringKeys(ctx, tx, st)
-		if err != nil {
-			return result{}, err
-		}
 		labels, refs, err := referrers(ctx, tx, fks, act.lo, act.hi)
 		if err != nil {
 			return result{}, err

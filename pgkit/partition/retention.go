@@ -20,19 +20,13 @@ import (
 // row refers to it (23503 otherwise). So a partition whose rows are still
 // referred to is kept, attached, with its rows (Kept, ErrReferenced):
 // retention deletes no row of another table, and breaks no foreign key.
-// The look and the removal are in one transaction, under a lock that
-// keeps every writer of a referring table waiting (each needs it to check
-// its keys), so that no reference can come between them.
+// The look and the removal are in one transaction, under locks that keep
+// every writer of a referring table waiting (lockTables), so that no
+// reference can come between them.
 func (m *maintenance) removeExpired(ctx context.Context, tx *sql.Tx, st *tableState, act *action) (result, error) {
 	p := m.p
 	parent := st.ident()
-	if _, err := tx.ExecContext(ctx, "LOCK TABLE ONLY "+parent+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-		return result{}, err
-	}
-	// The referring foreign keys, read here for the plain DROP below too:
-	// the control that does not look for referring rows still knows not
-	// to drop a partition of a referenced table without detaching it.
-	fks, err := referringKeys(ctx, tx, st)
+	fks, err := m.lockTables(ctx, tx, st)
 	if err != nil {
 		return result{}, err
 	}
