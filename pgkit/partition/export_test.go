@@ -40,3 +40,8 @@ func WithoutKeepCheck(p *Table) { p.d.noKeepCheck = true }
 // WithoutSkip makes p's Maintain end with an error at the first period it
 // cannot finish, leaving the steps after it undone.
 func WithoutSkip(p *Table) { p.d.stopAtLeft = true }
+
+// WithoutLockOrder makes p's Maintain lock the table alone, leaving the
+// locks of the tables that refer to it to the statements that need them,
+// under LockTimeout.
+func WithoutLockOrder(p *Table) { p.d.parentFirst = true }

@@ -48,6 +48,7 @@ type defences struct {
 	plainDrop      bool // drop expired partitions without detaching them first
 	noKeepCheck    bool // detach expired partitions without looking for rows that refer to theirs
 	stopAtLeft     bool // end Maintain with an error at the first period it cannot finish
+	parentFirst    bool // lock the table alone, and the referring tables as PostgreSQL's DDL gets to them
 }
 
 // maxNameLen is PostgreSQL's limit on a name (NAMEDATALEN - 1); longer
