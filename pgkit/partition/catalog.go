@@ -18,12 +18,6 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// execer is what changing the table needs of a transaction.
-type execer interface {
-	querier
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // partition is one partition of the table, as the catalog says.
 type partition struct {
 	oid          int64

@@ -60,8 +60,14 @@ import (
 // at once: each step runs in a transaction of its own that first takes
 // the advisory lock pg_advisory_xact_lock(LockClass, table OID) and then
 // looks at the table afresh, so concurrent calls queue and the later ones
-// find the work done. Each step bounds its wait for table locks with
-// LockTimeout. A period that cannot be done is named in the report, and
+// find the work done. Each step bounds its wait for the table's lock with
+// LockTimeout. A step that makes or removes a partition of a table that
+// others refer to also locks the referring tables, which PostgreSQL needs
+// for their foreign keys: it locks them first and the table second, each
+// with a brief wait, and gives up its locks to try again (for up to a
+// minute) when one is in use, so that it neither deadlocks with the app's
+// writes nor waits behind a stream of them. A period that cannot be done
+// is named in the report, and
 // every other step still runs; a step that fails is rolled back, and the
 // error (joined with any others) is returned after the other steps ran,
 // except a lock timeout, a lost connection or the end of ctx, which stop
@@ -214,15 +220,14 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 	}
 	// Each step changes what the next one sees; the same action twice
 	// would mean it did not, and would repeat for ever.
-	if k := act.key(); k == m.last {
+	if act.key() == m.last {
 		return false, fmt.Errorf("partition: table %s: step %s made no progress", p.Name(), act)
-	} else {
-		m.last = k
 	}
+	m.last = act.key()
 	if act.fromDefault {
 		m.scanFrom = act.hi
 	}
-	res, err := m.run(ctx, tx, st, act, now)
+	res, err := m.run(ctx, tx, st, act)
 	if err == nil && res.left == nil {
 		err = tx.Commit()
 	}
@@ -310,7 +315,7 @@ type result struct {
 }
 
 // run does one action in tx.
-func (m *maintenance) run(ctx context.Context, tx *sql.Tx, st *tableState, act *action, now time.Time) (result, error) {
+func (m *maintenance) run(ctx context.Context, tx *sql.Tx, st *tableState, act *action) (result, error) {
 	switch act.kind {
 	case makeDefault:
 		if _, err := m.lockTables(ctx, tx, st); err != nil {
@@ -350,6 +355,3 @@ func (p *Table) ours(st *tableState, pt partition) bool {
 	lo, hi, ok := p.periodBounds(s)
 	return ok && pt.name == p.table+p.period.suffix(s) && lo == pt.lo && hi == pt.hi
 }
-
-// periodTimes returns the start and end of the period that starts at s.
-func (p *Table) periodTimes(s time.Time) (from, to time.Time) { return s, p.period.next(s) }

@@ -64,10 +64,12 @@ type Options struct {
 	// Interval is how often Run maintains. Zero means DefaultInterval.
 	Interval time.Duration
 	// LockTimeout bounds how long each step of Maintain waits for the
-	// table's locks (PostgreSQL's lock_timeout), so that a step stuck
+	// table's lock (PostgreSQL's lock_timeout), so that a step stuck
 	// behind a long query fails, to be tried again, instead of queueing
-	// every later query of the table behind itself. Zero means
-	// DefaultLockTimeout; -1 means no bound other than the context's.
+	// every later query of the table behind itself. (On a table that
+	// others refer to, a step waits for each lock briefly and tries again;
+	// see Maintain.) Zero means DefaultLockTimeout; -1 means no bound
+	// other than the context's.
 	LockTimeout time.Duration
 	// Clock is the app's clock. Maintain decides on the database's clock,
 	// read in the transaction of each step, so that every instance

@@ -65,6 +65,7 @@ type Left struct {
 // MaxLeftKeys bounds the keys a Left names.
 const MaxLeftKeys = 10
 
+// String says what was left, where, and why, in one line.
 func (l Left) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d rows of [%s, %s) left in the default partition", l.Rows,
@@ -94,6 +95,7 @@ type Kept struct {
 	Err error
 }
 
+// String says which partition was kept, and why, in one line.
 func (k Kept) String() string {
 	return fmt.Sprintf("expired partition %s [%s, %s) kept: %v: %s", k.Partition, k.From.Format(time.RFC3339),
 		k.To.Format(time.RFC3339), k.Err, strings.Join(k.Referrers, ", "))
