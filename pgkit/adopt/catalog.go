@@ -75,7 +75,7 @@ func buildPlan(ctx context.Context, q querier, names []string, fn string, o Opti
 	var errs []error
 
 	// The names, under the caller's search_path.
-	var rels []int64
+	var rels []relation
 	var qualified []string
 	for _, name := range names {
 		rel, err := resolve(ctx, q, name)
@@ -86,8 +86,8 @@ func buildPlan(ctx context.Context, q querier, names []string, fn string, o Opti
 			errs = append(errs, err)
 			continue
 		}
-		if !slices.Contains(rels, rel.oid) {
-			rels = append(rels, rel.oid)
+		if !slices.ContainsFunc(rels, func(r relation) bool { return r.oid == rel.oid }) {
+			rels = append(rels, rel)
 			qualified = append(qualified, rel.name)
 		}
 	}
@@ -109,20 +109,22 @@ func buildPlan(ctx context.Context, q querier, names []string, fn string, o Opti
 		}
 		p.fn = fn
 	}
-	if !d.unqualified {
-		if _, err := q.ExecContext(ctx, "SELECT pg_catalog.set_config('search_path', $1, true)", pinnedPath); err != nil {
-			return nil, fmt.Errorf("adopt: %w", err)
-		}
+	// In one round trip, as Apply re-plans under its locks: the
+	// search_path pinned (unless the control leaves it as it is), and the
+	// database's time, for the keys snowflake_id() makes.
+	path := pinnedPath
+	if d.unqualified {
+		path = ""
 	}
-
 	var dbNow time.Time
-	if err := q.QueryRowContext(ctx, "SELECT pg_catalog.statement_timestamp()").Scan(&dbNow); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT CASE WHEN $1 = '' THEN '' ELSE pg_catalog.set_config('search_path', $1, true) END,
+		pg_catalog.statement_timestamp()`, path).Scan(new(string), &dbNow); err != nil {
 		return nil, fmt.Errorf("adopt: %w", err)
 	}
 
 	var targets []*target
 	for _, rel := range rels {
-		t, err := readTarget(ctx, q, rel, d)
+		t, err := readTarget(ctx, q, rel.oid, rel.name, d)
 		if err != nil {
 			if !errors.Is(err, ErrTable) && !errors.Is(err, ErrDefault) && !errors.Is(err, ErrTrigger) {
 				return nil, err
@@ -385,8 +387,7 @@ func resolve(ctx context.Context, q querier, name string) (relation, error) {
 
 // readTarget reads table rel's key, its default and what else gives it
 // values.
-func readTarget(ctx context.Context, q querier, rel int64, d defences) (*target, error) {
-	qualified := relName(ctx, q, rel)
+func readTarget(ctx context.Context, q querier, rel int64, qualified string, d defences) (*target, error) {
 	var nkeys, attnum sql.NullInt64
 	var keyNames string
 	err := q.QueryRowContext(ctx, `SELECT array_length(con.conkey, 1), con.conkey[1],
