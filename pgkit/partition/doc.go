@@ -62,7 +62,9 @@
 //     (ErrExpired): Maintain deletes no row.
 //
 // The role that maintains must own the table (PostgreSQL requires it to
-// make partitions) and be able to read the tables that refer to it.
+// make partitions) and be able to read the tables that refer to it, which
+// it reads by their referring columns: index them, as foreign keys want
+// anyway.
 //
 // # What PostgreSQL requires
 //

@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 )
 
@@ -35,7 +36,7 @@ func (p *Table) Run(ctx context.Context, db *sql.DB) error {
 				"created", rep.Created, "removed", rep.Removed, "moved_rows", rep.Moved)
 		}
 		for _, l := range rep.Left {
-			if once("left " + l.Partition + " " + l.Err.Error()) {
+			if once("left " + l.Partition + " " + reason(l.Err)) {
 				p.logger.WarnContext(ctx, "partition: rows left in the default partition", "table", p.Name(),
 					"partition", l.Partition, "from", l.From, "to", l.To, "rows", l.Rows, "keys", l.Keys,
 					"referrers", l.Referrers, "reason", l.Err)
@@ -63,4 +64,15 @@ func (p *Table) Run(ctx context.Context, db *sql.DB) error {
 		case <-timer.C:
 		}
 	}
+}
+
+// reason is what an entry of a report is about, for logging it once: its
+// sentinel, whose detail (times, counts) changes from call to call.
+func reason(err error) string {
+	for _, s := range []error{ErrReferenced, ErrExpired, ErrOverlap, ErrOutsideLayout} {
+		if errors.Is(err, s) {
+			return s.Error()
+		}
+	}
+	return err.Error()
 }
