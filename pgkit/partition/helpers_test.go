@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
@@ -292,11 +293,13 @@ func maintainer(t testing.TB, db *sql.DB) (string, *sql.DB) {
 		t.Fatal(err)
 	}
 	role := "maintainer_" + hex.EncodeToString(b[:])
-	var dbname, base string
-	if err := db.QueryRow("SELECT current_database()").Scan(&dbname); err != nil {
+	// The server and database db is on, as the role's URL: the tests
+	// connect over TCP with trust authentication.
+	var host, dbname string
+	var port int
+	if err := db.QueryRow("SELECT host(inet_server_addr()), inet_server_port(), current_database()").Scan(&host, &port, &dbname); err != nil {
 		t.Fatal(err)
 	}
-	base = testenv.Postgres(t) // a database of the same server, for its URL
 	for _, stmt := range []string{
 		"CREATE ROLE " + role + " LOGIN",
 		"GRANT USAGE, CREATE ON SCHEMA public TO " + role,
@@ -314,12 +317,8 @@ func maintainer(t testing.TB, db *sql.DB) (string, *sql.DB) {
 			}
 		}
 	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.User(role)
-	u.Path = "/" + dbname
+	u := url.URL{Scheme: "postgres", User: url.User(role), Host: fmt.Sprintf("%s:%d", host, port), Path: "/" + dbname,
+		RawQuery: "sslmode=disable"}
 	as, err := sql.Open("pgx", u.String())
 	if err != nil {
 		t.Fatal(err)
