@@ -299,10 +299,10 @@ func (l *Lease) confirmed(start, found, floor int64, retaken bool) {
 	switch {
 	case retaken && unsure:
 		l.log.Warn("workerid: lease had lapsed in the store; worker number taken back (learned from a renewal: the take-back's reply was lost)",
-			"floor", unixMsTime(l.floor), "last_error", l.lastErr)
+			floorAttr(l.floor), "last_error", l.lastErr)
 	case retaken:
 		l.log.Warn("workerid: lease had lapsed in the store; worker number taken back",
-			"floor", unixMsTime(l.floor), "last_error", l.lastErr)
+			floorAttr(l.floor), "last_error", l.lastErr)
 	case wasExpired || failures > 0:
 		l.log.Info("workerid: lease renewed again", "failed_renewals", failures, "was_expired", wasExpired)
 	}

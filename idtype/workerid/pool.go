@@ -165,7 +165,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 				p.opts.Layout.MaxWorker()+1-int64(len(p.cands)))
 		}
 		l := newLease(p, t.worker, token, now, p.floor(t))
-		l.log.Info("workerid: lease acquired", "floor", unixMsTime(l.floor), "had_record", t.hadRecord)
+		l.log.Info("workerid: lease acquired", floorAttr(l.floor), "had_record", t.hadRecord)
 		if wait := time.Duration(l.floor-now) * time.Millisecond; wait > 0 {
 			// Say why Acquire seems to hang: on a fresh Redis every number
 			// is without a record and is waited out for one TTL.
@@ -267,3 +267,13 @@ func randomHex(n int) string {
 // unixMsTime converts Unix milliseconds, as the stores keep times, to a
 // time in UTC.
 func unixMsTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// floorAttr is the log attribute of a lease's floor (Unix ms), or none
+// when the number had no high-water mark: the Unix epoch in a log line
+// would read as a wrong time, not as "none".
+func floorAttr(ms int64) slog.Attr {
+	if ms == 0 {
+		return slog.Attr{}
+	}
+	return slog.Time("floor", unixMsTime(ms))
+}
