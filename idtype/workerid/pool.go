@@ -141,7 +141,17 @@ const maxRaces = 16
 // idtype.ErrClockBehind when the clock would have to pass the high-water
 // mark for longer than Options.MaxStartWait; ErrStore or the context's
 // error otherwise. On error no lease is held.
-func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
+func (p *Pool) Acquire(ctx context.Context) (l *Lease, err error) {
+	if obs := p.opts.Observer; obs != nil {
+		ctx = obs.Start(ctx, OpAcquire, -1)
+		defer func() {
+			worker := int64(-1)
+			if l != nil {
+				worker = l.worker
+			}
+			obs.End(ctx, OpAcquire, worker, err)
+		}()
+	}
 	token := p.opts.Holder + "/" + randomHex(8)
 	start := time.Now()
 	for races := 0; ; races++ {
