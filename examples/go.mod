@@ -43,6 +43,7 @@ require (
 	github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/snowkeyhq/snowkey/extra/snowkeyprom v0.0.0
 	github.com/tmthrgd/go-hex v0.0.0-20190904060850-447a3041c3bc // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
@@ -60,3 +61,5 @@ require (
 )
 
 replace github.com/snowkeyhq/snowkey => ../
+
+replace github.com/snowkeyhq/snowkey/extra/snowkeyprom => ../extra/snowkeyprom

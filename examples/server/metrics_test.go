@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
@@ -151,7 +152,14 @@ func TestMetrics(t *testing.T) {
 
 // TestStatusLabel keeps the status label to numbers a server can send.
 func TestStatusLabel(t *testing.T) {
-	m := newMetrics(&App{})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMetrics(&App{gen: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range []int{0, 200, 99, 600, math.MaxInt32} {
 		m.request("GET /x", s, time.Millisecond)
 	}
