@@ -272,7 +272,8 @@ go_test_valkey() {
 }
 
 # go test -race of every module, and of the GOEXPERIMENT=jsonv2 packages,
-# and the Valkey pass (go_test_valkey), run at the same time: the long integration tests mostly wait on servers
+# and the Valkey pass (go_test_valkey, once the root module's have ended),
+# run at the same time: the long integration tests mostly wait on servers
 # and clocks, while another module compiles. Each run's output is printed
 # as a block when it ends; every failing one is reported. vet_all has run
 # the whole of go vet, so go test's own subset is off.
@@ -300,8 +301,14 @@ go_test_all() {
 			>"$tmp/${#pids[@]}" 2>&1 &
 		pids+=($!)
 	fi
+	# The Valkey pass starts when the root module's tests have ended, so
+	# that workerid and tokens, the slowest packages, never run twice at
+	# once on a 2-core machine; it overlaps the other modules' tests.
 	names+=("valkey: ${VALKEY_PACKAGES[*]}")
-	go_test_valkey >"$tmp/${#pids[@]}" 2>&1 &
+	(
+		while kill -0 "${pids[0]}" 2>/dev/null; do sleep 1; done
+		go_test_valkey
+	) >"$tmp/${#pids[@]}" 2>&1 &
 	pids+=($!)
 	echo "go test: ${names[*]} (at once; each prints when it ends)"
 	for i in "${!pids[@]}"; do
