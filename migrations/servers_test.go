@@ -98,7 +98,7 @@ func issue(t *testing.T, ctx context.Context, dbs []*sql.DB, gens []*idtype.Gene
 	n := len(dbs) + len(gens)
 	var (
 		mu      sync.Mutex
-		ids     []idtype.ID
+		all     []idtype.ID
 		workers = make([][]int64, n)
 		sources = map[int64]uint64{} // millisecond -> the sources that issued in it
 		pairs   = make([]int, n*n)   // [i*n+j], i < j: milliseconds both issued in
@@ -131,7 +131,7 @@ func issue(t *testing.T, ctx context.Context, dbs []*sql.DB, gens []*idtype.Gene
 				return
 			}
 			mu.Lock()
-			ids = append(ids, got...)
+			all = append(all, got...)
 			for _, id := range got {
 				p := idtype.DefaultLayout.Decode(id)
 				if !slices.Contains(workers[i], p.Worker) {
@@ -154,23 +154,13 @@ func issue(t *testing.T, ctx context.Context, dbs []*sql.DB, gens []*idtype.Gene
 		}
 	}
 	for i, db := range dbs {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
 		wg.Add(1)
-		go run(i, func() ([]idtype.ID, error) {
-			rows, err := db.QueryContext(ctx, "SELECT snowflake_id() FROM generate_series(1, $1)", batch)
-			if err != nil {
-				return nil, err
-			}
-			defer rows.Close()
-			out := make([]idtype.ID, 0, batch)
-			for rows.Next() {
-				var id idtype.ID
-				if err := rows.Scan(&id); err != nil {
-					return nil, err
-				}
-				out = append(out, id)
-			}
-			return out, rows.Err()
-		})
+		go run(i, func() ([]idtype.ID, error) { return ids(ctx, conn, batch) })
 	}
 	for j, g := range gens {
 		wg.Add(1)
@@ -198,7 +188,7 @@ func issue(t *testing.T, ctx context.Context, dbs []*sql.DB, gens []*idtype.Gene
 			t.Fatalf("source %d: %v", i, err)
 		}
 	}
-	return ids, workers, fewest()
+	return all, workers, fewest()
 }
 
 // duplicates counts the IDs that occur more than once.

@@ -237,36 +237,10 @@ func codeLines(src string) []string {
 	return lines
 }
 
-// stripComment cuts a "--" comment off a line, outside string literals.
-func stripComment(l string) string {
+// outsideStrings calls f with the place of every byte of s that is not
+// inside a Lua string literal, until f returns false.
+func outsideStrings(s string, f func(i int) bool) {
 	var quote byte
-	for i := 0; i < len(l); i++ {
-		c := l[i]
-		switch {
-		case quote != 0:
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '-' && i+1 < len(l) && l[i+1] == '-':
-			return l[:i]
-		}
-	}
-	return l
-}
-
-// callArgs splits the arguments of a call whose text starts after its
-// "(", at commas outside brackets and strings, up to the closing ")".
-func callArgs(s string) ([]string, bool) {
-	var (
-		args  []string
-		depth int
-		quote byte
-		start int
-	)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -278,22 +252,56 @@ func callArgs(s string) ([]string, bool) {
 			}
 		case c == '\'' || c == '"':
 			quote = c
-		case c == '(' || c == '[' || c == '{':
+		default:
+			if !f(i) {
+				return
+			}
+		}
+	}
+}
+
+// stripComment cuts a "--" comment off a line, outside string literals.
+func stripComment(l string) string {
+	cut := len(l)
+	outsideStrings(l, func(i int) bool {
+		if l[i] == '-' && i+1 < len(l) && l[i+1] == '-' {
+			cut = i
+			return false
+		}
+		return true
+	})
+	return l[:cut]
+}
+
+// callArgs splits the arguments of a call whose text starts after its
+// "(", at commas outside brackets and strings, up to the closing ")".
+func callArgs(s string) (args []string, closed bool) {
+	depth, start := 0, 0
+	outsideStrings(s, func(i int) bool {
+		switch s[i] {
+		case '(', '[', '{':
 			depth++
-		case c == ')' || c == ']' || c == '}':
+		case ')', ']', '}':
 			if depth == 0 {
 				if a := strings.TrimSpace(s[start:i]); a != "" || len(args) > 0 {
 					args = append(args, a)
 				}
-				return args, true
+				closed = true
+				return false
 			}
 			depth--
-		case c == ',' && depth == 0:
-			args = append(args, strings.TrimSpace(s[start:i]))
-			start = i + 1
+		case ',':
+			if depth == 0 {
+				args = append(args, strings.TrimSpace(s[start:i]))
+				start = i + 1
+			}
 		}
+		return true
+	})
+	if !closed {
+		return nil, false
 	}
-	return nil, false
+	return args, true
 }
 
 // fromKeys reports whether the expression is KEYS[...], or a variable that
