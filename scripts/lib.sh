@@ -247,9 +247,12 @@ SLOW_PACKAGES=(./idtype/workerid ./tokens)
 
 # The packages whose Redis-backed tests run a second time, against Valkey
 # (one node, Sentinel, Cluster), and the tests of theirs left out of that
-# pass: those of PostgreSQL, which the first pass covers.
+# pass, which the first pass covers: the subtests of PostgreSQL
+# (VALKEY_SKIP) and the tests named TestPostgres… (VALKEY_RUN runs all
+# others; go test's -skip cannot name both at once).
 VALKEY_PACKAGES=(./idtype/workerid ./tokens)
 VALKEY_SKIP='/postgres$'
+VALKEY_RUN='^(Test[^P]|TestP[^o]|TestPo[^s]|Example|Fuzz)'
 
 # Runs the Redis-backed tests of VALKEY_PACKAGES against valkey-server
 # (SNOWKEY_TEST_VALKEY_SERVER, else from PATH): a testservers of its own
@@ -268,7 +271,8 @@ go_test_valkey() {
 	# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
 	env -u SNOWKEY_TEST_REDIS -u SNOWKEY_TEST_REDIS_CLUSTER SNOWKEY_TEST_REDIS_SERVER="$bin" \
 		"$PWD/bin/testservers" -q -postgres=false -- \
-		go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -skip "$VALKEY_SKIP" ${GOTESTFLAGS:-} "${VALKEY_PACKAGES[@]}"
+		go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -run "$VALKEY_RUN" -skip "$VALKEY_SKIP" \
+		${GOTESTFLAGS:-} "${VALKEY_PACKAGES[@]}"
 }
 
 # go test -race of every module, and of the GOEXPERIMENT=jsonv2 packages,
