@@ -247,11 +247,11 @@ SLOW_PACKAGES=(./idtype/workerid ./tokens)
 
 # The packages whose Redis-backed tests run a second time, against Valkey
 # (one node, Sentinel, Cluster), and the tests of theirs left out of that
-# pass, which the first pass covers: the subtests of PostgreSQL
-# (VALKEY_SKIP) and the tests named TestPostgres… (VALKEY_RUN runs all
-# others; go test's -skip cannot name both at once).
+# pass, which the first pass covers: the subtests of PostgreSQL and of
+# miniredis (VALKEY_SKIP) and the tests named TestPostgres… (VALKEY_RUN
+# runs all others; go test's -skip cannot name both levels at once).
 VALKEY_PACKAGES=(./idtype/workerid ./tokens)
-VALKEY_SKIP='/postgres$'
+VALKEY_SKIP='/(postgres|miniredis)$'
 VALKEY_RUN='^(Test[^P]|TestP[^o]|TestPo[^s]|Example|Fuzz)'
 
 # Runs the Redis-backed tests of VALKEY_PACKAGES against valkey-server
