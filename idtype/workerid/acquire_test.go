@@ -262,12 +262,12 @@ func TestAcquireLogsNoZeroFloor(t *testing.T) {
 	}
 }
 
-// allBut returns every worker number of layout except keep, for a pool
-// that may take only keep.
-func allBut(layout idtype.Layout, keep int64) []int64 {
+// allBut returns every worker number of layout except those in keep, for
+// Options.Reserved of a pool that may take only keep.
+func allBut(layout idtype.Layout, keep ...int64) []int64 {
 	var r []int64
 	for w := range layout.MaxWorker() + 1 {
-		if w != keep {
+		if !slices.Contains(keep, w) {
 			r = append(r, w)
 		}
 	}

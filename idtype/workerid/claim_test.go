@@ -11,18 +11,6 @@ import (
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
-// allBut returns the numbers of sixBits other than keep, for
-// Options.Reserved.
-func allBut(keep ...int64) []int64 {
-	var r []int64
-	for w := range sixBits.MaxWorker() + 1 {
-		if !slices.Contains(keep, w) {
-			r = append(r, w)
-		}
-	}
-	return r
-}
-
 func claim(t testing.TB, ctx context.Context, p *Pool, claimant string) Claim {
 	t.Helper()
 	c, err := p.Claim(ctx, claimant)
@@ -38,7 +26,7 @@ func claim(t testing.TB, ctx context.Context, p *Pool, claimant string) Claim {
 func TestClaim(t *testing.T) {
 	forKinds(t, func(t *testing.T, b backend) {
 		ctx := testenv.Deadline(t, time.Minute)
-		p := b.pool(t, b.addr, Options{Layout: sixBits, Reserved: allBut(58, 59, 60, 61, 62, 63)})
+		p := b.pool(t, b.addr, Options{Layout: sixBits, Reserved: allBut(sixBits, 58, 59, 60, 61, 62, 63)})
 		a := claim(t, ctx, p, "server-a")
 		if a.Worker != 63 || !a.New || a.Claimant != "server-a" {
 			t.Fatalf("first claim = %+v, want worker 63, new, of server-a", a)
@@ -69,7 +57,7 @@ func TestClaim(t *testing.T) {
 			t.Errorf("leases got %v, want 58..61: the claimed 62 and 63 must stay out of the pool", leased)
 		}
 		// A pool of another process, which reserves nothing of the two.
-		other := b.pool(t, b.addr, Options{Layout: sixBits, Reserved: allBut(62, 63), Holder: "other"})
+		other := b.pool(t, b.addr, Options{Layout: sixBits, Reserved: allBut(sixBits, 62, 63), Holder: "other"})
 		if l, err := other.Acquire(ctx); !errors.Is(err, ErrNoFreeWorker) {
 			if err == nil {
 				closeLease(t, l)
@@ -92,7 +80,7 @@ func TestClaim(t *testing.T) {
 func TestClaimAfterMark(t *testing.T) {
 	forKinds(t, func(t *testing.T, b backend) {
 		ctx := testenv.Deadline(t, time.Minute)
-		p := b.pool(t, b.addr, Options{Layout: sixBits, Reserved: allBut(40)})
+		p := b.pool(t, b.addr, Options{Layout: sixBits, Reserved: allBut(sixBits, 40)})
 		l := acquire(t, p)
 		g := generator(t, l)
 		last, err := g.Next()
@@ -116,7 +104,7 @@ func TestClaimAfterMark(t *testing.T) {
 func TestClaimStoreLost(t *testing.T) {
 	forKinds(t, func(t *testing.T, b backend) {
 		ctx := testenv.Deadline(t, time.Minute)
-		p := b.pool(t, b.addr, Options{Layout: sixBits, Reserved: allBut(50)})
+		p := b.pool(t, b.addr, Options{Layout: sixBits, Reserved: allBut(sixBits, 50)})
 		s := p.store.(*redisStore)
 		c := claim(t, ctx, p, "server")
 		if err := s.c.Del(ctx, s.key(c.Worker)).Err(); err != nil {
