@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -29,7 +30,18 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, 8*time.Minute))
+	os.Exit(mainWithBudget(m, 8*time.Minute))
+}
+
+// mainWithBudget runs the tests under testenv.Main's budget, and
+// benchmarks (which run as long as they are asked to, minutes at the
+// sizes of make bench) under go test's -timeout alone.
+func mainWithBudget(m *testing.M, budget time.Duration) int {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		return m.Run()
+	}
+	return testenv.Main(m, budget)
 }
 
 // Event is the model of the partition tests.
