@@ -61,10 +61,8 @@
 //   - Rows in the default partition of an expired period stay there
 //     (ErrExpired): Maintain deletes no row.
 //
-// The role that maintains must own the table (PostgreSQL requires it to
-// make partitions) and be able to read the tables that refer to it, which
-// it reads by their referring columns: index them, as foreign keys want
-// anyway.
+// How to run it (the role and its rights, what to do with what the
+// report names) is in the repository's docs/partitions.md.
 //
 // # What PostgreSQL requires
 //
