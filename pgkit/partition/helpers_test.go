@@ -25,12 +25,19 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/faults"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(mainWithBudget(m, 8*time.Minute))
+	budget := 8 * time.Minute
+	// make chaos gives the chaos tests CHAOS_TIME, which they may overrun
+	// by a run of each side.
+	if d, err := time.ParseDuration(os.Getenv(faults.EnvTime)); err == nil && d > 0 {
+		budget += 2 * d
+	}
+	os.Exit(mainWithBudget(m, budget))
 }
 
 // mainWithBudget runs the tests under testenv.Main's budget, and
