@@ -202,10 +202,7 @@ func (g *Generator) raiseFloor(target int64) {
 			return
 		}
 		if g.state.CompareAndSwap(old, target) {
-			if gr := g.grant.Load(); gr.before != nil && old >= g.lineOf(gr) {
-				return // passed over above a stop's line, which Stats ignores
-			}
-			g.skipped.Add(target - old)
+			g.drop(old, target)
 			return
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // stepClock is a Clock that stands still until a test moves it; Sleep
@@ -305,23 +307,26 @@ func TestGateNextNStopsAtUntil(t *testing.T) {
 	}
 }
 
-// TestGateStopIsFinal runs goroutines issuing IDs while the lease is lost:
-// the time the lost grant returns bounds every ID ever issued, and none is
-// issued after it.
+// TestGateStopIsFinal runs goroutines issuing IDs while the lease is lost
+// (once each has issued some): the time the lost grant returns bounds every
+// ID ever issued, and none is issued after it.
 func TestGateStopIsFinal(t *testing.T) {
 	for _, nx := range nexters {
 		t.Run(nx.name, func(t *testing.T) {
+			testenv.Deadline(t, time.Minute)
 			g, gate, err := NewGatedGenerator(GeneratorOptions{Worker: 5})
 			if err != nil {
 				t.Fatal(err)
 			}
 			gate.Grant(Grant{Until: time.Now().Add(time.Minute)})
 			var (
-				wg     sync.WaitGroup
-				mu     sync.Mutex
-				issued []ID
-				start  = make(chan struct{})
+				wg      sync.WaitGroup
+				running sync.WaitGroup // each goroutine has issued
+				mu      sync.Mutex
+				issued  []ID
+				start   = make(chan struct{})
 			)
+			running.Add(4)
 			for range 4 {
 				wg.Add(1)
 				go func() {
@@ -330,10 +335,16 @@ func TestGateStopIsFinal(t *testing.T) {
 					var mine []ID
 					for {
 						ids, err := nx.next(g)
+						if len(mine) == 0 && len(ids) > 0 {
+							running.Done()
+						}
 						mine = append(mine, ids...)
 						if err != nil {
 							if !errors.Is(err, ErrLeaseLost) {
 								t.Errorf("got %v, want ErrLeaseLost", err)
+							}
+							if len(mine) == 0 {
+								running.Done() // nothing issued: the test fails, without waiting on it
 							}
 							break
 						}
@@ -344,7 +355,7 @@ func TestGateStopIsFinal(t *testing.T) {
 				}()
 			}
 			close(start)
-			time.Sleep(20 * time.Millisecond)
+			running.Wait()
 			final := gate.Grant(Grant{Err: fmt.Errorf("%w: closed", ErrLeaseLost)})
 			after := g.Stats().IDs
 			wg.Wait()

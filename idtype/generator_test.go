@@ -633,8 +633,8 @@ func sum(ds []time.Duration) time.Duration {
 // millisecond and then reserved with an add can find that others took
 // the rest of it in between, so that its add carried the state into the
 // next millisecond. The generator judges the reservation after the add:
-// strict, it drops it and waits for the clock instead of issuing an ID
-// ahead of it. The control, without that judgement, issues the ID a
+// strict, it holds it and waits for the clock to reach its millisecond
+// before it issues it. The control, which does not wait, issues the ID a
 // millisecond ahead of the clock.
 func TestCrossingJudgedByClock(t *testing.T) {
 	for _, control := range []bool{false, true} {
@@ -672,10 +672,10 @@ func TestCrossingJudgedByClock(t *testing.T) {
 			t.Fatalf("control: Next gave %+v with the clock at %s; want an ID ahead of the clock", p, now)
 		case p.Time.After(now):
 			t.Fatalf("Next gave %+v, ahead of the clock at %s", p, now)
-		case p.Sequence != 1 || g.Stats().Waits != 1:
-			// The met fault: sequence 0 of the next millisecond was reserved
-			// and dropped, and the call waited for the clock.
-			t.Fatalf("Next gave %+v after %d waits; want sequence 1 after one wait", p, g.Stats().Waits)
+		case !p.Time.Equal(testStart.Add(time.Millisecond)) || p.Sequence != 0 || g.Stats().Waits != 1:
+			// The met fault: the call reserved sequence 0 of the next
+			// millisecond, and waited for the clock to reach it.
+			t.Fatalf("Next gave %+v after %d waits; want sequence 0 of the next millisecond after one wait", p, g.Stats().Waits)
 		}
 		if st := g.Stats(); st.IDs != int64(perMs+1) {
 			t.Fatalf("Stats().IDs = %d; want %d", st.IDs, perMs+1)
