@@ -52,8 +52,8 @@ func SystemClock() Clock {
 // anchoredClock is SystemClock with its time source injectable, so tests
 // can give it a wall clock that jumps while monotonic time runs evenly.
 type anchoredClock struct {
-	src      timeSource // nil: the real clocks, read without an interface call
-	anchor   time.Time  // carries the monotonic reading elapsed time is measured from
+	src    timeSource // nil: the real clocks, read without an interface call
+	anchor time.Time  // carries the monotonic reading elapsed time is measured from
 	// base is the reckoning at the anchor: the wall time at the anchor,
 	// plus how far the wall clock has since been found ahead of it and
 	// monotonic elapsed time. It only grows.
