@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // stepClock is a Clock that stands still until a test moves it; Sleep
@@ -313,7 +311,7 @@ func TestGateNextNStopsAtUntil(t *testing.T) {
 func TestGateStopIsFinal(t *testing.T) {
 	for _, nx := range nexters {
 		t.Run(nx.name, func(t *testing.T) {
-			testenv.Deadline(t, time.Minute)
+			watchdog(t, time.Minute)
 			g, gate, err := NewGatedGenerator(GeneratorOptions{Worker: 5})
 			if err != nil {
 				t.Fatal(err)
