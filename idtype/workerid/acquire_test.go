@@ -3,7 +3,9 @@ package workerid
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,5 +263,155 @@ func TestAcquireStartsAfterMark(t *testing.T) {
 				tryControl(t, func(t *testing.T) bool { return run(t) > 0 })
 			})
 		})
+	}
+}
+
+// TestAcquireLogsNoZeroFloor: the "lease acquired" line of a number that
+// never had an owner names no floor (the Unix epoch there reads as a
+// wrong time, not as "none"), and the line of a number taken again names
+// the floor it starts after, so the check can see one.
+func TestAcquireLogsNoZeroFloor(t *testing.T) {
+	ctx := testenv.Deadline(t, time.Minute)
+	dsn := testenv.Postgres(t)
+	migrate(t, dsn)
+	var log testenv.LogBuffer
+	p := postgresPool(t, dsn, Options{Layout: sixBits, Reserved: allBut(sixBits, 9),
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	acquiredLine := func() string {
+		t.Helper()
+		lines := strings.Split(log.String(), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if strings.Contains(lines[i], `msg="workerid: lease acquired"`) {
+				return lines[i]
+			}
+		}
+		t.Fatalf("no lease acquired line in:\n%s", log.String())
+		return ""
+	}
+
+	l, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line := acquiredLine(); strings.Contains(line, "floor=") {
+		t.Errorf("a number without a high-water mark logs a floor: %s", line)
+	}
+	if _, err := generator(t, l).Next(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if line := acquiredLine(); !strings.Contains(line, "floor="+strconv.Itoa(time.Now().Year())) {
+		t.Errorf("a number taken again logs no floor of this year: %s", line)
+	}
+}
+
+// allBut returns every worker number of layout except those in keep, for
+// Options.Reserved of a pool that may take only keep.
+func allBut(layout idtype.Layout, keep ...int64) []int64 {
+	var r []int64
+	for w := range layout.MaxWorker() + 1 {
+		if !slices.Contains(keep, w) {
+			r = append(r, w)
+		}
+	}
+	return r
+}
+
+// TestWaitForFree: with every number held, Acquire with
+// Options.WaitForFree waits, says so in the log, and takes the number
+// once its holder closes it; when its context ends first, the error wraps
+// ErrNoFreeWorker and the context's error. Without the option it fails at
+// once with ErrNoFreeWorker.
+func TestWaitForFree(t *testing.T) {
+	forKinds(t, func(t *testing.T, b backend) {
+		ctx := testenv.Deadline(t, time.Minute)
+		pa := b.pool(t, b.addr, oneNumber)
+		trustRecord(t, pa)
+		a := acquire(t, pa)
+		if _, err := pa.Acquire(ctx); !errors.Is(err, ErrNoFreeWorker) {
+			t.Fatalf("Acquire without WaitForFree, every number held: %v, want ErrNoFreeWorker", err)
+		}
+
+		var log testenv.LogBuffer
+		ob := oneNumber
+		ob.WaitForFree = true
+		ob.Logger = slog.New(slog.NewTextHandler(&log, nil))
+		pb := b.pool(t, b.addr, ob)
+		waiting := func(n int) {
+			t.Helper()
+			waitFor(t, 30*time.Second, "Acquire to say it waits", func() bool {
+				return strings.Count(log.String(), "waiting for one to free up") >= n
+			})
+		}
+		// The context ends while Acquire waits.
+		short, cancel := context.WithCancel(ctx)
+		ended := make(chan error, 1)
+		go func() {
+			_, err := pb.Acquire(short)
+			ended <- err
+		}()
+		waiting(1)
+		cancel()
+		if err := <-ended; !errors.Is(err, ErrNoFreeWorker) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire whose context ended while every number was held: %v, want ErrNoFreeWorker and Canceled", err)
+		}
+
+		got := make(chan *Lease, 1)
+		go func() {
+			l, err := pb.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		waiting(2)
+		select {
+		case l := <-got:
+			t.Fatalf("Acquire returned worker %v while every number was held", l)
+		default:
+		}
+		closeLease(t, a)
+		select {
+		case l := <-got:
+			if l == nil {
+				t.FailNow()
+			}
+			if l.Worker() != a.Worker() {
+				t.Errorf("took %d, want the number given back, %d", l.Worker(), a.Worker())
+			}
+			closeLease(t, l)
+		case <-ctx.Done():
+			t.Fatal("Acquire did not take the number given back")
+		}
+	})
+}
+
+// TestJitter: a lease's first renewal goes out between half of RenewEvery
+// and all of it, and the next ones between four fifths of it and all of
+// it, at random, so that a fleet started together spreads its renewals.
+func TestJitter(t *testing.T) {
+	const every = time.Second
+	for _, tc := range []struct {
+		frac   float64
+		lo, hi time.Duration
+	}{{0.5, every / 2, every}, {0.2, every * 4 / 5, every}} {
+		seen := map[time.Duration]bool{}
+		for range 1000 {
+			d := jitter(every, tc.frac)
+			if d <= tc.lo || d > tc.hi {
+				t.Fatalf("jitter(%v, %v) = %v, outside (%v, %v]", every, tc.frac, d, tc.lo, tc.hi)
+			}
+			seen[d/time.Millisecond] = true
+		}
+		// 1000 draws of a uniform spread over 200 or 500 ms fill most of
+		// its milliseconds; a fixed delay fills one.
+		if len(seen) < 100 {
+			t.Errorf("jitter(%v, %v) took %d distinct milliseconds in 1000 draws", every, tc.frac, len(seen))
+		}
 	}
 }

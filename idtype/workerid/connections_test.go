@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/faults"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
@@ -216,5 +219,69 @@ func TestPostgresConnectionBudget(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPostgresAppPool: a pool on the app's own connection pool (a pgxpool
+// through pgx's stdlib.OpenDBFromPool) serves 40 leases taken at once and
+// renewed on at most Options.MaxConns of its connections, leaving the
+// rest to the app, which queries through the same pool meanwhile.
+func TestPostgresAppPool(t *testing.T) {
+	ctx := testenv.Deadline(t, time.Minute)
+	dsn := testenv.Postgres(t)
+	migrate(t, dsn)
+	app, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Close)
+	db := stdlib.OpenDBFromPool(app)
+	// Every connection database/sql opens stays open: its count at the
+	// end is the most the leases held at once.
+	db.SetMaxIdleConns(100)
+	t.Cleanup(func() { _ = db.Close() })
+	const maxConns = 2
+	p, err := Postgres(db, testOptions(t, Options{Layout: sixBits, MaxConns: maxConns, RenewEvery: 200 * time.Millisecond,
+		TTL: 2 * time.Second, Margin: 400 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := make([]*Lease, 40)
+	var wg sync.WaitGroup
+	for i := range leases {
+		wg.Go(func() {
+			l, err := p.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			leases[i] = l
+		})
+	}
+	// The app's own queries go on beside them.
+	for range 20 {
+		var one int
+		if err := app.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	waitFor(t, 30*time.Second, "every lease to renew twice", func() bool {
+		for _, l := range leases {
+			if l.Status().Renewals < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	if open := db.Stats().OpenConnections; open > maxConns {
+		t.Errorf("the leases opened %d connections of the app's pool, want at most MaxConns %d", open, maxConns)
+	}
+	t.Logf("40 leases renewed on %d connections; the app's pool has %d", db.Stats().OpenConnections, app.Stat().TotalConns())
+	for _, l := range leases {
+		closeLease(t, l)
 	}
 }

@@ -27,6 +27,10 @@ var defenceSwitches = map[string]func(d *defences){
 	"floor":         func(d *defences) { d.noFloor = true },
 	"loss-wait":     func(d *defences) { d.noLossWait = true },
 	"until":         func(d *defences) { d.noUntil = true },
+	"uptime-sign":   func(d *defences) { d.noUptimeSign = true },
+	"promoted-sign": func(d *defences) { d.noPromotedSign = true },
+	"flush-sign":    func(d *defences) { d.noFlushSign = true },
+	"cluster-sign":  func(d *defences) { d.noClusterSign = true },
 	"send-time":     func(d *defences) { d.noSendTime = true },
 }
 

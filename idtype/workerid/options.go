@@ -106,6 +106,10 @@ type Options struct {
 	// with one pool, costs at most P * MaxConns connections for its
 	// leases. Zero means 1.
 	MaxConns int
+	// Observer, when set, is told when each Acquire and each renewal
+	// starts and ends, for metrics and tracing (see Observer). Nil
+	// observes nothing.
+	Observer Observer
 }
 
 // resolve fills in defaults and checks o.

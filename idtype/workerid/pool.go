@@ -59,6 +59,13 @@ type defences struct {
 	// that follows a sign that Redis may have lost data (a namespace
 	// without its record, a server whose identity changed).
 	noLossWait bool
+	// noUptimeSign, noPromotedSign, noFlushSign, noClusterSign: a Redis
+	// take that finds the namespace's record missing, or written on
+	// another server, does not read that sign that the server may have
+	// lost data within a loss window (see lossAge in redis.go): it
+	// started within one; it was promoted from a replica; it ran
+	// FLUSHALL or FLUSHDB; it is a Cluster node.
+	noUptimeSign, noPromotedSign, noFlushSign, noClusterSign bool
 	// noUntil: the generator is not stopped when renewals fail; only a
 	// lost lease stops it.
 	noUntil bool
@@ -69,12 +76,14 @@ type defences struct {
 
 // store is what a Pool needs of Redis or PostgreSQL. Times are Unix
 // milliseconds by the pool's clock; ttl is in milliseconds. Every call
-// costs O(log n) in the namespace's n numbers at most: none scans them.
+// costs O(log n) in the namespace's n numbers at most, and a take from a
+// list of numbers O(k) in the k it lists: none scans the namespace.
 type store interface {
 	// kind names the store in errors and logs: "redis" or "postgres".
 	kind() string
-	// take leases a free number to r.token, or the number r.worker when
-	// it is not -1, and raises its high-water mark to r.reserve. A number
+	// take leases a free number to r.token, or, when r.cands is not nil,
+	// the first of r.cands that is free, and raises its high-water mark
+	// to r.reserve. A number
 	// held by r.token already (a retried take whose first attempt ran) is
 	// still the token's: take extends it and reports the mark it started
 	// after then.
@@ -92,7 +101,9 @@ type store interface {
 }
 
 type takeRequest struct {
-	worker        int64 // -1: any free number; else this one (a take-back)
+	// cands are the numbers to try, in order: one for a take-back, a
+	// range for a claim. Nil means any free number.
+	cands         []int64
 	token, holder string
 	ttl, reserve  int64
 	now           int64 // the taker's time
@@ -144,7 +155,17 @@ type renewal struct {
 // would have to pass the high-water mark for longer than
 // Options.MaxStartWait; ErrStore or the context's error otherwise. On
 // error no lease is held.
-func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
+func (p *Pool) Acquire(ctx context.Context) (l *Lease, err error) {
+	if obs := p.opts.Observer; obs != nil {
+		ctx = obs.Start(ctx, OpAcquire, -1)
+		defer func() {
+			worker := int64(-1)
+			if l != nil {
+				worker = l.worker
+			}
+			obs.End(ctx, OpAcquire, worker, err)
+		}()
+	}
 	token := p.newToken()
 	start := time.Now()
 	waiting := false
@@ -152,7 +173,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 		now := p.nowMs()
 		p.takes.Add(1)
 		t, err := p.store.take(ctx, takeRequest{
-			worker: -1, token: token, holder: p.opts.Holder,
+			token: token, holder: p.opts.Holder,
 			ttl: p.opts.TTL.Milliseconds(), reserve: p.reserve(now), now: now,
 		})
 		if err != nil {
@@ -176,7 +197,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 			continue
 		}
 		l := newLease(p, t.worker, token, now, p.floor(t))
-		l.log.Info("workerid: lease acquired", "floor", unixMsTime(l.floor), "had_record", t.hadRecord)
+		l.log.Info("workerid: lease acquired", floorAttr(l.floor), "had_record", t.hadRecord)
 		if wait := time.Duration(l.floor-now) * time.Millisecond; wait > 0 {
 			// Say why Acquire seems to hang.
 			why := "the number's high-water mark is ahead of this clock"
@@ -202,17 +223,26 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 	}
 }
 
-// lossWhy says why Redis's loss window is open, for the log.
+// lossWhy says why Redis's loss window is open, for the log. Every case
+// starts from a namespace's record that is missing (a new namespace, or
+// one Redis lost) or that was written on another server.
 func lossWhy(why string) string {
+	const lead = "the namespace's record in Redis is missing or was written on another server, and "
 	switch why {
-	case "new":
-		return "Redis has no record of this namespace: either it is new, or Redis lost it with its leases; " +
-			"every new owner waits one TTL from the record's creation, by when any owner Redis forgot has stopped"
-	case "changed":
-		return "the Redis server is not the one the namespace's record was written on (a restart or a failover), " +
-			"so it may have lost the latest leases; every new owner waits one TTL from when this was seen"
+	case "restarted":
+		return lead + "the server started less than one TTL ago, so it may have lost leases then: " +
+			"every new owner waits until one TTL after the start, by when any owner it forgot has stopped"
+	case "promoted":
+		return lead + "the server was promoted from a replica, which may not have had the latest leases: " +
+			"every new owner waits one TTL"
+	case "flushed":
+		return lead + "the server ran FLUSHALL or FLUSHDB since it started, which may have dropped leases: " +
+			"every new owner waits one TTL"
+	case "cluster":
+		return lead + "on a Redis Cluster the namespace's slot may have come from another node that lost it: " +
+			"every new owner waits one TTL"
 	case "unknown":
-		return "the Redis server does not tell a script its run_id and master_replid, so the pool cannot tell " +
+		return "the Redis server does not tell a script its run_id, master_replid and uptime, so the pool cannot tell " +
 			"whether it lost data: every new owner waits one TTL"
 	}
 	return "Redis may have lost data"
@@ -303,3 +333,13 @@ func randomHex(n int) string {
 // unixMsTime converts Unix milliseconds, as the stores keep times, to a
 // time in UTC.
 func unixMsTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// floorAttr is the log attribute of a lease's floor (Unix ms), or none
+// when the number had no high-water mark: the Unix epoch in a log line
+// would read as a wrong time, not as "none".
+func floorAttr(ms int64) slog.Attr {
+	if ms == 0 {
+		return slog.Attr{}
+	}
+	return slog.Time("floor", unixMsTime(ms))
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,32 @@ SELECT $1, g, '-infinity', 0
 FROM (SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1
 	HAVING pg_try_advisory_xact_lock($3::bigint)) AS m,
 	generate_series(m.lo, LEAST(m.lo + GREATEST(m.lo, 256) - 1, $2::int)) AS g
+ON CONFLICT DO NOTHING`
+
+// pgTakeListed is pgTakeFree for the first of the numbers $6 (an array
+// literal) whose row is free or whose lease lapsed: a claim's, which
+// tries a range of numbers in order.
+const pgTakeListed = `
+UPDATE snowkey_worker_leases AS l SET
+	owner = $2, holder = $3, expires_at = statement_timestamp() + $4::float8 * interval '1 millisecond',
+	start_after = l.high_water, high_water = GREATEST(l.high_water, $5::bigint),
+	acquired_at = statement_timestamp(), renewed_at = statement_timestamp()
+WHERE l.namespace = $1 AND l.worker = (
+	SELECT worker FROM snowkey_worker_leases
+	WHERE namespace = $1 AND worker = ANY ($6::text::int[]) AND expires_at <= statement_timestamp()
+		AND worker <> snowflake_reserved_worker() AND worker <> ALL ($7::text::int[])
+	ORDER BY array_position($6::text::int[], worker) LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING l.worker, l.start_after`
+
+// pgFill makes the rows of namespace $1 missing up to number $2, free and
+// without a mark, so that every number up to the highest that has a row
+// has one (the growth of a namespace, pgGrow, counts on it). It makes
+// nothing when the namespace has a row at $2 or above.
+const pgFill = `
+INSERT INTO snowkey_worker_leases (namespace, worker, expires_at, high_water)
+SELECT $1, g, '-infinity', 0
+FROM (SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1) AS m,
+	generate_series(m.lo, $2::int) AS g
 ON CONFLICT DO NOTHING`
 
 // pgTakeOne takes number $2 for owner $3 if it is free, or his already.
@@ -258,8 +285,8 @@ func (s *pgStore) do(ctx context.Context, f func() error) error {
 func (s *pgStore) kind() string { return "postgres" }
 
 func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
-	if r.worker >= 0 {
-		return s.takeOne(ctx, r)
+	if r.cands != nil {
+		return s.takeListed(ctx, r)
 	}
 	// A namespace's rows are made as it fills, doubling each time: a few
 	// batches at most, each made once however many takers ask for it.
@@ -315,14 +342,45 @@ func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 	}
 }
 
-func (s *pgStore) takeOne(ctx context.Context, r takeRequest) (taken, error) {
+// takeListed takes the first free number of r.cands: one statement for
+// one number, which may be the taker's own already; for more, a claim's,
+// two, the first of which makes the rows the namespace lacks up to them.
+func (s *pgStore) takeListed(ctx context.Context, r takeRequest) (taken, error) {
+	if len(r.cands) == 0 {
+		return taken{worker: -1}, nil
+	}
+	if len(r.cands) == 1 {
+		return s.takeOne(ctx, r.cands[0], r)
+	}
+	err := s.do(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, pgFill, s.ns, slices.Max(r.cands))
+		return err
+	})
+	if err != nil {
+		return taken{}, err
+	}
+	var worker, prev sql.NullInt64
+	err = s.do(ctx, func() error {
+		return s.db.QueryRowContext(ctx, pgTakeListed, s.ns, r.token, r.holder, r.ttl, r.reserve, intArray(r.cands), s.reserved).
+			Scan(&worker, &prev)
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return taken{worker: -1}, nil
+	case err != nil:
+		return taken{}, err
+	}
+	return taken{worker: worker.Int64, prev: prev.Int64, hadRecord: prev.Valid && prev.Int64 > 0}, nil
+}
+
+func (s *pgStore) takeOne(ctx context.Context, w int64, r takeRequest) (taken, error) {
 	var (
 		worker sql.NullInt64
 		prev   sql.NullInt64
 		mine   sql.NullBool
 	)
 	err := s.do(ctx, func() error {
-		return s.db.QueryRowContext(ctx, pgTakeOne, s.ns, r.worker, r.token, r.holder, r.ttl, r.reserve, !s.d.noOwnToken).
+		return s.db.QueryRowContext(ctx, pgTakeOne, s.ns, w, r.token, r.holder, r.ttl, r.reserve, !s.d.noOwnToken).
 			Scan(&worker, &prev, &mine)
 	})
 	if err != nil {

@@ -43,7 +43,7 @@ func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
 	return newPool(opts, func(o Options, reserved []int64, d *defences, trips *atomic.Int64) store {
 		base := o.KeyPrefix + "{" + o.Namespace + "}:"
 		s := &redisStore{
-			c: client, base: base, d: d, trips: trips, max: o.Layout.MaxWorker(),
+			c: client, base: base, d: d, trips: trips, max: o.Layout.MaxWorker(), win: o.TTL.Milliseconds(),
 			meta: base + "meta", hw: base + "hw", leases: base + "leases", tokens: base + "tokens",
 			takeSc: redis.NewScript(takeScript), renewSc: redis.NewScript(renewScript), releaseSc: redis.NewScript(releaseScript),
 		}
@@ -89,16 +89,61 @@ local function identity()
   end
   return run .. ':' .. repl
 end
+-- lossAge returns how long ago (ms) the server may last have lost data,
+-- as far as it can tell: at its start, if it was never promoted from a
+-- replica (master_replid2 all zeros), never ran FLUSHALL or FLUSHDB
+-- since (its command statistics), and is no Cluster node (whose slots,
+-- and the keys in them, may come from other servers). Else nil and why
+-- not: 'promoted', 'flushed' or 'cluster'. checks names the signs to
+-- read, one letter each ('u' uptime, 'p', 'f', 'c'); a test's control
+-- run leaves one out.
+local function lossAge(checks)
+  local function has(c)
+    return string.find(checks, c, 1, true) ~= nil
+  end
+  local info = redis.pcall('INFO', 'server')
+  local up = type(info) == 'string' and tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+  if not up then
+    return nil, 'unknown'
+  end
+  if has('c') then
+    info = redis.pcall('INFO', 'cluster')
+    if type(info) ~= 'string' or not string.match(info, 'cluster_enabled:0') then
+      return nil, 'cluster'
+    end
+  end
+  if has('p') then
+    info = redis.pcall('INFO', 'replication')
+    local r2 = type(info) == 'string' and string.match(info, 'master_replid2:(%x+)')
+    if not r2 or not string.match(r2, '^0+$') then
+      return nil, 'promoted'
+    end
+  end
+  if has('f') then
+    info = redis.pcall('INFO', 'commandstats')
+    if type(info) ~= 'string' or string.find(info, 'cmdstat_flush', 1, true) then
+      return nil, 'flushed'
+    end
+  end
+  if not has('u') then
+    return math.huge, ''
+  end
+  return up * 1000, 'restarted'
+end
 `
 
 // takeScript takes a free number, atomically, in O(log n): the number
 // with the lowest high-water mark that is not in the taker's future, else
 // the next number never leased, else the one with the lowest mark ahead
-// (the taker waits for it). A lease that lapsed is free. The script first
-// checks the namespace's record against the server's identity (run_id and
-// master_replid): a record missing (a new namespace, or one Redis lost)
-// or written on another server (a restart, a failover) opens the loss
-// window, which every new owner waits out (see the package doc).
+// (the taker waits for it); or, given a list of k numbers (a take-back,
+// a claim), the first of them that is free, in O(k). A lease that lapsed
+// is free. The script first checks the namespace's record against the
+// server's identity (run_id and master_replid): a record missing (a new
+// namespace, or one Redis lost) or written on another server (a restart,
+// a failover, a slot moved) opens the loss window, which every new owner
+// waits out (see the package doc), unless the server shows that it has
+// lost nothing for a whole window (lossAge): then nothing can still issue
+// on a lease it forgot.
 //
 // A lease that holds the taker's own token is the taker's already: a
 // retried take whose first attempt ran and whose reply was lost. The
@@ -108,41 +153,52 @@ end
 // KEYS[1]: the record; KEYS[2]: the high-water marks; KEYS[3]: the
 // leases; KEYS[4]: the tokens. ARGV[1]: the token; ARGV[2]: the TTL (ms);
 // ARGV[3]: the taker's reservation (Unix ms); ARGV[4]: the taker's time
-// (Unix ms); ARGV[5]: "1" to recognise the taker's own token; ARGV[6]: the
-// number to take, or "-1" for any; ARGV[7]: the layout's largest number;
-// ARGV[8]: "" (a test's control run declares only the high-water marks,
-// in KEYS[1], and sends the key prefix, to build the names of the others
-// it does not declare); ARGV[9..]: the numbers never
-// to take. Returns {number or "-1", the mark the ownership started after
-// or "", "1" if it was the taker's already else "0", the end of the loss
-// window (Unix ms, "0" for none), what opened it ("new", "changed",
-// "unknown" or "")}.
+// (Unix ms); ARGV[5]: the defences on, one letter each: "o" recognises
+// the taker's own token, "u", "p", "f" and "c" read those signs of lost
+// data (lossAge; a test's control run leaves one out); ARGV[6]: how many
+// numbers to try, k, or "-1" for any; ARGV[7]: the layout's largest
+// number; ARGV[8]: "" (a test's control run declares only the high-water
+// marks, in KEYS[1], and sends the key prefix, to build the names of the
+// others it does not declare); ARGV[9]: the loss window (ms, the pool's
+// TTL); ARGV[10..9+k]: the numbers to try, in order; ARGV[10+k..]: the
+// numbers never to take. Returns {number or "-1", the mark the ownership
+// started after or "", "1" if it was the taker's already else "0", the
+// end of the loss window (Unix ms, "0" for none), what opened it
+// ("restarted", "promoted", "flushed", "cluster", "unknown" or "")}.
 const takeScript = luaCommon + `
 local token, ttl, reserve, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local own, want, max, prefix = ARGV[5] == '1', ARGV[6], tonumber(ARGV[7]), ARGV[8]
+local checks, k, max, prefix = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+local own, win = string.find(checks, 'o', 1, true) ~= nil, tonumber(ARGV[9])
 local meta, hw, leases, tokens = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 if prefix ~= '' then
-  meta, hw, leases, tokens = prefix .. 'meta', KEYS[1], prefix .. 'leases', prefix .. 'tokens'
+  meta, hw, leases, tokens = prefix .. 'meta', KEYS[1], prefix .. 'leases', prefix .. 'tokens' -- undeclared key: control run
 end
 local reserved, budget = {}, 16
-for i = 9, #ARGV do
+for i = 10 + math.max(k, 0), #ARGV do
   reserved[ARGV[i]] = true
   budget = budget + 1
 end
 local rnow = clock()
 
+-- A record missing (a new namespace, or one Redis lost) or written on
+-- another server (a restart, a failover, a slot moved) opens the loss
+-- window, unless the server can show it lost nothing for a whole window.
 local ident = identity()
 local m = redis.call('HMGET', meta, 'id', 'trust', 'next')
 local trust, why = tonumber(m[2]) or 0, ''
 if ident == '' or m[1] ~= ident then
+  local age, len = nil, win
   if ident == '' then
     why = 'unknown'
-  elseif not m[1] then
-    why = 'new'
   else
-    why = 'changed'
+    age, why = lossAge(checks)
   end
-  trust = math.max(trust, now + ttl)
+  if age then
+    len = win - age
+  end
+  if len > 0 then
+    trust = math.max(trust, now + len)
+  end
   redis.call('HSET', meta, 'id', ident, 'trust', string.format('%d', trust))
 end
 local window = '0'
@@ -191,19 +247,6 @@ local function free(w)
   return not exp or exp <= rnow, tok
 end
 
-if want ~= '-1' then
-  if own then
-    local r = mine(want)
-    if r then
-      return r
-    end
-  end
-  local ok, old = free(want)
-  if not ok then
-    return {'-1', '', '0', window, why}
-  end
-  return grant(want, old)
-end
 if own then
   local w = redis.call('HGET', tokens, token)
   if w then
@@ -212,6 +255,21 @@ if own then
       return r
     end
   end
+end
+if k >= 0 then
+  for i = 10, 9 + k do
+    if own then
+      local r = mine(ARGV[i])
+      if r then
+        return r
+      end
+    end
+    local ok, old = free(ARGV[i])
+    if ok then
+      return grant(ARGV[i], old)
+    end
+  end
+  return {'-1', '', '0', window, why}
 end
 for _, w in ipairs(redis.call('ZRANGEBYSCORE', hw, '-inf', ARGV[4], 'LIMIT', 0, budget)) do
   local ok, old = free(w)
@@ -310,6 +368,7 @@ type redisStore struct {
 	base                       string // the namespace's key prefix
 	meta, hw, leases, tokens   string // its keys
 	max                        int64  // the layout's largest number
+	win                        int64  // the loss window (ms): the pool's TTL
 	reserved                   []string
 	d                          *defences
 	trips                      *atomic.Int64
@@ -317,6 +376,20 @@ type redisStore struct {
 }
 
 func (s *redisStore) kind() string { return "redis" }
+
+// checks is the take script's ARGV[5]: the defences on.
+func (s *redisStore) checks() string {
+	var b []byte
+	for _, c := range []struct {
+		off    bool
+		letter byte
+	}{{s.d.noOwnToken, 'o'}, {s.d.noUptimeSign, 'u'}, {s.d.noPromotedSign, 'p'}, {s.d.noFlushSign, 'f'}, {s.d.noClusterSign, 'c'}} {
+		if !c.off {
+			b = append(b, c.letter)
+		}
+	}
+	return string(b)
+}
 
 // run runs a script by its hash, sending its source only when the server
 // does not know it yet.
@@ -371,8 +444,15 @@ func (s *redisStore) take(ctx context.Context, r takeRequest) (taken, error) {
 	if s.d.noDeclaredKeys {
 		keys, prefix = []string{s.hw}, s.base
 	}
-	args := make([]any, 0, 8+len(s.reserved))
-	args = append(args, r.token, r.ttl, r.reserve, r.now, luaBool(!s.d.noOwnToken), r.worker, s.max, prefix)
+	k := -1
+	if r.cands != nil {
+		k = len(r.cands)
+	}
+	args := make([]any, 0, 9+len(r.cands)+len(s.reserved))
+	args = append(args, r.token, r.ttl, r.reserve, r.now, s.checks(), k, s.max, prefix, s.win)
+	for _, w := range r.cands {
+		args = append(args, w)
+	}
 	for _, w := range s.reserved {
 		args = append(args, w)
 	}

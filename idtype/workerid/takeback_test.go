@@ -231,7 +231,7 @@ func TestRedisReleaseKeepsStart(t *testing.T) {
 		if err := rdb.ZAdd(t.Context(), s.hw, redis.Z{Score: start, Member: "0"}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		tk, err := s.take(t.Context(), takeRequest{worker: 0, token: "me/1", ttl: 10_000, reserve: start + 20_000, now: start})
+		tk, err := s.take(t.Context(), takeRequest{cands: []int64{0}, token: "me/1", ttl: 10_000, reserve: start + 20_000, now: start})
 		if err != nil || tk.worker != 0 || tk.prev != start {
 			t.Fatalf("take: %+v, %v", tk, err)
 		}

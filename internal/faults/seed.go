@@ -162,6 +162,9 @@ type Row struct {
 	IDs int64 `json:"ids"`
 	// Tokens counts the sessions (or histories) checked, in all runs.
 	Tokens int64 `json:"tokens"`
+	// Rows counts the table rows checked (for kinds whose promise is
+	// about rows, such as partition maintenance), in all runs.
+	Rows int64 `json:"rows,omitempty"`
 	// Violations counts the breaches found with the defence on.
 	Violations int `json:"violations"`
 	// ControlRuns counts the runs with the defence switched off.
@@ -182,8 +185,8 @@ type Row struct {
 // with -run leaves the other side out.
 func Report(t testing.TB, row Row) {
 	t.Helper()
-	t.Logf("chaos %s / %s: runs=%d ids=%d tokens=%d violations=%d control_runs=%d control_violations=%d seed=%d %.1fs",
-		row.Package, row.Fault, row.Runs, row.IDs, row.Tokens, row.Violations, row.ControlRuns,
+	t.Logf("chaos %s / %s: runs=%d ids=%d tokens=%d rows=%d violations=%d control_runs=%d control_violations=%d seed=%d %.1fs",
+		row.Package, row.Fault, row.Runs, row.IDs, row.Tokens, row.Rows, row.Violations, row.ControlRuns,
 		row.ControlViolations, row.Seed, row.Seconds)
 	if path := os.Getenv(EnvReport); path != "" {
 		line, err := json.Marshal(row)

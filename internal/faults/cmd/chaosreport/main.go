@@ -9,8 +9,8 @@
 //
 // It reads the files named, or standard input, adds up the rows of each
 // package and fault kind, and prints one Markdown table: fault kind ×
-// runs × IDs checked × tokens checked × violations × control runs ×
-// control violations. It exits 1 when any fault kind had a violation with
+// runs × IDs checked × tokens checked × rows checked × violations ×
+// control runs × control violations. It exits 1 when any fault kind had a violation with
 // the defence on, or no control run, or control runs that found no
 // violation (the scenario did not reach its fault); 2 when the input
 // cannot be read or holds no rows; else 0.
@@ -129,6 +129,7 @@ func sum(rows []faults.Row) []faults.Row {
 		t.Runs += r.Runs
 		t.IDs += r.IDs
 		t.Tokens += r.Tokens
+		t.Rows += r.Rows
 		t.Violations += r.Violations
 		t.ControlRuns += r.ControlRuns
 		t.ControlViolations += r.ControlViolations
@@ -162,8 +163,8 @@ func verdict(r faults.Row) string {
 
 // write prints the table and returns what is wrong, one line per bad row.
 func write(w io.Writer, rows []faults.Row) []string {
-	fmt.Fprintln(w, "| package | fault kind | runs | IDs checked | tokens checked | violations | control runs | control violations | seconds | verdict |")
-	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+	fmt.Fprintln(w, "| package | fault kind | runs | IDs checked | tokens checked | rows checked | violations | control runs | control violations | seconds | verdict |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 	var broken []string
 	var total faults.Row
 	for _, r := range rows {
@@ -173,16 +174,17 @@ func write(w io.Writer, rows []faults.Row) []string {
 			mark = "**" + v + "**"
 			broken = append(broken, fmt.Sprintf("%s / %s: %s (first seed %d)", r.Package, r.Fault, v, r.Seed))
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %.0f | %s |\n", r.Package, r.Fault, r.Runs, r.IDs,
-			r.Tokens, r.Violations, r.ControlRuns, r.ControlViolations, r.Seconds, mark)
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %.0f | %s |\n", r.Package, r.Fault, r.Runs, r.IDs,
+			r.Tokens, r.Rows, r.Violations, r.ControlRuns, r.ControlViolations, r.Seconds, mark)
 		total.Runs += r.Runs
 		total.IDs += r.IDs
 		total.Tokens += r.Tokens
+		total.Rows += r.Rows
 		total.Violations += r.Violations
 		total.ControlRuns += r.ControlRuns
 		total.ControlViolations += r.ControlViolations
 	}
-	fmt.Fprintf(w, "| **all** | %d fault kinds in all | %d | %d | %d | %d | %d | %d | | |\n", len(rows), total.Runs, total.IDs,
-		total.Tokens, total.Violations, total.ControlRuns, total.ControlViolations)
+	fmt.Fprintf(w, "| **all** | %d fault kinds in all | %d | %d | %d | %d | %d | %d | %d | | |\n", len(rows), total.Runs, total.IDs,
+		total.Tokens, total.Rows, total.Violations, total.ControlRuns, total.ControlViolations)
 	return broken
 }

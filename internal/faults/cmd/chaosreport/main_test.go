@@ -10,6 +10,7 @@ import (
 
 const goodRows = `{"package":"idtype/workerid","fault":"lost reply","runs":3,"ids":1000,"tokens":0,"violations":0,"control_runs":1,"control_violations":400,"seed":7,"seconds":20}
 {"package":"tokens","fault":"failover","runs":2,"ids":0,"tokens":50,"violations":0,"control_runs":2,"control_violations":3,"seed":9,"seconds":30}
+{"package":"pgkit/partition","fault":"moves","runs":1,"ids":0,"tokens":0,"rows":700,"violations":0,"control_runs":1,"control_violations":9,"seed":5,"seconds":8}
 
 {"package":"idtype/workerid","fault":"lost reply","runs":2,"ids":500,"tokens":0,"violations":0,"control_runs":1,"control_violations":1,"seed":8,"seconds":10}
 `
@@ -19,9 +20,10 @@ func TestRunGood(t *testing.T) {
 	if code := run(nil, strings.NewReader(goodRows), &out, &errOut); code != exitOK {
 		t.Fatalf("exit %d; stderr %s", code, errOut.String())
 	}
-	want := "| idtype/workerid | lost reply | 5 | 1500 | 0 | 0 | 2 | 401 | 30 | ok |\n" +
-		"| tokens | failover | 2 | 0 | 50 | 0 | 2 | 3 | 30 | ok |\n" +
-		"| **all** | 2 fault kinds in all | 7 | 1500 | 50 | 0 | 4 | 404 | | |\n"
+	want := "| idtype/workerid | lost reply | 5 | 1500 | 0 | 0 | 0 | 2 | 401 | 30 | ok |\n" +
+		"| pgkit/partition | moves | 1 | 0 | 0 | 700 | 0 | 1 | 9 | 8 | ok |\n" +
+		"| tokens | failover | 2 | 0 | 50 | 0 | 0 | 2 | 3 | 30 | ok |\n" +
+		"| **all** | 3 fault kinds in all | 8 | 1500 | 50 | 700 | 0 | 5 | 413 | | |\n"
 	if !strings.HasSuffix(out.String(), want) {
 		t.Errorf("table:\n%s\nwant it to end with:\n%s", out.String(), want)
 	}
