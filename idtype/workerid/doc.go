@@ -67,14 +67,14 @@
 // take-back's outcome is unknown, never below that take's reservation.
 //
 // Acquire takes a free number in one round trip (Redis: one script;
-// PostgreSQL: one statement, and one more when the namespace needs rows
-// for more numbers), and a renewal and a release are one round trip too.
-// None scans the namespace: each costs O(log n) in its n numbers, so that
-// a namespace of 65,536 numbers costs what one of 1,024 does. When every
-// number is held Acquire fails with ErrNoFreeWorker, which says how many
-// there are, or, with Options.WaitForFree, waits for one to free up, for
-// as long as its context lasts. Renewals are jittered, so that a fleet
-// started together does not renew in bursts.
+// PostgreSQL: one statement, and one more at the namespace's first take,
+// which makes its rows), and a renewal and a release are one round trip
+// too. None scans the namespace: each costs O(log n) in its n numbers, so
+// that a namespace of 65,536 numbers costs what one of 1,024 does. When
+// every number is held Acquire fails with ErrNoFreeWorker, which says how
+// many there are, or, with Options.WaitForFree, waits for one to free up,
+// for as long as its context lasts. Renewals are jittered, so that a
+// fleet started together does not renew in bursts.
 //
 // A process that runs several generators shares one Pool among its
 // leases: on PostgreSQL the pool runs at most Options.MaxConns statements
@@ -100,20 +100,27 @@
 // while their owners still issue IDs, and high-water marks go back. A
 // Redis pool defends against it with the namespace's record: the identity
 // of the server it was written on (its run_id and master_replid). Every
-// take compares it with the server that runs it, and when the record is
+// take compares it with the server that runs it. When the record is
 // missing (a new namespace, or one Redis lost) or names another server (a
-// restart, a failover), it opens a loss window of one TTL: every new owner
-// of any number, with a record or none, issues nothing until it has
-// passed, by when any owner that Redis forgot has stopped (by rule 1, one
-// TTL after its last confirmed renewal at most, as long as the hosts'
-// clocks agree within Margin). Acquire logs why it waits. Outside a window
-// a number without a record was never leased and starts at once, so a
-// namespace waits once, when it is new, and again only after Redis may
-// have lost data. A test shows the window needed: without it, new owners
-// repeat the IDs of owners that Redis forgot, after a restart without
-// persistence and after a failover to a lagging replica (whether the
-// replica had the number's record stale, had a record from an earlier
-// owner, or had none).
+// restart, a failover, a slot that moved), the take asks the server
+// whether it may have lost data within one TTL: whether it started less
+// than a TTL ago (INFO's uptime), was ever promoted from a replica (a
+// master_replid2 other than zeros), ran FLUSHALL or FLUSHDB since it
+// started (its command statistics), or is a Cluster node (whose slots may
+// come from another node). If none holds, nothing Redis forgot can still
+// be issuing, and the number starts at once: a new namespace on a server
+// that has run for a while waits for nothing. If one does, the take opens
+// a loss window: every new owner of any number, with a record or none,
+// issues nothing until it has passed, by when any owner that Redis forgot
+// has stopped (by rule 1, one TTL after its last confirmed renewal at
+// most, as long as the hosts' clocks agree within Margin). The window
+// lasts one TTL from the take, or, after a restart and no other sign, one
+// TTL from the server's start. Acquire logs why it waits. Tests show the
+// window needed: without it, new owners repeat the IDs of owners that
+// Redis forgot, after a restart without persistence and after a failover
+// to a lagging replica (whether the replica had the number's record
+// stale, had a record from an earlier owner, or had none); and each sign
+// opens it.
 //
 // What the window does not cover: writes that a master took while cut
 // off from its replicas and lost when it was demoted (a split brain). Set
@@ -121,18 +128,22 @@
 // so that such a master refuses writes: its renewals fail and its
 // generators stop. Evictions lose single keys without a sign: run Redis
 // with maxmemory-policy noeviction or a volatile-* policy (the pool's keys
-// have no TTL, so those never evict them). A server that does not tell a
-// script its run_id and master_replid gets a loss window at every take.
+// have no TTL, so those never evict them). Keys deleted by hand (DEL),
+// and a CONFIG RESETSTAT after a FLUSHALL, leave no sign either. A server
+// that does not tell a script its run_id, master_replid and uptime gets a
+// loss window at every take.
 //
 // A renewal that finds the mark lower than the lease last wrote logs "the
 // store had lost the lease's high-water mark" and writes it back.
 //
 // PostgreSQL keeps what it committed, so a number without a row was never
 // leased and is not waited out. A failover to a standby that had not
-// received every commit is a loss as on Redis: run the lease table on a
-// primary with a synchronous standby (synchronous_standby_names, and
-// synchronous_commit on, the default), which a test shows needed (see
-// docs/operations.md). After a database is restored from a backup, raise
+// received every commit is a loss as on Redis, and PostgreSQL gives no
+// sign of it: run the lease table on a primary with a synchronous standby
+// (synchronous_standby_names naming it, and synchronous_commit on, the
+// default, or remote_apply), so that no take or renewal counts as done
+// before the standby has it; the PostgreSQL failover fault kind shows it
+// needed (docs/operations.md says how). After a database is restored from a backup, raise
 // every mark past what the lost writes could hold:
 //
 //	UPDATE snowkey_worker_leases
@@ -173,8 +184,8 @@
 // PostgreSQL: table snowkey_worker_leases (namespace, worker, owner,
 // holder, expires_at, high_water, start_after, acquired_at, renewed_at),
 // from sql/*.sql beside this package's queries (Migrations), which
-// migrations.Up applies: one row per number of a namespace, made in
-// batches as it fills; a free row has expires_at '-infinity', and the
+// migrations.Up applies: one row per number of a namespace, made at its
+// first take; a free row has expires_at '-infinity', and the
 // index snowkey_worker_leases_free finds free rows and lapsed leases.
 //
 // # Watching a lease

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -18,8 +17,9 @@ import (
 // Postgres returns a Pool that keeps its leases in PostgreSQL, in the
 // table snowkey_worker_leases that this package's SQL creates (Migrations;
 // run migrations.Up first, which applies it): one row per number of a
-// namespace, made in batches as the namespace fills, which keeps the
-// number's high-water mark across leases. Expiry is judged by the
+// namespace, made at the namespace's first take (one statement; 65,536
+// rows for 16 worker bits), which keeps the number's high-water mark
+// across leases. Expiry is judged by the
 // database's clock. Besides Options.Reserved and SQLWorker, the pool never
 // leases the number snowflake_id() stamps in this database,
 // snowflake_reserved_worker(), even when migrations.Options.ReservedWorker
@@ -34,7 +34,7 @@ import (
 // random place, skipping rows that concurrent Acquires have locked (FOR
 // UPDATE SKIP LOCKED), so that takers do not queue on one row; it needs
 // more than one statement only when the rows above that place are taken,
-// or the namespace needs rows for more numbers.
+// or the namespace has no rows yet.
 //
 // Every statement is one implicit transaction, so a lost reply means it
 // ran or it did not, and each works under any default_transaction_isolation.
@@ -94,19 +94,6 @@ WHERE l.namespace = $1 AND l.worker = (
 	ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING l.worker, l.start_after`
 
-// pgGrow makes the next batch of rows of namespace $1: as many as it has
-// (at least 256), up to number $2, free and without a mark. One caller at
-// a time makes a batch, holding a transaction-scoped advisory lock of the
-// namespace's ($3); the others, which do not get the lock, make nothing
-// and take from the batch once it is made.
-const pgGrow = `
-INSERT INTO snowkey_worker_leases (namespace, worker, expires_at, high_water)
-SELECT $1, g, '-infinity', 0
-FROM (SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1
-	HAVING pg_try_advisory_xact_lock($3::bigint)) AS m,
-	generate_series(m.lo, LEAST(m.lo + GREATEST(m.lo, 256) - 1, $2::int)) AS g
-ON CONFLICT DO NOTHING`
-
 // pgTakeListed is pgTakeFree for the first of the numbers $6 (an array
 // literal) whose row is free or whose lease lapsed: a claim's, which
 // tries a range of numbers in order.
@@ -122,14 +109,20 @@ WHERE l.namespace = $1 AND l.worker = (
 	ORDER BY array_position($6::text::int[], worker) LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING l.worker, l.start_after`
 
-// pgFill makes the rows of namespace $1 missing up to number $2, free and
-// without a mark, so that every number up to the highest that has a row
-// has one (the growth of a namespace, pgGrow, counts on it). It makes
-// nothing when the namespace has a row at $2 or above.
-const pgFill = `
+// pgMakeRows makes the rows namespace $1 lacks, up to number $2, free and
+// without a mark: every number of the namespace gets its row at its first
+// take, so that free rows lie spread over the index, where takers that
+// start at random places find them after few entries. One caller at a
+// time makes them, holding a transaction-scoped advisory lock of the
+// namespace's ($3); the others wait for the lock, without asking again,
+// and then make nothing (their statement saw the namespace as it was
+// before they waited: ON CONFLICT DO NOTHING skips the rows made
+// meanwhile) and take from the rows made.
+const pgMakeRows = `
 INSERT INTO snowkey_worker_leases (namespace, worker, expires_at, high_water)
 SELECT $1, g, '-infinity', 0
-FROM (SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1) AS m,
+FROM (SELECT pg_advisory_xact_lock($3::bigint)) AS lock,
+	(SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1) AS m,
 	generate_series(m.lo, $2::int) AS g
 ON CONFLICT DO NOTHING`
 
@@ -223,7 +216,7 @@ func serialFailure(err error) bool {
 type pgStore struct {
 	db       *sql.DB
 	ns       string
-	growLock int64 // the advisory lock key of the namespace's growth
+	growLock int64 // the advisory lock key of the making of the namespace's rows
 	max      int64
 	reserved string        // an array literal of the pool's reserved numbers
 	sem      chan struct{} // one token per statement running: MaxConns
@@ -231,7 +224,7 @@ type pgStore struct {
 	trips    *atomic.Int64
 }
 
-// growLockKey is the advisory lock key that serializes the growth of a
+// growLockKey is the advisory lock key that serializes the making of a
 // namespace's rows: an FNV-1a hash of the package's name and the
 // namespace, which other users of advisory locks are unlikely to meet.
 func growLockKey(namespace string) int64 {
@@ -288,9 +281,12 @@ func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 	if r.cands != nil {
 		return s.takeListed(ctx, r)
 	}
-	// A namespace's rows are made as it fills, doubling each time: a few
-	// batches at most, each made once however many takers ask for it.
+	// A namespace's rows are made at its first take, once however many
+	// takers ask for them.
 	for {
+		// A random place, so that concurrent takers spread over the index
+		// (and over the entries that takes before them left dead there),
+		// then from the start.
 		var top sql.NullInt64
 		from := rand.Int64N(s.max + 1)
 		for _, start := range []int64{from, 0} {
@@ -322,29 +318,19 @@ func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 		case top.Valid && top.Int64 >= s.max:
 			return taken{worker: -1}, nil
 		}
-		var made int64
 		err = s.do(ctx, func() error {
-			res, err := s.db.ExecContext(ctx, pgGrow, s.ns, s.max, s.growLock)
-			if err == nil {
-				made, _ = res.RowsAffected()
-			}
+			_, err := s.db.ExecContext(ctx, pgMakeRows, s.ns, s.max, s.growLock)
 			return err
 		})
 		if err != nil {
 			return taken{}, err
-		}
-		if made == 0 {
-			// Another taker is making the batch: give it a moment.
-			if err := sleepCtx(ctx, jitter(10*time.Millisecond, 0.8)); err != nil {
-				return taken{}, err
-			}
 		}
 	}
 }
 
 // takeListed takes the first free number of r.cands: one statement for
 // one number, which may be the taker's own already; for more, a claim's,
-// two, the first of which makes the rows the namespace lacks up to them.
+// two, the first of which makes the rows the namespace lacks.
 func (s *pgStore) takeListed(ctx context.Context, r takeRequest) (taken, error) {
 	if len(r.cands) == 0 {
 		return taken{worker: -1}, nil
@@ -353,7 +339,7 @@ func (s *pgStore) takeListed(ctx context.Context, r takeRequest) (taken, error) 
 		return s.takeOne(ctx, r.cands[0], r)
 	}
 	err := s.do(ctx, func() error {
-		_, err := s.db.ExecContext(ctx, pgFill, s.ns, slices.Max(r.cands))
+		_, err := s.db.ExecContext(ctx, pgMakeRows, s.ns, s.max, s.growLock)
 		return err
 	})
 	if err != nil {

@@ -3,9 +3,10 @@
 -- A free row (a number given back, or made ahead and never leased) has
 -- expires_at '-infinity'; a lapsed lease has expires_at in the past. The
 -- index finds either in O(log n), so that a take never scans the
--- namespace. Rows are made in batches as a namespace fills (workerid's
--- pgGrow), each batch above the highest number that has a row; this
--- gives every number below that a row too.
+-- namespace. A namespace's rows are made at its first take, every
+-- number's (workerid's pgMakeRows); this gives every number below the
+-- highest that has a row one too, as the namespaces of earlier versions
+-- get here.
 
 -- +goose Up
 UPDATE snowkey_worker_leases SET expires_at = '-infinity' WHERE expires_at IS NULL;
