@@ -32,6 +32,7 @@ var defenceSwitches = map[string]func(d *defences){
 	"flush-sign":    func(d *defences) { d.noFlushSign = true },
 	"cluster-sign":  func(d *defences) { d.noClusterSign = true },
 	"send-time":     func(d *defences) { d.noSendTime = true },
+	"jitter":        func(d *defences) { d.noJitter = true },
 }
 
 // switchOff turns the named defences of p off, for a control run. Call it

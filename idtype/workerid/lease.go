@@ -58,7 +58,14 @@ type Lease struct {
 	// lease has not seen.
 	unsure int64
 	gate   *idtype.Gate // of the lease's generator; nil before NewGenerator
+	// delays are the waits the renewal goroutine chose before each of the
+	// lease's first few renewals (at most maxDelays), which the tests read
+	// to see the spread a fleet's renewals get.
+	delays []time.Duration
 }
+
+// maxDelays bounds the renewal waits a lease keeps in Lease.delays.
+const maxDelays = 8
 
 func newLease(p *Pool, worker int64, token string, start, floor int64) *Lease {
 	ttl, margin := p.opts.TTL.Milliseconds(), p.opts.Margin.Milliseconds()
@@ -166,12 +173,16 @@ func (l *Lease) run() {
 	defer close(l.exited)
 	every := l.pool.opts.RenewEvery
 	first := jitter(every, 0.5)
+	if l.pool.defences.noJitter {
+		first = every
+	}
 	l.mu.Lock()
 	if l.pool.nowMs() > l.until {
 		// The take's reply came so late that the lease needs a renewal
 		// before its generator may issue at all.
 		first = 0
 	}
+	l.delays = append(l.delays, first)
 	l.mu.Unlock()
 	timer := time.NewTimer(first)
 	defer timer.Stop()
@@ -187,9 +198,17 @@ func (l *Lease) run() {
 			return
 		}
 		next := jitter(every, 0.2)
+		if l.pool.defences.noJitter {
+			next = every
+		}
 		if !ok {
 			next = every / 4
 		}
+		l.mu.Lock()
+		if len(l.delays) < maxDelays {
+			l.delays = append(l.delays, next)
+		}
+		l.mu.Unlock()
 		// Renewals keep their rhythm from when each was sent.
 		timer.Reset(max(next-time.Duration(l.pool.nowMs()-start)*time.Millisecond, 0))
 	}

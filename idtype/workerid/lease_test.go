@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -483,4 +484,71 @@ func TestLeaseTimeFromSend(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRenewalsSpread: leases taken together schedule their renewals
+// apart. Each lease's first renewal waits a random part of RenewEvery (at
+// least half of it) and each later one at least four fifths of it, so the
+// waits 32 leases of one pool chose are all different. The control, with
+// the jitter switched off, shows what the defence prevents: every lease
+// waits exactly RenewEvery, so a fleet started together renews together.
+// The verdict reads the waits the leases chose, not when renewals
+// arrived, which a busy machine would move.
+func TestRenewalsSpread(t *testing.T) {
+	const n = 32
+	forKinds(t, func(t *testing.T, b backend) {
+		testenv.Deadline(t, 2*time.Minute)
+		for _, control := range []bool{false, true} {
+			t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
+				p := b.pool(t, b.addr, Options{Layout: sixBits, RenewEvery: 100 * time.Millisecond})
+				if control {
+					turnOff(t, p, "jitter")
+				}
+				every := p.opts.RenewEvery
+				leases := acquireN(t, p, n)
+				waitFor(t, time.Minute, "every lease to renew twice", func() bool {
+					for _, l := range leases {
+						if l.Status().Renewals < 2 {
+							return false
+						}
+					}
+					return true
+				})
+				distinct := map[time.Duration]bool{}
+				scheduled := 0
+				for _, l := range leases {
+					l.mu.Lock()
+					delays := slices.Clone(l.delays)
+					l.mu.Unlock()
+					closeLease(t, l)
+					for i, d := range delays {
+						lo := every * 4 / 5
+						if i == 0 {
+							lo = every / 2
+						}
+						switch {
+						case d == 0 && i == 0, d == every/4 && i > 0:
+							// A renewal at once after a late take, or a
+							// retry after a failed renewal: not the rhythm.
+							continue
+						case d < lo || d > every:
+							t.Errorf("worker %d: wait %d before renewing was %v, outside [%v, %v]", l.Worker(), i, d, lo, every)
+						}
+						scheduled++
+						distinct[d] = true
+					}
+				}
+				t.Logf("%d leases scheduled %d renewals with %d different waits", n, scheduled, len(distinct))
+				if scheduled < n {
+					t.Fatalf("only %d renewals were scheduled in the rhythm, want at least %d", scheduled, n)
+				}
+				switch {
+				case control && len(distinct) != 1:
+					t.Errorf("control: jitter off, the renewals waited %d different times, want 1 (RenewEvery)", len(distinct))
+				case !control && len(distinct) < scheduled*9/10:
+					t.Errorf("%d renewals waited only %d different times: leases taken together renew together", scheduled, len(distinct))
+				}
+			})
+		}
+	})
 }

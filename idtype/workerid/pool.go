@@ -72,6 +72,10 @@ type defences struct {
 	// noSendTime: a confirmed renewal extends the generator's time from
 	// when its reply arrived, not from when it was sent.
 	noSendTime bool
+	// noJitter: every renewal goes out exactly RenewEvery after the one
+	// before it (the first RenewEvery after the take), so that leases
+	// taken together renew together.
+	noJitter bool
 }
 
 // store is what a Pool needs of Redis or PostgreSQL. Times are Unix
