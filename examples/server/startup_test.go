@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // TestStartup builds the server, as `go run` would, starts it with no
@@ -19,11 +21,11 @@ import (
 // and logs in, and stops it with SIGTERM.
 func TestStartup(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the server binary")
+		testenv.Skip(t, "-short: the test builds the server binary")
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("no go command in PATH: %v", err)
+		testenv.Skip(t, "no go command in PATH to build the server: "+err.Error())
 	}
 	bin := filepath.Join(t.TempDir(), "server")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)

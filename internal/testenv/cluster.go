@@ -32,7 +32,7 @@ func StartRedisCluster(t testing.TB, n int, extraArgs ...string) *PrivateCluster
 	t.Helper()
 	bin, cli := redisBinaries(t)
 	if cli == "" {
-		unavailable(t, "redis-cli not found beside redis-server or in PATH "+
+		Skip(t, "redis-cli not found beside redis-server or in PATH "+
 			"(Debian: apt-get install redis-tools), or run `make test`")
 	}
 	dir := t.TempDir()

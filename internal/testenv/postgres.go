@@ -84,7 +84,7 @@ type PostgresServer struct {
 func StartPostgres(t testing.TB) *PostgresServer {
 	t.Helper()
 	if _, err := launch.FindPostgres(); err != nil {
-		unavailable(t, err.Error()+", or run `make test`")
+		Skip(t, err.Error()+", or run `make test`")
 	}
 	dir, err := launch.TempDir()
 	if err != nil {

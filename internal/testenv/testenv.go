@@ -53,7 +53,8 @@
 // When a variable is missing, a test that needs it is skipped, so that
 // `go test ./...` works on a bare checkout; but when CI=true it fails
 // instead, because in CI a skipped integration test would hide a broken
-// harness.
+// harness. Skip is that rule for any test that must leave: every skip in
+// snowkey's tests goes through it.
 //
 // Tests share the servers, and run in parallel across packages:
 //   - Postgres gives every call its own fresh database, dropped at the end.
@@ -127,19 +128,21 @@ func lookup(t testing.TB, name, example string) string {
 	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
 		return v
 	}
-	unavailable(t, fmt.Sprintf("%s is not set: run `make test`, which starts the test servers, or set %s=%s",
+	Skip(t, fmt.Sprintf("%s is not set: run `make test`, which starts the test servers, or set %s=%s",
 		name, name, example))
 	return ""
 }
 
-// unavailable skips the test because something it needs is missing, or
-// fails it when running in CI.
-func unavailable(t testing.TB, msg string) {
+// Skip skips t, saying why (a server, a tool or a browser it needs is
+// missing, or -short asks to leave it out), or fails t instead when
+// running in CI (InCI): there a skipped test would hide a broken harness
+// behind a green run. Every skip in snowkey's tests goes through it.
+func Skip(t testing.TB, why string) {
 	t.Helper()
 	if InCI() {
-		t.Fatal(msg + " (CI is set, so a missing server fails the test instead of skipping it)")
+		t.Fatal(why + " (CI is set, so this fails the test instead of skipping it)")
 	}
-	t.Skip(msg)
+	t.Skip(why)
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free when it was
