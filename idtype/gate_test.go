@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // stepClock is a Clock that stands still until a test moves it; Sleep
@@ -309,6 +311,7 @@ func TestGateNextNStopsAtUntil(t *testing.T) {
 // the time the lost grant returns bounds every ID ever issued, and none is
 // issued after it.
 func TestGateStopIsFinal(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	for _, nx := range nexters {
 		t.Run(nx.name, func(t *testing.T) {
 			g, gate, err := NewGatedGenerator(GeneratorOptions{Worker: 5})

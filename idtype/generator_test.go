@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 var testStart = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -420,6 +422,7 @@ func TestNextN(t *testing.T) {
 }
 
 func TestConcurrentUnique(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	perGoroutine := 1_000_000
 	if raceEnabled || testing.Short() {
 		perGoroutine = 25_000
@@ -472,6 +475,7 @@ func TestConcurrentUnique(t *testing.T) {
 // and every step back is undone after a few yields, before the next
 // step. The test still bounds its own time and says so when it runs out.
 func TestConcurrentChaoticClock(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	perGoroutine := 200_000
 	if raceEnabled || testing.Short() {
 		perGoroutine = 10_000

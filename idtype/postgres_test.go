@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
@@ -16,6 +18,7 @@ import (
 // Value) and through database/sql on pgx's stdlib driver (Scan and
 // Value), and reads NULL and negative values from the database as errors.
 func TestPostgresRoundTrip(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	url := testenv.Postgres(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)

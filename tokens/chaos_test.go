@@ -59,8 +59,12 @@ func runChaos(t *testing.T, fault, store, defence string, scenario chaosScenario
 	if !faults.Long() {
 		t.Parallel()
 	}
+	// A side may run past its share by Scenario.Retries runs of a few
+	// seconds each.
+	budget := faults.Budget(t) / chaosKinds
+	testenv.Deadline(t, budget+5*time.Minute)
 	faults.Scenario{Package: "tokens", Fault: fault, Store: store, Defence: defence,
-		Budget: faults.Budget(t) / chaosKinds}.Run(t, func(t *testing.T, r *faults.Run) {
+		Budget: budget}.Run(t, func(t *testing.T, r *faults.Run) {
 		h := scenario(t, r)
 		vs := faults.CheckTokens(h, func(m int) time.Duration { return chaosTTLs[m] })
 		r.CountTokens(h.Sessions())

@@ -20,6 +20,7 @@ import (
 // environment but PORT or -addr, so on the embedded defaults, signs up
 // and logs in, and stops it with SIGTERM.
 func TestStartup(t *testing.T) {
+	testenv.Deadline(t, 8*time.Minute)
 	if testing.Short() {
 		testenv.Skip(t, "-short: the test builds the server binary")
 	}

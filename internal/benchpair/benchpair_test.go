@@ -3,9 +3,12 @@ package benchpair
 import (
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 func TestTimes(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	var nx, ny int
 	res := testing.Benchmark(func(b *testing.B) {
 		tx, ty := Times(b, func() { nx++; time.Sleep(2 * time.Millisecond) }, func() { ny++ })

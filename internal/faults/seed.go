@@ -94,6 +94,19 @@ func Budget(t testing.TB) time.Duration {
 	return d
 }
 
+// MainBudget returns the testenv.Main budget of a package with chaos
+// tests: base, the package's budget on the short schedule, plus, on the
+// long one, twice CHAOS_TIME (its chaos tests share CHAOS_TIME, and each
+// may overrun its share by some runs). A CHAOS_TIME that is not a
+// positive duration adds nothing here; Budget fails the tests for it.
+func MainBudget(base time.Duration) time.Duration {
+	d, err := time.ParseDuration(strings.TrimSpace(os.Getenv(EnvTime)))
+	if err != nil || d <= 0 {
+		return base
+	}
+	return base + 2*d
+}
+
 // Long reports whether CHAOS_TIME asks for the long schedule.
 func Long() bool {
 	return strings.TrimSpace(os.Getenv(EnvTime)) != ""

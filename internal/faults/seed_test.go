@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // recorder is a testing.TB that keeps what a helper reports, to test
@@ -127,6 +129,7 @@ func TestBudget(t *testing.T) {
 }
 
 func TestRepeat(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	replayByHand(t, "99")
 	draws := func() []uint64 {
 		var got []uint64
@@ -231,6 +234,7 @@ func TestRepeatFiltered(t *testing.T) {
 		t.Logf("Repeat returned %d after %v", n, ran)
 		return
 	}
+	testenv.Deadline(t, time.Minute)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"runtime/debug"
 	"sort"
@@ -80,7 +81,19 @@ func Deadline(t testing.TB, d time.Duration) context.Context {
 //	func TestMain(m *testing.M) {
 //		os.Exit(testenv.Main(m, 3*time.Minute))
 //	}
+//
+// Benchmarks and fuzzing (-test.bench, -test.fuzz) run as long as they are
+// asked to: with either flag, the budget does not apply, and go test's
+// -timeout is the bound.
 func Main(m *testing.M, budget time.Duration) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	for _, name := range []string{"test.bench", "test.fuzz"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return m.Run()
+		}
+	}
 	timer := time.AfterFunc(budget, func() {
 		expire(fmt.Sprintf("the package's tests did not end within their budget of %v (testenv.Main)", budget))
 	})

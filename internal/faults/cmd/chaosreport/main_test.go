@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 const goodRows = `{"package":"idtype/workerid","fault":"lost reply","store":"redis","defence":"take-back","runs":3,"met":3,"ids":1000,"tokens":0,"violations":0,"control_runs":1,"control_met":1,"control_violations":400,"control_needed":1,"seed":7,"seconds":20}
@@ -85,4 +88,10 @@ func TestRunBadInput(t *testing.T) {
 	if code := run([]string{good, good}, nil, &out, &errOut); code != exitOK || !strings.Contains(out.String(), "| 3000 | 0 |") {
 		t.Errorf("two files: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
+}
+
+// TestMain bounds the package's tests as a whole (testenv.Main): several
+// times their usual time on a busy machine.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, 2*time.Minute))
 }
