@@ -180,24 +180,21 @@ func raceRevocation(ctx context.Context, t *testing.T, m *Manager, gen *idtype.G
 			// Race the revocation. Only a Validate that asks Redis can
 			// race it, and only until an answer is cached, so one each.
 			validate()
-			select {
-			case <-revoked:
-			case <-ctx.Done():
-				return
-			}
-			// Begun after the revocation returned: it must fail, and it
-			// shows that this goroutine's racing Validates have ended.
-			if validate() {
-				bad.Store(true)
-			}
-			drained.Done()
-			select {
-			case <-checking:
-			case <-ctx.Done():
-				return
-			}
-			if validate() {
-				bad.Store(true)
+			// Then one Validate after the revocation returned, which
+			// shows that this goroutine's racing one has ended, and one
+			// once every goroutine has shown that: both must fail.
+			drain := sync.OnceFunc(drained.Done)
+			defer drain()
+			for _, after := range []chan struct{}{revoked, checking} {
+				select {
+				case <-after:
+				case <-ctx.Done():
+					return
+				}
+				if validate() {
+					bad.Store(true)
+				}
+				drain()
 			}
 		})
 	}

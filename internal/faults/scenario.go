@@ -3,7 +3,6 @@ package faults
 import (
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -202,7 +201,6 @@ func (s Scenario) side(t *testing.T, name string, control bool, seed int64, shar
 		}
 		return res.met >= need
 	}
-	parent := t.Name()
 	start := time.Now()
 	filtered, extra := 0, 0
 	for i := 0; ; i++ {
@@ -212,17 +210,8 @@ func (s Scenario) side(t *testing.T, name string, control bool, seed int64, shar
 			}
 			extra++
 		}
-		runSeed := seed
-		seed = nextSeed(seed)
-		ran := false
-		ok := t.Run(name+strconv.Itoa(i), func(t *testing.T) {
-			ran = true
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rerun with %s=%d go test -race -run '^%s$/^%s0$'", EnvSeed, runSeed, runPattern(parent), name)
-				}
-			})
-			r := &Run{Control: control, Rand: Rand(runSeed)}
+		ran, ok := runSeeded(t, name, i, seed, func(t *testing.T, rng *rand.Rand) {
+			r := &Run{Control: control, Rand: rng}
 			run(t, r)
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -256,6 +245,7 @@ func (s Scenario) side(t *testing.T, name string, control bool, seed int64, shar
 				t.Logf("… %d violations in all", r.violations)
 			}
 		})
+		seed = nextSeed(seed)
 		if !ran {
 			// go test -run left this run out. Go on (keeping the seed
 			// chain) to the run it picks, but not for ever.

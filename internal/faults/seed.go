@@ -127,21 +127,10 @@ func Repeat(t *testing.T, name string, budget time.Duration, minRuns int, run fu
 	t.Helper()
 	seed := baseSeed(t)
 	t.Logf("chaos seed %d, budget %v", seed, budget)
-	parent := t.Name()
 	start := time.Now()
 	n, filtered := 0, 0
 	for i := 0; i < minRuns || time.Since(start) < budget || (filtered > 0 && n == 0); i++ {
-		runSeed := seed
-		ran := false
-		ok := t.Run(name+strconv.Itoa(i), func(t *testing.T) {
-			ran = true
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rerun with %s=%d go test -race -run '^%s$/^%s0$'", EnvSeed, runSeed, runPattern(parent), name)
-				}
-			})
-			run(t, Rand(runSeed))
-		})
+		ran, ok := runSeeded(t, name, i, seed, run)
 		seed = nextSeed(seed)
 		if !ran {
 			// go test -run left this run out. Skip on (keeping the seed
@@ -157,6 +146,25 @@ func Repeat(t *testing.T, name string, budget time.Duration, minRuns int, run fu
 		}
 	}
 	return n
+}
+
+// runSeeded runs f as t's subtest name+i with the random source of seed;
+// if it fails, it logs the CHAOS_SEED and -run pattern that replay it (the
+// first run of the name replays that seed). It reports whether go test
+// -run let the subtest run, and whether it passed.
+func runSeeded(t *testing.T, name string, i int, seed int64, f func(t *testing.T, rng *mrand.Rand)) (ran, ok bool) {
+	t.Helper()
+	parent := t.Name()
+	ok = t.Run(name+strconv.Itoa(i), func(t *testing.T) {
+		ran = true
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("rerun with %s=%d go test -race -run '^%s$/^%s0$'", EnvSeed, seed, runPattern(parent), name)
+			}
+		})
+		f(t, Rand(seed))
+	})
+	return ran, ok
 }
 
 // maxFiltered bounds how many runs Repeat skips looking for the one that
