@@ -109,7 +109,9 @@ const (
 	EnvChromium = "SNOWKEY_TEST_CHROMIUM"
 )
 
-// opTimeout bounds every single operation on a server made here.
+// opTimeout bounds every single operation on a server made here, in the
+// machine's own time: opContext stretches it by the load, as Deadline
+// does.
 const opTimeout = 30 * time.Second
 
 // InCI reports whether the environment variable CI says the tests run in
@@ -208,5 +210,23 @@ func randomHex(t testing.TB, n int) string {
 // cleanupContext returns a context for work in a t.Cleanup function, where
 // t.Context() is already canceled.
 func cleanupContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), opTimeout)
+	return opContext(opTimeout)
+}
+
+// opContext returns a context for operations on a server that ends with
+// context.DeadlineExceeded once d, stretched by the machine's load (see
+// Main), has passed.
+func opContext(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	st := afterStretched(d, stretch, func() { cancel(context.DeadlineExceeded) })
+	return budgetCtx{ctx}, func() {
+		st.Stop()
+		cancel(nil)
+	}
+}
+
+// stretched returns d stretched by the machine's load now (see Main), for
+// waits that poll.
+func stretched(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * stretch())
 }
