@@ -38,8 +38,10 @@
 //
 // (A TestMain that does more, such as faults.HelperMain or a quiet go-redis
 // logger, calls Main where it called m.Run.) Budgets are several times the
-// usual time, for a shared 2-core machine under -race; make test's go test
-// -timeout (5m a package) stays the last resort.
+// usual time under -race, counted in the machine's own time: on a machine
+// loaded beyond its CPUs they stretch with the load (see Main), so a busy
+// machine makes tests slower, not red. make test's go test -timeout (30m a
+// package) stays the last resort.
 //
 // The shared servers are started by `make test`, which runs the tests under
 // internal/testenv/cmd/testservers; it passes their addresses in these
