@@ -687,10 +687,11 @@ func TestChaosAllKeysLRU(t *testing.T) {
 			}
 		})
 		sleep(r.Rand, 1500*time.Millisecond, 2500*time.Millisecond)
-		// Past its schedule, the run goes on until Redis has evicted keys
-		// (or maxFaultWait has passed): the fault, not the machine's
-		// speed, ends it.
-		for start := time.Now(); evictedKeys(t, junk) < 200 && time.Since(start) < maxFaultWait; {
+		// Eviction is the fault: past its schedule, the run goes on until
+		// LRU has evicted a few hundred keys (or maxFaultWait has passed),
+		// however slowly a loaded machine, or a server that packs keys
+		// tighter as Valkey does, fills the room.
+		for start := time.Now(); evictedKeys(t, junk) < 300 && time.Since(start) < maxFaultWait; {
 			time.Sleep(50 * time.Millisecond)
 		}
 		close(stop)

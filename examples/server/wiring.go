@@ -9,10 +9,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowkeyhq/snowkey/extra/snowkeyotel"
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/migrations"
-	"github.com/snowkeyhq/snowkey/pgkit"
+	"github.com/snowkeyhq/snowkey/pgkit/partition"
 	"github.com/snowkeyhq/snowkey/tokens"
 )
 
@@ -48,35 +49,58 @@ const postsTable = "posts"
 // premake, four months), never removed, since the example keeps every
 // post (zero Retention). A nil clock means the system clock; Run logs to
 // log.
-func postsPartitioner(layout idtype.Layout, clock idtype.Clock, log *slog.Logger) (*pgkit.Partitioner, error) {
-	return pgkit.NewPartitioner(postsTable, layout, pgkit.PartitionOptions{Period: pgkit.Month, Clock: clock, Logger: log})
-}
-
-// backfillPartitioner builds a Partitioner of the posts table whose clock
-// stands at t and which makes no partition ahead: its Maintain makes t's
-// month's partition alone and moves that month's rows out of the default
-// partition.
-func backfillPartitioner(layout idtype.Layout, t time.Time) (*pgkit.Partitioner, error) {
-	return pgkit.NewPartitioner(postsTable, layout, pgkit.PartitionOptions{Period: pgkit.Month, Premake: -1, Clock: fixedClock(t)})
+func postsPartitioner(layout idtype.Layout, clock idtype.Clock, log *slog.Logger) (*partition.Table, error) {
+	return partition.New(postsTable, layout, partition.Options{Period: partition.Month, Clock: clock, Logger: log})
 }
 
 // maintainPartitions runs one maintenance of p's table now; runPartitions
 // runs it every hour until ctx ends.
-func maintainPartitions(ctx context.Context, p *pgkit.Partitioner, db *sql.DB) (pgkit.PartitionReport, error) {
+func maintainPartitions(ctx context.Context, p *partition.Table, db *sql.DB) (partition.Report, error) {
 	return p.Maintain(ctx, db)
 }
 
-func runPartitions(ctx context.Context, p *pgkit.Partitioner, db *sql.DB) error {
+func runPartitions(ctx context.Context, p *partition.Table, db *sql.DB) error {
 	return p.Run(ctx, db)
 }
 
 // postgresPool and redisPool return the pools that lease worker numbers.
+// Their Acquires and renewals are traced and timed through OpenTelemetry
+// (see leaseTelemetry).
 func postgresPool(db *sql.DB, opts workerid.Options) (*workerid.Pool, error) {
+	if err := leaseTelemetry(&opts); err != nil {
+		return nil, err
+	}
 	return workerid.Postgres(db, opts)
 }
 
 func redisPool(rdb redis.UniversalClient, opts workerid.Options) (*workerid.Pool, error) {
+	if err := leaseTelemetry(&opts); err != nil {
+		return nil, err
+	}
 	return workerid.Redis(rdb, opts)
+}
+
+// leaseTelemetry and tokenTelemetry set, unless the Config set one, an
+// observer that reports spans and durations to OpenTelemetry's global
+// providers: nowhere until the process installs an SDK
+// (otel.SetTracerProvider, otel.SetMeterProvider), which a deployment
+// does in main with the exporter it uses.
+func leaseTelemetry(opts *workerid.Options) error {
+	if opts.Observer != nil {
+		return nil
+	}
+	obs, err := snowkeyotel.NewLeases(snowkeyotel.Options{})
+	opts.Observer = obs
+	return err
+}
+
+func tokenTelemetry(opts *tokens.Options) error {
+	if opts.Observer != nil {
+		return nil
+	}
+	obs, err := snowkeyotel.NewTokens(snowkeyotel.Options{})
+	opts.Observer = obs
+	return err
 }
 
 // generatorOnLease builds the generator of a leased worker number.
@@ -93,6 +117,9 @@ func fixedGenerator(worker int64, layout idtype.Layout, notBefore time.Time, clo
 // newTokenManager builds the login-token manager on rdb, with session IDs
 // from gen.
 func newTokenManager(rdb redis.UniversalClient, gen idtype.Source, opts tokens.Options) (*tokens.Manager, error) {
+	if err := tokenTelemetry(&opts); err != nil {
+		return nil, err
+	}
 	return tokens.New(rdb, gen, opts)
 }
 

@@ -80,6 +80,7 @@ type Run struct {
 	shown      []string
 	ids        int64
 	tokens     int64
+	rows       int64
 }
 
 // Met records that the run met its fault, with what the scenario observed
@@ -119,6 +120,13 @@ func (r *Run) CountTokens(n int) {
 	r.tokens += int64(n)
 }
 
+// CountRows adds n to the table rows the run checked.
+func (r *Run) CountRows(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rows += int64(n)
+}
+
 // side is what one side of a Scenario did.
 type side struct {
 	runs, met, violations int
@@ -127,6 +135,7 @@ type side struct {
 	needed  int
 	ids     int64
 	tokens  int64
+	rows    int64
 	leftOut bool // go test -run picked none of its runs
 }
 
@@ -150,7 +159,7 @@ func (s Scenario) Run(t *testing.T, run func(t *testing.T, r *Run)) Row {
 		Package: s.Package, Fault: s.Fault, Store: s.Store, Defence: s.Defence,
 		Runs: on.runs, Met: on.met, Violations: on.violations,
 		ControlRuns: off.runs, ControlMet: off.met, ControlViolations: off.violations, ControlNeeded: off.needed,
-		IDs: on.ids + off.ids, Tokens: on.tokens + off.tokens,
+		IDs: on.ids + off.ids, Tokens: on.tokens + off.tokens, Rows: on.rows + off.rows,
 		Seed: seed, Seconds: time.Since(start).Seconds(),
 	}
 	logRow(t, row)
@@ -218,6 +227,7 @@ func (s Scenario) side(t *testing.T, name string, control bool, seed int64, shar
 			res.runs++
 			res.ids += r.ids
 			res.tokens += r.tokens
+			res.rows += r.rows
 			met := len(r.met) > 0 || r.violations > 0
 			if met {
 				res.met++
