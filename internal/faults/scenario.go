@@ -14,6 +14,13 @@ import (
 // in all of them about once in 2,000 scenarios.
 const DefaultRetries = 10
 
+// OneRun is a Scenario.Budget that every run outlasts: each side makes
+// one run, and more only while it has not reached its goal (up to
+// Retries). The short schedule of a package whose runs take seconds each
+// uses it, so that make test proves each side once without a budget to
+// fill.
+const OneRun = time.Nanosecond
+
 // maxShown bounds the violations a run prints; it counts them all.
 const maxShown = 10
 
