@@ -4,8 +4,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // fakeClock is a Clock under a test's control. Sleep moves it forward by
@@ -84,7 +82,7 @@ func (s *fakeSource) stepWall(d time.Duration) {
 }
 
 func TestAnchoredClockIgnoresWallStepsBack(t *testing.T) {
-	testenv.Deadline(t, 2*time.Minute)
+	watchdog(t, 2*time.Minute)
 	for _, step := range []time.Duration{time.Millisecond, time.Second, time.Hour} {
 		src := &fakeSource{wall: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).UnixNano(), mono: 5e9}
 		c := newAnchoredClock(src)
@@ -99,7 +97,7 @@ func TestAnchoredClockIgnoresWallStepsBack(t *testing.T) {
 }
 
 func TestAnchoredClockFollowsWallForward(t *testing.T) {
-	testenv.Deadline(t, 2*time.Minute)
+	watchdog(t, 2*time.Minute)
 	src := &fakeSource{wall: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).UnixNano()}
 	c := newAnchoredClock(src)
 	c.UnixNano()

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // stepClock is a Clock that stands still until a test moves it; Sleep
@@ -311,7 +309,6 @@ func TestGateNextNStopsAtUntil(t *testing.T) {
 // (once each has issued some): the time the lost grant returns bounds every
 // ID ever issued, and none is issued after it.
 func TestGateStopIsFinal(t *testing.T) {
-	testenv.Deadline(t, 2*time.Minute)
 	for _, nx := range nexters {
 		t.Run(nx.name, func(t *testing.T) {
 			watchdog(t, time.Minute)

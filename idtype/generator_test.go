@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 var testStart = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -437,7 +435,7 @@ func TestNextN(t *testing.T) {
 }
 
 func TestConcurrentUnique(t *testing.T) {
-	testenv.Deadline(t, 2*time.Minute)
+	watchdog(t, 2*time.Minute)
 	perGoroutine := 1_000_000
 	if raceEnabled || testing.Short() {
 		perGoroutine = 25_000
@@ -492,7 +490,7 @@ func TestConcurrentUnique(t *testing.T) {
 // chaos at the same pace however the goroutines are scheduled. The test
 // still bounds its own time and says so when it runs out.
 func TestConcurrentChaoticClock(t *testing.T) {
-	testenv.Deadline(t, 2*time.Minute)
+	watchdog(t, 2*time.Minute)
 	perGoroutine := 200_000
 	if raceEnabled || testing.Short() {
 		perGoroutine = 10_000

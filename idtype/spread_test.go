@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // gammaQ is the regularized upper incomplete gamma function Q(a, x), by
@@ -275,7 +273,7 @@ func TestRandomSequenceStartSaturated(t *testing.T) {
 // increasing per goroutine, keep their worker, and never pass the
 // layout's sequence.
 func TestRandomSequenceStartPromises(t *testing.T) {
-	testenv.Deadline(t, 2*time.Minute)
+	watchdog(t, 2*time.Minute)
 	g, clock := newTestGenerator(t, GeneratorOptions{Worker: 9, RandomSequenceStart: true})
 	stop := make(chan struct{})
 	var ticker sync.WaitGroup
