@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -113,14 +112,14 @@ func StartPostgresStandby(t testing.TB, primary string, opts PostgresOptions) *P
 func startPostgres(t testing.TB, cfg launch.PostgresConfig) *PostgresServer {
 	t.Helper()
 	if _, err := launch.FindPostgres(); err != nil {
-		unavailable(t, err.Error()+", or run `make test`")
+		Skip(t, err.Error()+", or run `make test`")
 	}
 	dir, err := launch.TempDir()
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	ctx, cancel := opContext(2 * opTimeout)
 	defer cancel()
 	pg, err := launch.StartPostgresConfig(ctx, filepath.Join(dir, "pg"), cfg)
 	if err != nil {
@@ -178,7 +177,7 @@ func (s *PostgresServer) Stop() {
 func (s *PostgresServer) Restart() {
 	s.t.Helper()
 	s.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	ctx, cancel := opContext(2 * opTimeout)
 	defer cancel()
 	if err := s.pg.Restart(ctx); err != nil {
 		s.t.Fatalf("testenv: restart postgres: %v", err)
