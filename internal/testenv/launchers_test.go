@@ -300,9 +300,9 @@ func TestStartPostgres(t *testing.T) {
 // once promoted.
 func TestPostgresStandbyAndPromote(t *testing.T) {
 	t.Parallel()
-	ctx := Deadline(t, 3*time.Minute)
-	primary := StartPostgresWith(t, PostgresOptions{Settings: []string{"max_connections=50"}})
-	standby := StartPostgresStandby(t, primary.Addr(), PostgresOptions{Settings: []string{"max_connections=50"}})
+	ctx := testenv.Deadline(t, 3*time.Minute)
+	primary := testenv.StartPostgresWith(t, testenv.PostgresOptions{Settings: []string{"max_connections=50"}})
+	standby := testenv.StartPostgresStandby(t, primary.Addr(), testenv.PostgresOptions{Settings: []string{"max_connections=50"}})
 	exec := func(url, sql string, args ...any) error {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {

@@ -141,7 +141,7 @@ func (s *PostgresServer) Pid() int { return s.pg.Pid() }
 // the old primary.
 func (s *PostgresServer) Promote() {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	ctx, cancel := opContext(2 * opTimeout)
 	defer cancel()
 	if err := s.pg.Promote(ctx); err != nil {
 		s.t.Fatalf("testenv: %v", err)
