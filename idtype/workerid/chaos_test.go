@@ -115,98 +115,44 @@ type chaosProc struct {
 	killed bool
 }
 
-// chaosTest runs spec's fault kind on each of its stores at once, with
-// the defences on and as controls, for a share of the package's chaos
-// budget, and reports one row per store: a control counts for the store
-// it ran on, never for another. A run observes whether it met its fault
-// (chaosRun.meet); a defended run that missed it runs again, up to
-// controlTries times in all, and the test fails if none met it; a control
-// that found no violation runs again too.
+// chaosTest runs spec's fault kind on each of its stores at once, each
+// store a faults.Scenario of its own with its own row: a control counts
+// for the store it ran on, never for another. Every run observes whether
+// it met its fault (chaosRun.meet) and Scenario judges each side on the
+// runs that met it.
 func chaosTest(t *testing.T, spec chaosSpec) {
 	t.Parallel()
 	budget := chaosShare(t)
-	seed := faults.Seed(t)
+	// A side may run past its share by Scenario.Retries runs of some
+	// seconds each.
+	testenv.Deadline(t, budget+10*time.Minute)
 	// The stores run at once, each in a subtest of its own that takes no
 	// slot of go test's -parallel: the runs mostly wait.
 	var wg sync.WaitGroup
 	for _, store := range spec.stores {
 		wg.Go(func() {
-			t.Run(store, func(t *testing.T) { chaosStore(t, &spec, store, budget, seed) })
+			t.Run(store, func(t *testing.T) { chaosStore(t, &spec, store, budget) })
 		})
 	}
 	wg.Wait()
 }
 
-// chaosSide counts the runs of one side (defended or control) on one store.
-type chaosSide struct {
-	runs, met, violations int
-	ids                   int64
-}
-
-// chaosStore runs spec's runs on one store and reports its row.
-func chaosStore(t *testing.T, spec *chaosSpec, store string, budget time.Duration, seed int64) {
-	start := time.Now()
-	var (
-		mu      sync.Mutex
-		on, off chaosSide
-	)
-	side := func(control bool, c *chaosSide) func(t *testing.T, rng *rand.Rand) {
-		return func(t *testing.T, rng *rand.Rand) {
-			total, dups, met := runChaos(t, spec, store, control, rng)
-			mu.Lock()
-			defer mu.Unlock()
-			c.runs++
-			c.ids += int64(total)
-			c.violations += len(dups)
-			if met {
-				c.met++
-			}
-			if !control {
-				for _, d := range dups[:min(len(dups), 10)] {
-					t.Errorf("duplicate: %v", d)
-				}
-			}
+// chaosStore runs spec's scenario on one store: the control side with the
+// defences spec.control names switched off, then the defended side.
+func chaosStore(t *testing.T, spec *chaosSpec, store string, budget time.Duration) {
+	faults.Scenario{
+		Package: "idtype/workerid", Fault: spec.fault, Store: store,
+		Defence: strings.Join(spec.control(store), " + "), Budget: budget,
+	}.Run(t, func(t *testing.T, r *faults.Run) {
+		total, dups, met := runChaos(t, spec, store, r.Control, r.Rand)
+		r.CountIDs(total)
+		if met != "" {
+			r.Met("%s", met)
 		}
-	}
-	get := func(c *chaosSide) chaosSide {
-		mu.Lock()
-		defer mu.Unlock()
-		return *c
-	}
-	// The defended runs and the controls run at once.
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t.Run("defended", func(t *testing.T) {
-			faults.Repeat(t, "on", budget, 1, side(false, &on))
-			// On a loaded machine a run may miss the window of time its
-			// fault needs: a defended run that did not meet it proves
-			// nothing, and runs again.
-			for try := 2; try <= controlTries && get(&on).met == 0 && !t.Failed(); try++ {
-				faults.Repeat(t, fmt.Sprintf("on-try%d-", try), 0, 1, side(false, &on))
-			}
-			if c := get(&on); c.met == 0 {
-				t.Errorf("none of %d defended runs met its fault", c.runs)
-			}
-		})
+		for _, d := range dups {
+			r.Violation("duplicate: %v", d)
+		}
 	})
-	wg.Go(func() {
-		t.Run("control", func(t *testing.T) {
-			faults.Repeat(t, "off", budget, 1, side(true, &off))
-			for try := 2; try <= controlTries && get(&off).violations == 0 && !t.Failed(); try++ {
-				faults.Repeat(t, fmt.Sprintf("off-try%d-", try), 0, 1, side(true, &off))
-			}
-		})
-	})
-	wg.Wait()
-	row := faults.Row{
-		Package: "idtype/workerid", Fault: spec.fault + " (" + store + ")", Seed: seed,
-		Runs: on.runs, IDs: on.ids + off.ids, Violations: on.violations,
-		ControlRuns: off.runs, ControlViolations: off.violations,
-		Seconds: time.Since(start).Seconds(),
-	}
-	t.Logf("%s on %s: the fault met in %d of %d defended runs and %d of %d control runs",
-		spec.fault, store, on.met, on.runs, off.met, off.runs)
-	faults.Report(t, row)
 }
 
 // chaosShare is one chaos test's share of the package's chaos budget. The
@@ -226,8 +172,8 @@ func chaosShare(t *testing.T) time.Duration {
 }
 
 // runChaos runs one run and returns how many IDs the processes wrote,
-// which repeated, and whether the run met its fault.
-func runChaos(t *testing.T, spec *chaosSpec, store string, control bool, rng *rand.Rand) (int, []faults.Dup, bool) {
+// which repeated, and how the run met its fault ("" if it did not).
+func runChaos(t *testing.T, spec *chaosSpec, store string, control bool, rng *rand.Rand) (int, []faults.Dup, string) {
 	r := &chaosRun{t: t, spec: spec, rng: rng, store: store}
 	if control {
 		r.control = spec.control(store)
@@ -557,7 +503,7 @@ func (r *chaosRun) sleep(lo, hi time.Duration) { time.Sleep(randDur(r.rng, lo, h
 
 // finish lifts every fault, lets every process give its number back and
 // exit, and checks the IDs.
-func (r *chaosRun) finish() (int, []faults.Dup, bool) {
+func (r *chaosRun) finish() (int, []faults.Dup, string) {
 	t := r.t
 	r.mu.Lock()
 	procs, all, files := r.procs, r.all, r.files
@@ -600,14 +546,10 @@ func (r *chaosRun) finish() (int, []faults.Dup, bool) {
 		}
 	}
 	r.mu.Lock()
-	how := r.met
+	met := r.met
 	r.mu.Unlock()
-	met := how != ""
-	if !met {
-		how = "no: the fault was not met"
-	}
-	t.Logf("%s on %s (control %v): %d processes, %d IDs, %d duplicates; met: %s",
-		r.spec.fault, r.store, r.control, len(all), total, len(dups), how)
+	t.Logf("%s on %s (control %v): %d processes, %d IDs, %d duplicates; met: %q",
+		r.spec.fault, r.store, r.control, len(all), total, len(dups), met)
 	return total, dups, met
 }
 

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,12 +40,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashHelperEnv) != "" {
 		os.Exit(crashHelper())
 	}
-	flag.Parse()
-	budget := 4 * time.Minute
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		budget = time.Hour
-	}
-	os.Exit(testenv.Main(m, budget))
+	// Benchmarks run as long as -timeout allows (testenv.Main steps aside
+	// for them); the chaos schedule adds its time to the budget.
+	os.Exit(testenv.Main(m, faults.MainBudget(6*time.Minute)))
 }
 
 // crashLayout has 16 worker numbers, as many as the crash test runs
