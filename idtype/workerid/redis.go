@@ -197,7 +197,11 @@ if ident == '' or m[1] ~= ident then
     len = win - age
   end
   if len > 0 then
-    trust = math.max(trust, now + len)
+    -- From the later of the taker's clock and the server's: a take sent
+    -- before the loss and run after it (held up in the network, or
+    -- retried by its client) carries a time earlier than the loss, and an
+    -- owner that Redis forgot may have renewed after that time.
+    trust = math.max(trust, math.max(now, rnow) + len)
   end
   redis.call('HSET', meta, 'id', ident, 'trust', string.format('%d', trust))
 end
