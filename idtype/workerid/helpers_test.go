@@ -435,6 +435,19 @@ func (r *logRecorder) has(s string) bool {
 	return false
 }
 
+// matching returns the messages for which keep is true.
+func (r *logRecorder) matching(keep func(msg string) bool) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, m := range r.msgs {
+		if keep(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func (r *logRecorder) String() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -105,8 +105,13 @@ func TestPostgresIsolation(t *testing.T) {
 						t.Logf("failure of another kind: %v", err)
 					}
 				}
-				if logs.has("SQLSTATE 40001") || logs.has("SQLSTATE 40P01") {
-					serial = append(serial, fmt.Errorf("a renewal failed with a serialization failure; logs:\n%s", logs))
+				// A renewal whose time ran out while it waited to retry
+				// failed of the time, which the machine's load decides.
+				if ms := logs.matching(func(m string) bool {
+					return (strings.Contains(m, "SQLSTATE 40001") || strings.Contains(m, "SQLSTATE 40P01")) &&
+						!strings.Contains(m, "while waiting to retry after a serialization failure")
+				}); len(ms) > 0 {
+					serial = append(serial, fmt.Errorf("%d renewals failed with a serialization failure; first: %s", len(ms), ms[0]))
 				}
 				t.Logf("%s: %d serialization failures in 3 rounds of 64 concurrent Acquires, renewals and Closes",
 					level, len(serial))

@@ -268,7 +268,9 @@ func (s *pgStore) do(ctx context.Context, f func() error) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			// The call ran out of time, which is what it failed of: the
+			// serialization failure would have been retried.
+			return fmt.Errorf("%w while waiting to retry after a serialization failure (%v)", ctx.Err(), err)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, serialBackoffMax)
