@@ -114,8 +114,10 @@
 // issues nothing until it has passed, by when any owner that Redis forgot
 // has stopped (by rule 1, one TTL after its last confirmed renewal at
 // most, as long as the hosts' clocks agree within Margin). The window
-// lasts one TTL from the take, or, after a restart and no other sign, one
-// TTL from the server's start. Acquire logs why it waits. Tests show the
+// lasts one TTL from the take (by the later of the taker's clock and the
+// server's, since a take held up in the network or resent by its client
+// may have been sent before the loss), or, after a restart and no other
+// sign, one TTL from the server's start. Acquire logs why it waits. Tests show the
 // window needed: without it, new owners repeat the IDs of owners that
 // Redis forgot, after a restart without persistence and after a failover
 // to a lagging replica (whether the replica had the number's record

@@ -33,6 +33,7 @@ var defenceSwitches = map[string]func(d *defences){
 	"cluster-sign":  func(d *defences) { d.noClusterSign = true },
 	"send-time":     func(d *defences) { d.noSendTime = true },
 	"jitter":        func(d *defences) { d.noJitter = true },
+	"server-time":   func(d *defences) { d.noServerTime = true },
 }
 
 // switchOff turns the named defences of p off, for a control run. Call it

@@ -242,3 +242,66 @@ func TestRedisStartWaitLogged(t *testing.T) {
 	}
 	closeLease(t, l)
 }
+
+// TestRedisLateTake: a take sent before Redis lost its data and run after
+// (held up in the network, or resent by go-redis after the connection
+// broke) carries a time from before the loss, and an owner that Redis
+// forgot may have renewed after that time. Its loss window runs from the
+// server's clock when that is later, so the new owner still starts after
+// the forgotten owner stops. Here the take's time is two Margins before
+// the holder's last renewal, and the server restarts without persistence
+// in between. The control, whose window runs from the taker's time alone,
+// lets the new owner issue while the old one may.
+func TestRedisLateTake(t *testing.T) {
+	t.Parallel()
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Deadline(t, 2*time.Minute)
+			srv := testenv.StartRedis(t)
+			// A TTL that the restarted server's uptime stays well within,
+			// however loaded the machine is.
+			o := oneNumber
+			o.TTL, o.Margin, o.RenewEvery = 30*time.Second, 2*time.Second, time.Second
+			prefix := testenv.KeyPrefix(t)
+			px := startProxy(t, srv.Addr())
+			pa := redisPool(t, px.Addr(), prefix, o)
+			trustRecord(t, pa)
+			a := acquire(t, pa)
+			old := a.Status()
+			sent := old.LastRenewal.UnixMilli() - 2*o.Margin.Milliseconds()
+			// The holder is cut off, and Redis forgets it.
+			px.Cut()
+			srv.Kill()
+			srv.Restart()
+			pb := redisPool(t, srv.Addr(), prefix, o)
+			if control {
+				turnOff(t, pb, "server-time")
+			}
+			tk, err := pb.store.take(ctx, takeRequest{token: "late/1", holder: "late", ttl: o.TTL.Milliseconds(),
+				reserve: pb.reserve(sent), now: sent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tk.worker != a.Worker() {
+				t.Fatalf("the late take got number %d, want the forgotten holder's, %d", tk.worker, a.Worker())
+			}
+			// The fault met: the take ran on a server that forgot the
+			// holder, and opened a loss window for it.
+			if tk.notBefore == 0 || tk.why != "restarted" {
+				t.Fatalf("the take after the restart opened no loss window (%+v)", tk)
+			}
+			floor, until := pb.floor(tk), old.ValidUntil.UnixMilli()
+			t.Logf("the take sent %d ms before the holder's last renewal starts after %d; the holder may issue until %d",
+				old.LastRenewal.UnixMilli()-sent, floor, until)
+			switch {
+			case !control && floor < until:
+				t.Errorf("the new owner may issue from %d ms, %d ms before the forgotten owner stops", floor, until-floor)
+			case control && floor >= until:
+				t.Errorf("control: the window ran from the taker's time alone and still ended after the forgotten owner stops (%d >= %d)", floor, until)
+			}
+			// Cut off, its release fails, as a forgotten holder's would.
+			_ = a.Close(ctx)
+		})
+	}
+}

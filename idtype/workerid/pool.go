@@ -76,6 +76,11 @@ type defences struct {
 	// before it (the first RenewEvery after the take), so that leases
 	// taken together renew together.
 	noJitter bool
+	// noServerTime: a Redis loss window runs from the taker's time alone,
+	// which a take held up in the network (or retried by its client) sent
+	// before Redis lost data, and so may end before an owner that Redis
+	// forgot stops.
+	noServerTime bool
 }
 
 // store is what a Pool needs of Redis or PostgreSQL. Times are Unix

@@ -155,7 +155,8 @@ end
 // ARGV[3]: the taker's reservation (Unix ms); ARGV[4]: the taker's time
 // (Unix ms); ARGV[5]: the defences on, one letter each: "o" recognises
 // the taker's own token, "u", "p", "f" and "c" read those signs of lost
-// data (lossAge; a test's control run leaves one out); ARGV[6]: how many
+// data (lossAge; a test's control run leaves one out), "s" starts the
+// loss window no earlier than the server's clock; ARGV[6]: how many
 // numbers to try, k, or "-1" for any; ARGV[7]: the layout's largest
 // number; ARGV[8]: "" (a test's control run declares only the high-water
 // marks, in KEYS[1], and sends the key prefix, to build the names of the
@@ -201,7 +202,11 @@ if ident == '' or m[1] ~= ident then
     -- before the loss and run after it (held up in the network, or
     -- retried by its client) carries a time earlier than the loss, and an
     -- owner that Redis forgot may have renewed after that time.
-    trust = math.max(trust, math.max(now, rnow) + len)
+    local from = now
+    if string.find(checks, 's', 1, true) then
+      from = math.max(now, rnow)
+    end
+    trust = math.max(trust, from + len)
   end
   redis.call('HSET', meta, 'id', ident, 'trust', string.format('%d', trust))
 end
@@ -387,7 +392,8 @@ func (s *redisStore) checks() string {
 	for _, c := range []struct {
 		off    bool
 		letter byte
-	}{{s.d.noOwnToken, 'o'}, {s.d.noUptimeSign, 'u'}, {s.d.noPromotedSign, 'p'}, {s.d.noFlushSign, 'f'}, {s.d.noClusterSign, 'c'}} {
+	}{{s.d.noOwnToken, 'o'}, {s.d.noUptimeSign, 'u'}, {s.d.noPromotedSign, 'p'}, {s.d.noFlushSign, 'f'}, {s.d.noClusterSign, 'c'},
+		{s.d.noServerTime, 's'}} {
 		if !c.off {
 			b = append(b, c.letter)
 		}
