@@ -182,36 +182,6 @@ func acquireN(t testing.TB, p *Pool, n int) []*Lease {
 	return leases
 }
 
-// acquireNWhenFree acquires n leases at once, each retrying while every
-// number is held.
-func acquireNWhenFree(t testing.TB, p *Pool, n int, timeout time.Duration) []*Lease {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	leases := make([]*Lease, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			for {
-				leases[i], errs[i] = p.Acquire(ctx)
-				if !errors.Is(errs[i], ErrNoFreeWorker) || ctx.Err() != nil {
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
-	}
-	wg.Wait()
-	for i, l := range leases {
-		if errs[i] != nil {
-			t.Fatalf("Acquire %d of %d: %v", i+1, n, errs[i])
-		}
-		t.Cleanup(func() { closeLease(t, l) })
-	}
-	return leases
-}
-
 // acquireWhenFree is acquire, retrying while every number is held.
 func acquireWhenFree(t testing.TB, p *Pool, timeout time.Duration) *Lease {
 	t.Helper()
