@@ -112,17 +112,12 @@ RETURNING l.worker, l.start_after`
 // pgMakeRows makes the rows namespace $1 lacks, up to number $2, free and
 // without a mark: every number of the namespace gets its row at its first
 // take, so that free rows lie spread over the index, where takers that
-// start at random places find them after few entries. One caller at a
-// time makes them, holding a transaction-scoped advisory lock of the
-// namespace's ($3); the others wait for the lock, without asking again,
-// and then make nothing (their statement saw the namespace as it was
-// before they waited: ON CONFLICT DO NOTHING skips the rows made
-// meanwhile) and take from the rows made.
+// start at random places find them after few entries. makeRows runs it
+// under a lock of the namespace's.
 const pgMakeRows = `
 INSERT INTO snowkey_worker_leases (namespace, worker, expires_at, high_water)
 SELECT $1, g, '-infinity', 0
-FROM (SELECT pg_advisory_xact_lock($3::bigint)) AS lock,
-	(SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1) AS m,
+FROM (SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1) AS m,
 	generate_series(m.lo, $2::int) AS g
 ON CONFLICT DO NOTHING`
 
@@ -320,14 +315,32 @@ func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 		case top.Valid && top.Int64 >= s.max:
 			return taken{worker: -1}, nil
 		}
-		err = s.do(ctx, func() error {
-			_, err := s.db.ExecContext(ctx, pgMakeRows, s.ns, s.max, s.growLock)
-			return err
-		})
-		if err != nil {
+		if err := s.makeRows(ctx); err != nil {
 			return taken{}, err
 		}
 	}
+}
+
+// makeRows makes the rows the namespace lacks (pgMakeRows), in a READ
+// COMMITTED transaction that first takes the namespace's advisory lock:
+// one taker at a time makes them, and those that waited for the lock then
+// see the rows made (each statement of READ COMMITTED sees what committed
+// before it began) and make none, instead of checking every row again.
+func (s *pgStore) makeRows(ctx context.Context) error {
+	return s.do(ctx, func() error {
+		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1::bigint)", s.growLock); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, pgMakeRows, s.ns, s.max); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
 }
 
 // takeListed takes the first free number of r.cands: one statement for
@@ -340,15 +353,11 @@ func (s *pgStore) takeListed(ctx context.Context, r takeRequest) (taken, error) 
 	if len(r.cands) == 1 {
 		return s.takeOne(ctx, r.cands[0], r)
 	}
-	err := s.do(ctx, func() error {
-		_, err := s.db.ExecContext(ctx, pgMakeRows, s.ns, s.max, s.growLock)
-		return err
-	})
-	if err != nil {
+	if err := s.makeRows(ctx); err != nil {
 		return taken{}, err
 	}
 	var worker, prev sql.NullInt64
-	err = s.do(ctx, func() error {
+	err := s.do(ctx, func() error {
 		return s.db.QueryRowContext(ctx, pgTakeListed, s.ns, r.token, r.holder, r.ttl, r.reserve, intArray(r.cands), s.reserved).
 			Scan(&worker, &prev)
 	})
