@@ -42,8 +42,8 @@ type Options struct {
 	// KeyPrefix starts every Redis key the Manager writes. Zero means
 	// DefaultKeyPrefix, "tok:". Give each Manager that shares a Redis its
 	// own prefix. It must not hold '{' or '}', which would change the
-	// keys' Redis Cluster hash slot. Keys are the prefix plus at most 24
-	// bytes; Redis stores a key of up to 30 bytes in its smallest
+	// keys' Redis Cluster hash slot. A session's key is the prefix plus
+	// 16 bytes; Redis stores a key of up to 22 bytes in one 24-byte
 	// allocation, so a prefix of up to 6 bytes costs the least memory.
 	KeyPrefix string
 

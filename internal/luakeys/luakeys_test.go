@@ -7,25 +7,8 @@ import (
 	"testing"
 )
 
-// pending are the keys that scripts of package tokens still build
-// themselves, each "file script COMMAND key". Declaring them takes a
-// token that names its user's index (Validate, Revoke) and an index that
-// holds what Issue, RevokeAll and List read of each session: a change of
-// the token format and of the stored layout. The test fails when one of
-// them goes away without leaving this list, as well as on any other.
-var pending = []string{
-	"tokens/redis.go validateScript SISMEMBER idx",
-	"tokens/redis.go validateScript EXISTS idx",
-	"tokens/redis.go revokeScript SREM idx",
-	"tokens/redis.go revokeScript EXISTS idx",
-	"tokens/redis.go issueScript EXISTS ARGV[4] .. sid",
-	"tokens/redis.go issueScript DEL ARGV[4] .. live[i]",
-	"tokens/redis.go revokeAllScript DEL ARGV[1] .. sid",
-	"tokens/redis.go listScript GET ARGV[1] .. sid",
-}
-
 // TestRepositoryScripts: every Redis script of the repository receives in
-// KEYS each key it touches, but those listed in pending.
+// KEYS each key it touches.
 func TestRepositoryScripts(t *testing.T) {
 	scripts, err := Find("../..")
 	if err != nil {
@@ -45,14 +28,7 @@ func TestRepositoryScripts(t *testing.T) {
 	}
 	t.Logf("%d scripts in %d files", len(scripts), len(slices.Compact(slices.Sorted(slices.Values(files)))))
 	for _, f := range found {
-		if !slices.Contains(pending, f) {
-			t.Errorf("%s: a key the script does not receive in KEYS", f)
-		}
-	}
-	for _, p := range pending {
-		if !slices.Contains(found, p) {
-			t.Errorf("%s: declared now; take it off the pending list", p)
-		}
+		t.Errorf("%s: a key the script does not receive in KEYS", f)
 	}
 }
 
