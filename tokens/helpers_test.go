@@ -213,13 +213,3 @@ func clientFor(t testing.TB, addr string) *redis.Client {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
-
-// setDefences replaces a Manager's defences, for control runs that must
-// find the violation a defence prevents.
-func (m *Manager) setDefences(d defences) {
-	m.def = d
-	m.s = newScripts(d)
-	if m.cache != nil {
-		m.cache.unguarded = d.noCacheGuard
-	}
-}

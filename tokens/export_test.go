@@ -1,0 +1,15 @@
+package tokens
+
+// The package's test seams: the only place where tests switch a
+// Manager's defences off.
+
+// setDefences replaces a Manager's defences, for control runs that must
+// find the violation a defence prevents. Each test that proves a defence
+// turns that one off alone.
+func (m *Manager) setDefences(d defences) {
+	m.def = d
+	m.s = newScripts(d)
+	if m.cache != nil {
+		m.cache.unguarded = d.noCacheGuard
+	}
+}
