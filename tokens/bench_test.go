@@ -478,3 +478,283 @@ func BenchmarkValidateScripts(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOps measures each Manager operation on one goroutine against
+// the raw Redis commands it replaces, paired: every op runs the operation
+// and the raw commands back to back, in alternating order, on one client
+// of a real redis-server. The raw commands write and read keys of their
+// own, of the same sizes, in the fewest round trips a client that knew
+// the layout would take, without a script: so they are the floor of each
+// operation, in time and in round trips. It reports
+//
+//   - op/raw: the throughput ratio, time of the raw commands / time of the
+//     operation (1: as fast as the raw commands);
+//   - roundtrips/op: the operation's round trips, counted by a hook on the
+//     client (a command or a pipeline is one);
+//   - raw-roundtrips/op: those of the raw commands, the least the
+//     operation needs.
+//
+// The raw commands are: for Issue, a pipeline of SET NX PX of the record,
+// HSET of the user's field grown by one entry and PEXPIRE of the index;
+// for Validate, a GET of the session key; for Rotate, a pipeline of GET of
+// the old key, SET NX PX of the new, DEL of the old and HSET of the field;
+// for Revoke and RevokeSession, a pipeline of DEL of the key and HDEL of
+// the field (the user's one session); for RevokeAll, an HGET of the field,
+// then a pipeline of HDEL of it and DEL of the keys it names; for List, an
+// HGET of the field, then an MGET of the keys it names.
+func BenchmarkOps(b *testing.B) {
+	c := testenv.RedisClient(b)
+	hook := &roundTrips{}
+	c.AddHook(hook)
+	ctx := context.Background()
+	gen := newGen(b)
+	m := newManager(b, c, gen, Options{})
+	raw := keys{prefix: m.opts.KeyPrefix + "raw:"}
+	ttl := m.opts.IdleTimeout
+	rec := string(make([]byte, headLen))
+	var rawSID atomic.Int64 // session IDs of the raw keys
+	rawSession := func(user idtype.ID) (key, entry string) {
+		sid := idtype.ID(rawSID.Add(1))
+		return raw.session(slotTag(user), sid), entryID(sid) + "\x00\x01\x02\x03"
+	}
+	users := make([]idtype.ID, 10_000)
+	for i := range users {
+		users[i] = userID(b, gen)
+	}
+	// Load every script.
+	tok, s := issue(b, m, users[0], Metadata{})
+	if _, err := m.Validate(ctx, tok); err != nil {
+		b.Fatal(err)
+	}
+	if tok, _, err := m.Rotate(ctx, tok); err != nil || m.Revoke(ctx, tok) != nil {
+		b.Fatal("rotate and revoke", err)
+	}
+	if _, err := m.RevokeSession(ctx, users[0], s.ID); err != nil {
+		b.Fatal(err)
+	}
+	issue(b, m, users[0], Metadata{})
+	if _, err := m.List(ctx, users[0]); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := m.RevokeAll(ctx, users[0]); err != nil {
+		b.Fatal(err)
+	}
+
+	b.Run("issue", func(b *testing.B) {
+		fields := map[idtype.ID]string{}
+		pairOps(b, hook, nil, func(i int) error {
+			_, _, err := m.Issue(ctx, users[i%len(users)], Metadata{})
+			return err
+		}, func(i int) error {
+			u := users[i%len(users)]
+			key, entry := rawSession(u)
+			fields[u] += entry
+			index := raw.index(slotTag(u))
+			p := c.Pipeline()
+			p.SetArgs(ctx, key, rec, redis.SetArgs{Mode: "NX", TTL: ttl})
+			p.HSet(ctx, index, userField(u), fields[u])
+			p.PExpire(ctx, index, ttl)
+			_, err := p.Exec(ctx)
+			return err
+		})
+	})
+
+	b.Run("validate", func(b *testing.B) {
+		toks := make([]string, benchTokens)
+		keys := make([]string, benchTokens)
+		for i := range toks {
+			var s Session
+			toks[i], s = issue(b, m, users[i], Metadata{})
+			keys[i] = m.keys.session(slotTag(s.UserID), s.ID)
+		}
+		pairOps(b, hook, nil, func(i int) error {
+			_, err := m.Validate(ctx, toks[i%benchTokens])
+			return err
+		}, func(i int) error {
+			return c.Get(ctx, keys[i%benchTokens]).Err()
+		})
+	})
+
+	b.Run("rotate", func(b *testing.B) {
+		toks := make([]string, benchTokens)
+		rawKeys := make([]string, benchTokens)
+		for i := range toks {
+			u := userID(b, gen)
+			toks[i], _ = issue(b, m, u, Metadata{})
+			rawKeys[i], _ = rawSession(u)
+			if err := c.Set(ctx, rawKeys[i], rec, ttl).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		pairOps(b, hook, nil, func(i int) error {
+			var err error
+			toks[i%benchTokens], _, err = m.Rotate(ctx, toks[i%benchTokens])
+			return err
+		}, func(i int) error {
+			u := users[i%len(users)]
+			key, entry := rawSession(u)
+			p := c.Pipeline()
+			p.Get(ctx, rawKeys[i%benchTokens])
+			p.SetArgs(ctx, key, rec, redis.SetArgs{Mode: "NX", TTL: ttl})
+			p.Del(ctx, rawKeys[i%benchTokens])
+			p.HSet(ctx, raw.index(slotTag(u)), userField(u), entry)
+			_, err := p.Exec(ctx)
+			rawKeys[i%benchTokens] = key
+			return err
+		})
+	})
+
+	// One session of a fresh user each op, and one raw one.
+	type one struct {
+		user    idtype.ID
+		tok     string
+		s       Session
+		rawKey  string
+		rawUser string
+	}
+	fresh := func(x *one) func(int) error {
+		return func(int) error {
+			x.user = userID(b, gen)
+			x.tok, x.s = issue(b, m, x.user, Metadata{})
+			var entry string
+			x.rawKey, entry = rawSession(x.user)
+			p := c.Pipeline()
+			p.Set(ctx, x.rawKey, rec, ttl)
+			p.HSet(ctx, raw.index(slotTag(x.user)), userField(x.user), entry)
+			_, err := p.Exec(ctx)
+			return err
+		}
+	}
+	rawRevoke := func(x *one) func(int) error {
+		return func(int) error {
+			p := c.Pipeline()
+			p.Del(ctx, x.rawKey)
+			p.HDel(ctx, raw.index(slotTag(x.user)), userField(x.user))
+			_, err := p.Exec(ctx)
+			return err
+		}
+	}
+	b.Run("revoke", func(b *testing.B) {
+		var x one
+		pairOps(b, hook, fresh(&x), func(int) error { return m.Revoke(ctx, x.tok) }, rawRevoke(&x))
+	})
+	b.Run("revoke-session", func(b *testing.B) {
+		var x one
+		pairOps(b, hook, fresh(&x), func(int) error {
+			if ok, err := m.RevokeSession(ctx, x.user, x.s.ID); !ok || err != nil {
+				return fmt.Errorf("RevokeSession = %v, %v", ok, err)
+			}
+			return nil
+		}, rawRevoke(&x))
+	})
+
+	// rawSessions writes n raw sessions of a user; rawRead reads the
+	// user's raw field and returns the keys it names.
+	rawSessions := func(user idtype.ID, n int) error {
+		p := c.Pipeline()
+		var field string
+		for range n {
+			key, entry := rawSession(user)
+			p.Set(ctx, key, rec, ttl)
+			field += entry
+		}
+		p.HSet(ctx, raw.index(slotTag(user)), userField(user), field)
+		_, err := p.Exec(ctx)
+		return err
+	}
+	rawRead := func(user idtype.ID) ([]string, error) {
+		v, err := c.HGet(ctx, raw.index(slotTag(user)), userField(user)).Result()
+		var keys []string
+		for _, sid := range parseEntries(v) {
+			keys = append(keys, raw.session(slotTag(user), sid))
+		}
+		return keys, err
+	}
+	for _, n := range []int{1, 100} {
+		b.Run("revoke-all/sessions="+strconv.Itoa(n), func(b *testing.B) {
+			m := newManager(b, c, gen, Options{KeyPrefix: m.opts.KeyPrefix, MaxSessions: n})
+			var user idtype.ID
+			pairOps(b, hook, func(int) error {
+				user = userID(b, gen)
+				for range n {
+					issue(b, m, user, Metadata{})
+				}
+				return rawSessions(user, n)
+			}, func(int) error {
+				if ended, err := m.RevokeAll(ctx, user); ended != n || err != nil {
+					return fmt.Errorf("RevokeAll = %d, %v; want %d", ended, err, n)
+				}
+				return nil
+			}, func(int) error {
+				keys, err := rawRead(user)
+				if err != nil {
+					return err
+				}
+				p := c.Pipeline()
+				p.HDel(ctx, raw.index(slotTag(user)), userField(user))
+				p.Del(ctx, keys...)
+				_, err = p.Exec(ctx)
+				return err
+			})
+		})
+	}
+
+	b.Run("list/sessions=10", func(b *testing.B) {
+		user := userID(b, gen)
+		for range 10 {
+			issue(b, m, user, Metadata{})
+		}
+		if err := rawSessions(user, 10); err != nil {
+			b.Fatal(err)
+		}
+		pairOps(b, hook, nil, func(int) error {
+			if list, err := m.List(ctx, user); len(list) != 10 || err != nil {
+				return fmt.Errorf("List = %d sessions, %v; want 10", len(list), err)
+			}
+			return nil
+		}, func(int) error {
+			keys, err := rawRead(user)
+			if err != nil {
+				return err
+			}
+			return c.MGet(ctx, keys...).Err()
+		})
+	})
+}
+
+// pairOps runs setup (if any), then op and raw, in alternating order, in
+// every op, and reports what BenchmarkOps says, counting round trips on
+// hook.
+func pairOps(b *testing.B, hook *roundTrips, setup, op, raw func(i int) error) {
+	var opNs, rawNs time.Duration
+	var opTrips, rawTrips, n int
+	timed := func(f func(int) error, i int, ns *time.Duration, trips *int) {
+		hook.take()
+		t0 := time.Now()
+		if err := f(i); err != nil {
+			b.Fatal(err)
+		}
+		*ns += time.Since(t0)
+		*trips += len(hook.take())
+	}
+	for i := 0; b.Loop(); i++ {
+		if setup != nil {
+			if err := setup(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if i%2 == 0 {
+			timed(op, i, &opNs, &opTrips)
+			timed(raw, i, &rawNs, &rawTrips)
+		} else {
+			timed(raw, i, &rawNs, &rawTrips)
+			timed(op, i, &opNs, &opTrips)
+		}
+		n++
+	}
+	b.ReportMetric(float64(rawNs)/float64(opNs), "op/raw")
+	b.ReportMetric(float64(opTrips)/float64(n), "roundtrips/op")
+	b.ReportMetric(float64(rawTrips)/float64(n), "raw-roundtrips/op")
+	b.ReportMetric(float64(opNs)/float64(n), "op-ns")
+	b.ReportMetric(float64(rawNs)/float64(n), "raw-ns")
+}

@@ -326,27 +326,34 @@ end
 local ttl, ix = tonumber(ARGV[2]), 2
 ` + luaExpiry + `
 local function live(e)
-  local out = {}
   for j = 1, #e - 11, 12 do
     local a, b, c, d = string.byte(e, j + 8, j + 11)
-    if ((a * 256 + b) * 256 + c) * 256 + d >= now then out[#out + 1] = string.sub(e, j, j + 11) end
+    if ((a * 256 + b) * 256 + c) * 256 + d < now then
+      local l = {}
+      for k = 1, #e - 11, 12 do
+        a, b, c, d = string.byte(e, k + 8, k + 11)
+        if ((a * 256 + b) * 256 + c) * 256 + d >= now then l[#l + 1] = string.sub(e, k, k + 11) end
+      end
+      return table.concat(l)
+    end
   end
-  return out
+  return e
 end
 local mine = live(redis.call('HGET', KEYS[2], ARGV[3]) or '')
-local over = #mine + 1 - tonumber(ARGV[5])
+local over = #mine / 12 + 1 - tonumber(ARGV[5])
 local revoked = {}
-for j = 1, over do revoked[j] = string.sub(mine[j], 1, 8) end
-redis.call('HSET', KEYS[2], ARGV[3], table.concat(mine, '', math.max(over, 0) + 1) .. ARGV[4] .. x)
+for j = 1, over do revoked[j] = string.sub(mine, j * 12 - 11, j * 12 - 4) end
+if over > 0 then mine = string.sub(mine, over * 12 + 1) end
+redis.call('HSET', KEYS[2], ARGV[3], mine .. ARGV[4] .. x)
 ` + luaKeepIndex + `
 local f = redis.call('HRANDFIELD', KEYS[2], ARGV[6], 'WITHVALUES')
 for j = 1, #f - 1, 2 do
   if f[j] ~= ARGV[3] then
     local l = live(f[j + 1])
-    if #l == 0 then
+    if l == '' then
       redis.call('HDEL', KEYS[2], f[j])
-    elseif #l * 12 < #f[j + 1] then
-      redis.call('HSET', KEYS[2], f[j], table.concat(l))
+    elseif l ~= f[j + 1] then
+      redis.call('HSET', KEYS[2], f[j], l)
     end
   end
 end
