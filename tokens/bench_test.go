@@ -492,7 +492,8 @@ func BenchmarkValidateScripts(b *testing.B) {
 //   - roundtrips/op: the operation's round trips, counted by a hook on the
 //     client (a command or a pipeline is one);
 //   - raw-roundtrips/op: those of the raw commands, the least the
-//     operation needs.
+//     operation needs;
+//   - op-ns/op and raw-ns/op: the time of each side.
 //
 // The raw commands are: for Issue, a pipeline of SET NX PX of the record,
 // HSET of the user's field grown by one entry and PEXPIRE of the index;
@@ -755,6 +756,6 @@ func pairOps(b *testing.B, hook *roundTrips, setup, op, raw func(i int) error) {
 	b.ReportMetric(float64(rawNs)/float64(opNs), "op/raw")
 	b.ReportMetric(float64(opTrips)/float64(n), "roundtrips/op")
 	b.ReportMetric(float64(rawTrips)/float64(n), "raw-roundtrips/op")
-	b.ReportMetric(float64(opNs)/float64(n), "op-ns")
-	b.ReportMetric(float64(rawNs)/float64(n), "raw-ns")
+	b.ReportMetric(float64(opNs)/float64(n), "op-ns/op")
+	b.ReportMetric(float64(rawNs)/float64(n), "raw-ns/op")
 }
