@@ -96,10 +96,10 @@ func TestKeys(t *testing.T) {
 	if s2, i2 := k.sessionAndIndex(tag, sid); s2 != s || i2 != i {
 		t.Errorf("sessionAndIndex = %q, %q; want %q, %q", s2, i2, s, i)
 	}
-	// Redis keeps a key of up to 22 bytes in one 24-byte allocation (its
-	// 1-byte header and a terminating zero besides): a session key is
-	// the prefix and 16 bytes, and the default prefix must leave it
-	// within that.
+	// Redis keeps a key of up to 22 bytes in a 24-byte allocation (its
+	// 1-byte header and a terminating zero besides) where its allocator
+	// has that size: a session key is the prefix and 16 bytes, and the
+	// default prefix must leave it within that.
 	if max := len(DefaultKeyPrefix) + 16; len(s) != max || max > 22 {
 		t.Errorf("session key %q: not the prefix and 16 bytes, or past 22 bytes with the default prefix", s)
 	}
