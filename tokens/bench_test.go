@@ -401,20 +401,37 @@ return v
 `
 
 // BenchmarkValidateScripts times, in every op and in rotating order on the
-// same client, a raw GET of a session key and two forms of Validate's
-// read of the same session: "hash", validateScript, which receives the
-// session key and its tag's index and finds the entry in the user's field
-// of that hash; and "set", setIndexValidateScript, on a copy of the
-// session's index entry in a set per user. It reports each as a
-// throughput ratio to the GET (time of GETs / time of the script: 1 is as
-// fast as a GET), and hash against set, with 1 and 32 goroutines.
+// same client, a raw GET of a session key and other forms of Validate's
+// read of the same session:
+//
+//   - hash: validateScript by EVALSHA, as Validate runs it: it receives
+//     the session key and its tag's index and finds the entry in the
+//     user's field of that hash;
+//   - set: setIndexValidateScript by EVALSHA, on a copy of the session's
+//     index entry in a set per user;
+//   - fcall: validateScript as a Redis function (FUNCTION LOAD, FCALL),
+//     the alternative to EVALSHA;
+//   - pipeline: no script, a GET of the key and an HEXISTS of a field per
+//     session in one round trip, the read of a layout that kept a field
+//     per session in the index (which would cost a hash field of Redis
+//     memory per session).
+//
+// It reports each as a throughput ratio to the GET (time of GETs / time of
+// the other: 1 is as fast as a GET), and hash against set, with 1 and 32
+// goroutines.
 func BenchmarkValidateScripts(b *testing.B) {
 	c := testenv.RedisClient(b)
 	ctx := context.Background()
 	gen := newGen(b)
 	m := newManager(b, c, gen, Options{})
 	setIndex := redis.NewScript(setIndexValidateScript)
-	type session struct{ key, index, digest, sid, decimal string }
+	fn := "validate_" + strings.NewReplacer(":", "_", "/", "_", "-", "_", "=", "_").Replace(m.opts.KeyPrefix)
+	library := "#!lua name=" + fn + "\nredis.register_function('" + fn + "', function(KEYS, ARGV)" + validateScript + "end)"
+	if err := c.FunctionLoad(ctx, library).Err(); err != nil {
+		b.Fatalf("FUNCTION LOAD: %v", err)
+	}
+	b.Cleanup(func() { _ = c.FunctionDelete(context.Background(), fn).Err() })
+	type session struct{ key, index, digest, sid, decimal, perSession string }
 	sessions := make([]session, benchTokens)
 	for i := range sessions {
 		tok, s := issue(b, m, userID(b, gen), Metadata{})
@@ -424,17 +441,23 @@ func BenchmarkValidateScripts(b *testing.B) {
 		}
 		d := m.digest(&t)
 		key := m.keys.session(t.tag, t.session)
-		x := session{key, m.keys.index(t.tag), string(d[:digestLen]), entryID(t.session), strconv.FormatInt(int64(s.ID), 10)}
+		tag := string(appendBase62(nil, uint64(t.tag), tagDigits))
+		x := session{key, m.keys.index(t.tag), string(d[:digestLen]), entryID(t.session), strconv.FormatInt(int64(s.ID), 10),
+			m.opts.KeyPrefix + "{" + tag + "}p"}
 		sessions[i] = x
-		set := fmt.Sprintf("%s{%s}u%016x", m.opts.KeyPrefix, appendBase62(nil, uint64(t.tag), tagDigits), uint64(s.UserID))
+		set := fmt.Sprintf("%s{%s}u%016x", m.opts.KeyPrefix, tag, uint64(s.UserID))
 		if err := c.SAdd(ctx, set, x.decimal).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.HSet(ctx, x.perSession, x.sid, "").Err(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	x := sessions[0]
 	for name, run := range map[string]*redis.Cmd{
-		"hash": m.s.validate.Run(ctx, c, []string{x.key, x.index}, x.digest, x.sid),
-		"set":  setIndex.Run(ctx, c, []string{x.key}, x.digest, x.decimal),
+		"hash":  m.s.validate.Run(ctx, c, []string{x.key, x.index}, x.digest, x.sid),
+		"set":   setIndex.Run(ctx, c, []string{x.key}, x.digest, x.decimal),
+		"fcall": c.FCall(ctx, fn, []string{x.key, x.index}, x.digest, x.sid),
 	} {
 		if v, err := run.Text(); err != nil || len(v) != headLen {
 			b.Fatalf("%s script on a valid session: %q, %v; want its %d-byte record", name, v, err, headLen)
@@ -442,39 +465,50 @@ func BenchmarkValidateScripts(b *testing.B) {
 	}
 	for _, g := range []int{1, 32} {
 		b.Run("goroutines="+strconv.Itoa(g), func(b *testing.B) {
-			var getNs, hashNs, setNs atomic.Int64
+			var getNs, hashNs, setNs, fcallNs, pipeNs atomic.Int64
+			timed := func(ns *atomic.Int64, f func() error) func() error {
+				return func() error {
+					t0 := time.Now()
+					err := f()
+					ns.Add(int64(time.Since(t0)))
+					return err
+				}
+			}
 			parallel(b, g, func(i int) error {
 				x := sessions[i%benchTokens]
-				calls := [3]func() error{
-					func() error {
-						t0 := time.Now()
-						err := c.Get(ctx, x.key).Err()
-						getNs.Add(int64(time.Since(t0)))
-						return err
-					},
-					func() error {
-						t0 := time.Now()
-						err := m.s.validate.Run(ctx, c, []string{x.key, x.index}, x.digest, x.sid).Err()
-						hashNs.Add(int64(time.Since(t0)))
-						return err
-					},
-					func() error {
-						t0 := time.Now()
-						err := setIndex.Run(ctx, c, []string{x.key}, x.digest, x.decimal).Err()
-						setNs.Add(int64(time.Since(t0)))
-						return err
-					},
+				calls := [5]func() error{
+					timed(&getNs, func() error { return c.Get(ctx, x.key).Err() }),
+					timed(&hashNs, func() error {
+						return m.s.validate.Run(ctx, c, []string{x.key, x.index}, x.digest, x.sid).Err()
+					}),
+					timed(&setNs, func() error { return setIndex.Run(ctx, c, []string{x.key}, x.digest, x.decimal).Err() }),
+					timed(&fcallNs, func() error { return c.FCall(ctx, fn, []string{x.key, x.index}, x.digest, x.sid).Err() }),
+					timed(&pipeNs, func() error {
+						p := c.Pipeline()
+						get := p.Get(ctx, x.key)
+						member := p.HExists(ctx, x.perSession, x.sid)
+						if _, err := p.Exec(ctx); err != nil {
+							return err
+						}
+						if len(get.Val()) != headLen || !member.Val() {
+							return fmt.Errorf("pipeline: %d-byte record, member %v", len(get.Val()), member.Val())
+						}
+						return nil
+					}),
 				}
-				for k := range 3 {
-					if err := calls[(i+k)%3](); err != nil {
+				for k := range calls {
+					if err := calls[(i+k)%len(calls)](); err != nil {
 						return err
 					}
 				}
 				return nil
 			})
-			b.ReportMetric(float64(getNs.Load())/float64(hashNs.Load()), "hash/get")
-			b.ReportMetric(float64(getNs.Load())/float64(setNs.Load()), "set/get")
+			get := float64(getNs.Load())
+			b.ReportMetric(get/float64(hashNs.Load()), "hash/get")
+			b.ReportMetric(get/float64(setNs.Load()), "set/get")
 			b.ReportMetric(float64(setNs.Load())/float64(hashNs.Load()), "hash/set")
+			b.ReportMetric(get/float64(fcallNs.Load()), "fcall/get")
+			b.ReportMetric(get/float64(pipeNs.Load()), "pipeline/get")
 		})
 	}
 }
