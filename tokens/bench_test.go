@@ -641,11 +641,10 @@ func BenchmarkOps(b *testing.B) {
 
 	// One session of a fresh user each op, and one raw one.
 	type one struct {
-		user    idtype.ID
-		tok     string
-		s       Session
-		rawKey  string
-		rawUser string
+		user   idtype.ID
+		tok    string
+		s      Session
+		rawKey string
 	}
 	fresh := func(x *one) func(int) error {
 		return func(int) error {
