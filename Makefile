@@ -16,8 +16,8 @@ fuzz:
 	bash scripts/fuzz.sh
 
 # The fault-injection suite's long randomized schedule: every TestChaos
-# test for CHAOS_TIME (default 10m) per package, then the table of fault
-# kinds, runs, IDs and tokens checked, violations and control violations.
+# test for CHAOS_TIME (default 10m) per package, then the table: per fault
+# kind, store and defence, each side's runs, met and missed, and violations.
 chaos:
 	bash scripts/chaos.sh
 

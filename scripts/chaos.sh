@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `make chaos` runs: the long randomized schedule of the fault-injection
-# suite (issue 9). Every package with a `func TestChaos…` test runs those
+# suite. Every package with a `func TestChaos…` test runs those
 # tests with -race against real PostgreSQL, Redis and Redis Cluster started
 # by internal/testenv/cmd/testservers; each test appends its rows to
 # CHAOS_REPORT (see internal/faults), and internal/faults/cmd/chaosreport
@@ -11,9 +11,11 @@
 # go, default bench-results/chaos-<time>.jsonl; the table goes beside it as
 # .md); GOTESTFLAGS adds flags to go test (e.g. GOTESTFLAGS=-v).
 #
-# Exits non-zero when a chaos test fails, when any fault kind had a
-# violation with its defence on, or when a fault kind's control runs found
-# no violation (the scenario never reached its fault).
+# Exits non-zero when a chaos test fails, or when a row of the table (a
+# fault kind on one store, against one defence) breaks the rules of
+# faults.Row.Problems: a violation with the defence on, no control run
+# that met its fault and found a violation, or fewer defended runs that
+# met the fault than the control needed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh

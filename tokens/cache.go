@@ -37,6 +37,10 @@ type cache struct {
 	// unguarded turns off the revocation count, for the tests' control
 	// runs (see defences).
 	unguarded bool
+	// raced counts the answers that put found overtaken by a revocation
+	// in their shard: kept out of the cache, or cached anyway when
+	// unguarded. Tests read it to know that a run met the race.
+	raced atomic.Uint64
 	// uncounted turns off the count of hits, for the benchmark that
 	// measures what counting costs (BenchmarkStatsPaired).
 	uncounted bool
@@ -146,8 +150,11 @@ func (c *cache) put(t *token, sum uint32, digest *[sha256.Size]byte, s Session, 
 	sh := c.shard(t.session)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.revocations.Load() != mark && !c.unguarded {
-		return
+	if sh.revocations.Load() != mark {
+		c.raced.Add(1)
+		if !c.unguarded {
+			return
+		}
 	}
 	if _, ok := sh.m[t.session]; !ok && len(sh.m) >= c.perShard {
 		c.evict(sh, int64(time.Since(c.base)))

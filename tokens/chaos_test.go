@@ -1,12 +1,14 @@
 package tokens
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,85 +26,74 @@ import (
 // Issue, Validate, Revoke, RevokeSession, RevokeAll and Rotate calls to
 // real Redis deployments while a fault is injected; every call is recorded
 // in a faults.History and faults.CheckTokens judges the history against
-// the promise (see the package doc). Each fault kind runs with its
-// defence on, which must give no violation, and with the defence off (the
-// control), which must find violations, so a green run proves the fault
-// was reached. The five kinds share faults.Budget: about 45 s in
-// `make test`, CHAOS_TIME in `make chaos`.
+// the promise (see the package doc). Each fault kind is a faults.Scenario
+// against one defence: it runs with the defence switched off (the
+// control), which must find violations, and on, which must find none.
+// Every run records whether it met its fault, from what it observed;
+// where the traffic makes the fault only now and then, the run ends by
+// driving the calls that the fault breaks (validating the sessions that
+// outlived their index, say), recorded like the rest, so that a run that
+// met the fault also puts the defence to work. The five kinds share
+// faults.Budget: about 45 s in `make test`, CHAOS_TIME in `make chaos`.
 
 // chaosKinds is the number of TestChaos tests that share the budget.
 const chaosKinds = 5
+
+// maxFaultWait bounds how long a run keeps its fault going past its
+// schedule while it has not observed the fault: a busy machine slows the
+// traffic that makes it. A run that has not met its fault by then is
+// judged to have missed it.
+const maxFaultWait = 30 * time.Second
 
 // chaosTTLs are the CacheTTLs of a run's Managers, by Manager number:
 // one without a cache, two with.
 var chaosTTLs = []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond}
 
-// chaosScenario runs one fault kind once, with the defence on or off, and
-// returns the recorded history.
-type chaosScenario func(t *testing.T, rng *rand.Rand, control bool) *faults.History
+// chaosScenario runs one fault kind once, with the defence off when
+// r.Control, records in r whether the run met its fault, and returns the
+// recorded history.
+type chaosScenario func(t *testing.T, r *faults.Run) *faults.History
 
-// controlRetries bounds how often a control that found no violation runs
-// again before the row is judged. The allkeys-lru control, the least
-// sure, found violations in about half of its runs on a loaded 2-core
-// machine: nine runs all missing is about one in 500.
-const controlRetries = 8
-
-// runChaos runs a fault kind's scenario with the defence on and off for
-// its share of the budget, checks every history, and reports the row.
+// runChaos runs a fault kind's scenario, on store against defence, for
+// its share of the budget: every run's history is checked, and Scenario
+// judges the sides and reports the row.
 //
 // In `make test` the kinds run in parallel, each for a fifth of the short
 // budget, so that they add little to the package's time; in the long
 // schedule (CHAOS_TIME) one after another, so that together they fill it.
-func runChaos(t *testing.T, fault string, scenario chaosScenario) {
+func runChaos(t *testing.T, fault, store, defence string, scenario chaosScenario) {
 	if !faults.Long() {
 		t.Parallel()
 	}
+	// A side may run past its share by Scenario.Retries runs of a few
+	// seconds each.
 	budget := faults.Budget(t) / chaosKinds
-	row := faults.Row{Package: "tokens", Fault: fault, Seed: faults.Seed(t)}
-	start := time.Now()
-	side := func(control bool) func(t *testing.T, rng *rand.Rand) {
-		return func(t *testing.T, rng *rand.Rand) {
-			h := scenario(t, rng, control)
-			vs := faults.CheckTokens(h, func(m int) time.Duration { return chaosTTLs[m] })
-			row.Tokens += int64(h.Sessions())
-			other := 0
-			for _, op := range h.Ops() {
-				if op.Outcome == faults.OtherError {
-					other++
-					if other <= 5 {
-						t.Errorf("unexpected error: m%d %v: %s", op.Manager, op.Kind, op.Err)
-					}
-				}
-			}
-			t.Logf("%d calls, %d sessions, %d violations; %s", h.Len(), h.Sessions(), len(vs), outcomes(h))
-			if control {
-				row.ControlViolations += len(vs)
-				return
-			}
-			row.Violations += len(vs)
-			for _, v := range vs[:min(len(vs), 10)] {
-				t.Error(v)
-			}
-			if len(vs) > 0 {
-				path := filepath.Join(os.TempDir(), fmt.Sprintf("tokens-chaos-%d.history", time.Now().UnixNano()))
-				if err := h.Dump(path); err == nil {
-					t.Logf("history in %s", path)
+	testenv.Deadline(t, budget+5*time.Minute)
+	faults.Scenario{Package: "tokens", Fault: fault, Store: store, Defence: defence,
+		Budget: budget}.Run(t, func(t *testing.T, r *faults.Run) {
+		h := scenario(t, r)
+		vs := faults.CheckTokens(h, func(m int) time.Duration { return chaosTTLs[m] })
+		r.CountTokens(h.Sessions())
+		other := 0
+		for _, op := range h.Ops() {
+			if op.Outcome == faults.OtherError {
+				other++
+				if other <= 5 {
+					t.Errorf("unexpected error: m%d %v: %s", op.Manager, op.Kind, op.Err)
 				}
 			}
 		}
-	}
-	row.Runs = faults.Repeat(t, "on", budget/2, 1, side(false))
-	row.ControlRuns = faults.Repeat(t, "off", budget/2, 1, side(true))
-	// Under load a short control can miss its fault's window (seen: a
-	// control budget that fit only two calls in the race). A control that
-	// found nothing runs again, a bounded number of times, before
-	// faults.Report judges it: the defence is proven only by a control
-	// that finds violations.
-	for try := 0; try < controlRetries && row.ControlViolations == 0 && !t.Failed(); try++ {
-		row.ControlRuns += faults.Repeat(t, "offagain", 0, 1, side(true))
-	}
-	row.Seconds = time.Since(start).Seconds()
-	faults.Report(t, row)
+		t.Logf("%d calls, %d sessions, %d violations; %s", h.Len(), h.Sessions(), len(vs), outcomes(h))
+		for _, v := range vs {
+			r.Violation("%v", v)
+		}
+		if !r.Control && len(vs) > 0 {
+			path := filepath.Join(os.TempDir(), fmt.Sprintf("tokens-chaos-%d.history", time.Now().UnixNano()))
+			if err := h.Dump(path); err == nil {
+				t.Logf("history in %s", path)
+			}
+		}
+	})
 }
 
 // outcomes summarizes a history: per kind of call, its outcomes.
@@ -292,12 +283,7 @@ func (tr *traffic) call(r *rand.Rand) {
 		}
 		c.End(err)
 	case 1:
-		c := tr.h.Begin(faults.Op{Kind: faults.Validate, Manager: mi, Session: int64(x.sid)})
-		s, err := m.Validate(ctx, x.tok)
-		if err == nil {
-			c.SetUser(int64(s.UserID))
-		}
-		c.End(err)
+		tr.validate(ctx, mi, x)
 	case 2:
 		c := tr.h.Begin(faults.Op{Kind: faults.Revoke, Manager: mi, Session: int64(x.sid)})
 		c.End(m.Revoke(ctx, x.tok))
@@ -310,9 +296,7 @@ func (tr *traffic) call(r *rand.Rand) {
 		if r.IntN(3) == 0 {
 			keep = append(keep, x.sid)
 		}
-		c := tr.h.Begin(faults.Op{Kind: faults.RevokeAll, Manager: mi, User: int64(x.user), Keep: toInt64s(keep)})
-		_, err := m.RevokeAll(ctx, x.user, keep...)
-		c.End(err)
+		tr.revokeAll(ctx, mi, x.user, keep...)
 	default:
 		c := tr.h.Begin(faults.Op{Kind: faults.Rotate, Manager: mi, Session: int64(x.sid)})
 		tok, s, err := m.Rotate(ctx, x.tok)
@@ -323,6 +307,110 @@ func (tr *traffic) call(r *rand.Rand) {
 		}
 		c.End(err)
 	}
+}
+
+// validate validates x through Manager mi, recorded; it returns whether
+// the token was accepted.
+func (tr *traffic) validate(ctx context.Context, mi int, x chaosToken) bool {
+	c := tr.h.Begin(faults.Op{Kind: faults.Validate, Manager: mi, Session: int64(x.sid)})
+	s, err := tr.managers[mi].Validate(ctx, x.tok)
+	if err == nil {
+		c.SetUser(int64(s.UserID))
+	}
+	c.End(err)
+	return err == nil
+}
+
+// revokeAll revokes the user's sessions but keep through Manager mi,
+// recorded.
+func (tr *traffic) revokeAll(ctx context.Context, mi int, user idtype.ID, keep ...idtype.ID) error {
+	c := tr.h.Begin(faults.Op{Kind: faults.RevokeAll, Manager: mi, User: int64(user), Keep: toInt64s(keep)})
+	_, err := tr.managers[mi].RevokeAll(ctx, user, keep...)
+	c.End(err)
+	return err
+}
+
+// tokens returns every token the traffic made, by session.
+func (tr *traffic) tokens() map[int64]chaosToken {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	out := make(map[int64]chaosToken, len(tr.toks))
+	for _, x := range tr.toks {
+		out[int64(x.sid)] = x
+	}
+	return out
+}
+
+// waitCalls waits until the traffic has begun n calls, so that its
+// connections are open, or fails the test when ctx ends first.
+func (tr *traffic) waitCalls(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	for tr.h.Len() < n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the traffic began %d calls, not %d: %v", tr.h.Len(), n, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// isRevocation reports whether op may end sessions.
+func isRevocation(op faults.Op) bool {
+	switch op.Kind {
+	case faults.Revoke, faults.RevokeSession, faults.RevokeAll, faults.Rotate:
+		return true
+	}
+	return false
+}
+
+// revocationsSince counts the revocations that began after from.
+func revocationsSince(ops []faults.Op, from time.Time) int {
+	n := 0
+	for _, op := range ops {
+		if isRevocation(op) && op.Start.After(from) {
+			n++
+		}
+	}
+	return n
+}
+
+// covered returns the sessions a revocation op may end: its session, or,
+// for a RevokeAll, every session of its user made before it began except
+// those it kept. made gives when each session's Issue or Rotate ended,
+// byUser the sessions of each user.
+func covered(op faults.Op, made map[int64]time.Time, byUser map[int64][]int64) []int64 {
+	if op.Kind != faults.RevokeAll {
+		return []int64{op.Session}
+	}
+	var out []int64
+	for _, s := range byUser[op.User] {
+		if made[s].Before(op.Start) && !slices.Contains(op.Keep, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// sessionsOf indexes the sessions that ops made: when each was made, and
+// the sessions of each user.
+func sessionsOf(ops []faults.Op) (made map[int64]time.Time, byUser map[int64][]int64) {
+	made, byUser = map[int64]time.Time{}, map[int64][]int64{}
+	users := map[int64]int64{}
+	for _, op := range ops {
+		if op.Outcome != faults.OK {
+			continue
+		}
+		switch {
+		case op.Kind == faults.Issue && op.Session != 0:
+			made[op.Session], users[op.Session] = op.End, op.User
+			byUser[op.User] = append(byUser[op.User], op.Session)
+		case op.Kind == faults.Rotate && op.NewSession != 0:
+			u := users[op.Session]
+			made[op.NewSession], users[op.NewSession] = op.End, u
+			byUser[u] = append(byUser[u], op.NewSession)
+		}
+	}
+	return made, byUser
 }
 
 func toInt64s(ids []idtype.ID) []int64 {
@@ -348,27 +436,68 @@ func sleep(rng *rand.Rand, lo, hi time.Duration) {
 	time.Sleep(lo + time.Duration(rng.Int64N(int64(hi-lo))))
 }
 
+// cacheRaces counts the races that the cache's revocation count guards
+// against, as the history shows them: a Validate on a caching Manager
+// that succeeded although a successful revocation of its session, on the
+// same Manager, began after it and returned before it. Its read of Redis
+// came before the revocation's delete, and its answer, without the
+// guard, goes into the cache after the revocation cleared it.
+func cacheRaces(ops []faults.Op) int {
+	made, byUser := sessionsOf(ops)
+	type key struct {
+		m int
+		s int64
+	}
+	revs := map[key][]faults.Op{}
+	for _, op := range ops {
+		if op.Outcome == faults.OK && isRevocation(op) && chaosTTLs[op.Manager] > 0 {
+			for _, s := range covered(op, made, byUser) {
+				revs[key{op.Manager, s}] = append(revs[key{op.Manager, s}], op)
+			}
+		}
+	}
+	n := 0
+	for _, v := range ops {
+		if v.Kind != faults.Validate || v.Outcome != faults.OK || chaosTTLs[v.Manager] == 0 {
+			continue
+		}
+		for _, r := range revs[key{v.Manager, v.Session}] {
+			if v.Start.Before(r.Start) && r.End.Before(v.End) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 // TestChaosProxyDelay: the Managers reach Redis through a proxy whose
 // delay the run changes at random, so reads are in flight while
-// revocations run. Defence: the cache's revocation count (item 4).
+// revocations run. Defence: the cache's revocation count. The run met
+// its fault when the history shows a Validate on a caching Manager that
+// read a session before a revocation of it on the same Manager and
+// returned after it.
 func TestChaosProxyDelay(t *testing.T) {
-	runChaos(t, "proxy delay (cache race)", func(t *testing.T, rng *rand.Rand, control bool) *faults.History {
+	runChaos(t, "proxy delay (cache race)", "redis", "cache revocation count", func(t *testing.T, r *faults.Run) *faults.History {
 		proxy := faults.StartProxy(t, testenv.Redis(t))
 		client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), PoolSize: 32})
 		t.Cleanup(func() { _ = client.Close() })
-		tr := newTraffic(chaosManagers(t, client, Options{}, defences{noCacheGuard: true}, control), chaosUsers(t, 12))
+		tr := newTraffic(chaosManagers(t, client, Options{}, defences{noCacheGuard: true}, r.Control), chaosUsers(t, 12))
 		// Calls on fresh tokens, mostly through the caching Managers,
 		// with more revocations: a Validate's first read of a token and
 		// a revocation of it on the same Manager overlap often.
 		tr.hot, tr.weights, tr.mix = 0.9, []int{1, 5, 2}, [6]int{20, 55, 10, 6, 3, 6}
 		stop := make(chan struct{})
-		wait := tr.run(rng, 16, stop)
+		wait := tr.run(r.Rand, 16, stop)
 		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
-			proxy.SetDelay(time.Duration(rng.IntN(4000)) * time.Microsecond)
-			sleep(rng, 50*time.Millisecond, 300*time.Millisecond)
+			proxy.SetDelay(time.Duration(r.Rand.IntN(4000)) * time.Microsecond)
+			sleep(r.Rand, 50*time.Millisecond, 300*time.Millisecond)
 		}
 		close(stop)
 		wait()
+		if n := cacheRaces(tr.h.Ops()); n > 0 {
+			r.Met("%d Validates on a caching Manager spanned a revocation of their session there", n)
+		}
 		return tr.h
 	})
 }
@@ -376,9 +505,13 @@ func TestChaosProxyDelay(t *testing.T) {
 // TestChaosFailover: the Managers reach a primary through a proxy; its
 // replica replicates through another, which the run freezes for a while
 // before the replica is promoted and the Managers' proxy is pointed at it.
-// Defence: Options.WaitReplicas (item 2).
+// Defence: Options.WaitReplicas. The run met its fault when revocations
+// began while the replication was frozen and the replica was promoted
+// behind the primary; it then validates each session those revocations
+// touched, through the new primary.
 func TestChaosFailover(t *testing.T) {
-	runChaos(t, "failover to a lagging replica", func(t *testing.T, rng *rand.Rand, control bool) *faults.History {
+	runChaos(t, "failover to a lagging replica", "redis with a replica", "WaitReplicas", func(t *testing.T, r *faults.Run) *faults.History {
+		ctx := t.Context()
 		primary := testenv.StartRedis(t)
 		repl := faults.StartProxy(t, primary.Addr())
 		replica := testenv.StartRedisReplica(t, repl.Addr())
@@ -386,23 +519,53 @@ func TestChaosFailover(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: front.Addr(), PoolSize: 32, MaxRetries: 1})
 		t.Cleanup(func() { _ = client.Close() })
 		opts := Options{WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond}
-		if control {
+		if r.Control {
 			opts.WaitReplicas = 0
 		}
-		tr := newTraffic(chaosManagers(t, client, opts, defences{}, control), chaosUsers(t, 12))
+		tr := newTraffic(chaosManagers(t, client, opts, defences{}, r.Control), chaosUsers(t, 12))
 		stop := make(chan struct{})
-		wait := tr.run(rng, 12, stop)
-		sleep(rng, 300*time.Millisecond, 800*time.Millisecond)
+		wait := tr.run(r.Rand, 12, stop)
+		sleep(r.Rand, 300*time.Millisecond, 800*time.Millisecond)
 		repl.Freeze()
-		sleep(rng, 200*time.Millisecond, 600*time.Millisecond)
+		frozen := time.Now()
+		sleep(r.Rand, 200*time.Millisecond, 600*time.Millisecond)
+		// Keep replication frozen until revocations have run meanwhile
+		// (or maxFaultWait has passed), however slow the machine.
+		for time.Since(frozen) < maxFaultWait && revocationsSince(tr.h.Ops(), frozen) < 3 {
+			time.Sleep(10 * time.Millisecond)
+		}
 		repl.Cut()
+		lag := primary.ReplicationOffset() - replica.ReplicationOffset()
+		cut := time.Now()
 		replica.Promote()
 		front.Retarget(replica.Addr())
 		front.Cut()
 		front.Restore()
-		sleep(rng, 500*time.Millisecond, 1000*time.Millisecond)
+		sleep(r.Rand, 500*time.Millisecond, 1000*time.Millisecond)
 		close(stop)
 		wait()
+
+		ops := tr.h.Ops()
+		made, byUser := sessionsOf(ops)
+		touched := map[int64]bool{}
+		for _, op := range ops {
+			if isRevocation(op) && op.Start.After(frozen) && op.Start.Before(cut) {
+				for _, s := range covered(op, made, byUser) {
+					touched[s] = true
+				}
+			}
+		}
+		if lag <= 0 || len(touched) == 0 {
+			t.Logf("missed: replica %d bytes behind at the promotion; %d sessions touched by revocations while frozen", lag, len(touched))
+			return tr.h
+		}
+		r.Met("replica promoted %d bytes behind its primary; revocations while frozen touched %d sessions", lag, len(touched))
+		toks := tr.tokens()
+		for s := range touched {
+			if x, ok := toks[s]; ok {
+				tr.validate(ctx, 0, x)
+			}
+		}
 		return tr.h
 	})
 }
@@ -410,16 +573,32 @@ func TestChaosFailover(t *testing.T) {
 // TestChaosNoEviction: Redis under maxmemory-policy noeviction is filled
 // to its limit and kept there for a while, during which reads of live
 // sessions must keep working (faults.History.ReadsMustWork). Defence: a
-// refresh that fails does not fail Validate (item 6).
+// refresh that fails does not fail Validate. Sessions issued before the
+// traffic and never given to it are validated, due for a refresh, at the
+// end of the full span: the run met its fault when their refreshes
+// failed.
 func TestChaosNoEviction(t *testing.T) {
-	runChaos(t, "maxmemory, noeviction", func(t *testing.T, rng *rand.Rand, control bool) *faults.History {
+	runChaos(t, "maxmemory, noeviction", "redis", "refresh tolerance", func(t *testing.T, r *faults.Run) *faults.History {
+		ctx := t.Context()
 		srv, junk := startMaxmemoryRedis(t, "4mb", "noeviction")
 		opts := Options{IdleTimeout: time.Minute, RefreshInterval: 20 * time.Millisecond}
-		tr := newTraffic(chaosManagers(t, clientFor(t, srv.Addr()), opts, defences{noRefreshTolerance: true}, control),
-			chaosUsers(t, 12))
+		ms := chaosManagers(t, clientFor(t, srv.Addr()), opts, defences{noRefreshTolerance: true}, r.Control)
+		tr := newTraffic(ms, chaosUsers(t, 12))
+		// The probe's sessions, which the traffic never revokes.
+		var probe []chaosToken
+		for _, user := range chaosUsers(t, 16) {
+			c := tr.h.Begin(faults.Op{Kind: faults.Issue, User: int64(user)})
+			tok, s, err := ms[0].Issue(ctx, user, Metadata{})
+			if err != nil {
+				t.Fatalf("issue a probe session: %v", err)
+			}
+			c.SetSession(int64(s.ID))
+			c.End(nil)
+			probe = append(probe, chaosToken{tok, s.ID, user})
+		}
 		stop := make(chan struct{})
-		wait := tr.run(rng, 8, stop)
-		sleep(rng, 200*time.Millisecond, 500*time.Millisecond)
+		wait := tr.run(r.Rand, 8, stop)
+		sleep(r.Rand, 200*time.Millisecond, 500*time.Millisecond)
 		fillMemory(t, junk, 0)
 		tr.h.ReadsMustWork(true)
 		// Keep it full: revocations free memory, which the next junk
@@ -437,7 +616,14 @@ func TestChaosNoEviction(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 		})
-		sleep(rng, 800*time.Millisecond, 1500*time.Millisecond)
+		sleep(r.Rand, 800*time.Millisecond, 1500*time.Millisecond)
+		failed := ms[0].Stats().RefreshFailures
+		for _, x := range probe {
+			tr.validate(ctx, 0, x)
+		}
+		if n := ms[0].Stats().RefreshFailures - failed; n > 0 {
+			r.Met("%d of %d refreshes of the probe's sessions failed with Redis full", n, len(probe))
+		}
 		tr.h.ReadsMustWork(false)
 		close(full)
 		filler.Wait()
@@ -446,7 +632,7 @@ func TestChaosNoEviction(t *testing.T) {
 			 for _, k in ipairs(redis.call('KEYS', 'refill:*')) do redis.call('DEL', k) end`, nil).Err(); err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}
-		sleep(rng, 200*time.Millisecond, 400*time.Millisecond)
+		sleep(r.Rand, 200*time.Millisecond, 400*time.Millisecond)
 		close(stop)
 		wait()
 		return tr.h
@@ -456,9 +642,13 @@ func TestChaosNoEviction(t *testing.T) {
 // TestChaosAllKeysLRU: Redis under maxmemory-policy allkeys-lru evicts
 // sessions and indexes while junk is written beside the traffic.
 // Defence: the index check, which logs out a session whose index was
-// evicted instead of letting it escape RevokeAll (item 3).
+// evicted instead of letting it escape RevokeAll. The run met its fault
+// when, after the traffic, session keys outlived their place in their
+// user's index; it then revokes those users' sessions and validates the
+// sessions.
 func TestChaosAllKeysLRU(t *testing.T) {
-	runChaos(t, "maxmemory, allkeys-lru", func(t *testing.T, rng *rand.Rand, control bool) *faults.History {
+	runChaos(t, "maxmemory, allkeys-lru", "redis", "index check", func(t *testing.T, r *faults.Run) *faults.History {
+		ctx := t.Context()
 		// Room for a thousand sessions (100 kB more than the server
 		// uses once the traffic is connected), which the traffic fills in
 		// about a second, helped by small junk values, so that what LRU
@@ -468,49 +658,101 @@ func TestChaosAllKeysLRU(t *testing.T) {
 		// faster than the sessions in them, and LRU evicts some of them
 		// first.
 		srv, junk := startMaxmemoryRedis(t, "0", "allkeys-lru")
-		tr := newTraffic(chaosManagers(t, clientFor(t, srv.Addr()), Options{}, defences{noIndexCheck: true}, control),
-			chaosUsers(t, 1000))
+		ms := chaosManagers(t, clientFor(t, srv.Addr()), Options{}, defences{noIndexCheck: true}, r.Control)
+		tr := newTraffic(ms, chaosUsers(t, 1000))
 		tr.mix = [6]int{6, 80, 4, 3, 4, 3}
 		stop := make(chan struct{})
-		wait := tr.run(rng, 8, stop)
-		time.Sleep(100 * time.Millisecond) // the traffic's connections are open
+		const workers = 8
+		wait := tr.run(r.Rand, workers, stop)
+		tr.waitCalls(ctx, t, 4*workers) // the traffic's connections are open
 		srv.ConfigSet("maxmemory", strconv.FormatInt(usedMemory(t, junk)+100_000, 10))
-		value := strings.Repeat("z", 100+rng.IntN(300))
+		value := strings.Repeat("z", 100+r.Rand.IntN(300))
+		fill := make(chan struct{})
 		var filler sync.WaitGroup
 		filler.Go(func() {
 			for i := 0; ; i++ {
 				select {
-				case <-stop:
+				case <-fill:
 					return
 				default:
 				}
-				_ = junk.Set(context.Background(), fmt.Sprintf("junk:%d", i), value, 0).Err()
+				// A few writes a round trip: a busy machine makes round
+				// trips slow, and the limit must still fill.
+				pipe := junk.Pipeline()
+				for j := range 8 {
+					pipe.Set(context.Background(), fmt.Sprintf("junk:%d:%d", i, j), value, 0)
+				}
+				_, _ = pipe.Exec(context.Background())
 				time.Sleep(time.Millisecond)
 			}
 		})
-		sleep(rng, 1500*time.Millisecond, 2500*time.Millisecond)
-		// Eviction is the fault: go on until LRU has evicted a few
-		// hundred keys, however slowly a loaded machine (or a server
-		// that packs keys tighter, as Valkey does) fills the room.
-		for until := time.Now().Add(20 * time.Second); evictedKeys(t, junk) < 300 && time.Now().Before(until); {
+		sleep(r.Rand, 1500*time.Millisecond, 2500*time.Millisecond)
+		// Eviction is the fault: past its schedule, the run goes on until
+		// LRU has evicted a few hundred keys (or maxFaultWait has passed),
+		// however slowly a loaded machine, or a server that packs keys
+		// tighter as Valkey does, fills the room.
+		for start := time.Now(); evictedKeys(t, junk) < 300 && time.Since(start) < maxFaultWait; {
 			time.Sleep(50 * time.Millisecond)
 		}
 		close(stop)
 		wait()
+		close(fill)
 		filler.Wait()
 		t.Logf("%d keys evicted, used_memory %d, maxmemory %s", evictedKeys(t, junk), usedMemory(t, junk),
-			junk.ConfigGet(context.Background(), "maxmemory").Val()["maxmemory"])
+			junk.ConfigGet(ctx, "maxmemory").Val()["maxmemory"])
+
+		orphans := orphanSessions(t, junk, ms[0], tr.tokens())
+		if len(orphans) == 0 {
+			return tr.h
+		}
+		r.Met("%d session keys outlived their place in their user's index", len(orphans))
+		for _, x := range orphans[:min(len(orphans), 20)] {
+			if err := tr.revokeAll(ctx, 0, x.user); err != nil {
+				t.Fatalf("RevokeAll of an orphan's user: %v", err)
+			}
+			tr.validate(ctx, 0, x)
+		}
 		return tr.h
 	})
+}
+
+// orphanSessions returns the tokens whose session key exists while their
+// user's index does not hold them.
+func orphanSessions(t *testing.T, c redis.Cmdable, m *Manager, toks map[int64]chaosToken) []chaosToken {
+	t.Helper()
+	ctx := t.Context()
+	type probe struct {
+		x      chaosToken
+		exists *redis.IntCmd
+		field  *redis.StringCmd
+	}
+	var probes []probe
+	pipe := c.Pipeline()
+	for _, x := range toks {
+		tag := slotTag(x.user)
+		probes = append(probes, probe{x, pipe.Exists(ctx, m.keys.session(tag, x.sid)), pipe.HGet(ctx, m.keys.index(tag), userField(x.user))})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("look for orphaned sessions: %v", err)
+	}
+	var out []chaosToken
+	for _, p := range probes {
+		if p.exists.Val() == 1 && !slices.Contains(parseEntries(p.field.Val()), p.x.sid) {
+			out = append(out, p.x)
+		}
+	}
+	slices.SortFunc(out, func(a, b chaosToken) int { return cmp.Compare(a.sid, b.sid) })
+	return out
 }
 
 // TestChaosSlotMigration: the users' keys live in two slots of a private
 // Cluster, which the run keeps moving between nodes, one key per MIGRATE
 // with random pauses, while the traffic runs. Defence: the index as the
 // authority, which RevokeAll changes atomically while its clean-up cannot
-// reach keys on the other node (item 10).
+// reach keys on the other node. The run met its fault when session keys
+// outlived a RevokeAll that returned; it then validates those sessions.
 func TestChaosSlotMigration(t *testing.T) {
-	runChaos(t, "Cluster slot migration", func(t *testing.T, rng *rand.Rand, control bool) *faults.History {
+	runChaos(t, "Cluster slot migration", "cluster", "index check", func(t *testing.T, r *faults.Run) *faults.History {
 		cl := testenv.StartRedisCluster(t, 3)
 		gen := newGen(t)
 		var users []idtype.ID
@@ -520,7 +762,7 @@ func TestChaosSlotMigration(t *testing.T) {
 				users = append(users, sameTagUser(t, gen, tag))
 			}
 		}
-		ms := chaosManagers(t, cl.Client(), Options{}, defences{noIndexCheck: true}, control)
+		ms := chaosManagers(t, cl.Client(), Options{}, defences{noIndexCheck: true}, r.Control)
 		tr := newTraffic(ms, users)
 		// Slots full of sessions, so that a migration takes a while and
 		// splits users' keys between two nodes, where RevokeAll meets
@@ -528,13 +770,15 @@ func TestChaosSlotMigration(t *testing.T) {
 		tr.mix = [6]int{10, 70, 3, 3, 6, 3}
 		tr.seed(t, 8)
 		stop := make(chan struct{})
-		wait := tr.run(rng, 8, stop)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		sleep(rng, 200*time.Millisecond, 400*time.Millisecond)
+		wait := tr.run(r.Rand, 8, stop)
+		ctx := t.Context()
+		sleep(r.Rand, 200*time.Millisecond, 400*time.Millisecond)
 		migrations, keysMoved, migrating := 0, 0, time.Duration(0)
-		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
-			u := users[rng.IntN(len(users))]
+		// Two seconds of migrations, then on until a session key has
+		// outlived a RevokeAll (or maxFaultWait has passed).
+		for start := time.Now(); time.Since(start) < 2*time.Second ||
+			time.Since(start) < maxFaultWait && len(survivorsOfRevokeAll(t, cl.Client(), ms[0], tr)) == 0; {
+			u := users[r.Rand.IntN(len(users))]
 			slot, err := cl.KeySlot(ctx, ms[0].keys.index(slotTag(u)))
 			if err != nil {
 				t.Fatal(err)
@@ -543,10 +787,10 @@ func TestChaosSlotMigration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			to := (owner + 1 + rng.IntN(2)) % 3
+			to := (owner + 1 + r.Rand.IntN(2)) % 3
 			t0 := time.Now()
 			n, err := cl.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 1, Step: func(int) error {
-				sleep(rng, 2*time.Millisecond, 20*time.Millisecond)
+				sleep(r.Rand, 2*time.Millisecond, 20*time.Millisecond)
 				return nil
 			}})
 			if err != nil {
@@ -555,11 +799,51 @@ func TestChaosSlotMigration(t *testing.T) {
 			migrations++
 			keysMoved += n
 			migrating += time.Since(t0)
-			sleep(rng, 50*time.Millisecond, 200*time.Millisecond)
+			sleep(r.Rand, 50*time.Millisecond, 200*time.Millisecond)
 		}
 		close(stop)
 		wait()
 		t.Logf("%d migrations moved %d keys in %v", migrations, keysMoved, migrating)
+
+		survivors := survivorsOfRevokeAll(t, cl.Client(), ms[0], tr)
+		if len(survivors) == 0 {
+			return tr.h
+		}
+		r.Met("%d session keys outlived a RevokeAll that returned (%d migrations)", len(survivors), migrations)
+		for _, x := range survivors {
+			tr.validate(ctx, 0, x)
+		}
 		return tr.h
 	})
+}
+
+// survivorsOfRevokeAll returns the tokens whose session key still exists
+// although a RevokeAll that covered them returned successfully.
+func survivorsOfRevokeAll(t *testing.T, c redis.Cmdable, m *Manager, tr *traffic) []chaosToken {
+	t.Helper()
+	ops := tr.h.Ops()
+	made, byUser := sessionsOf(ops)
+	toks := tr.tokens()
+	seen := map[int64]bool{}
+	var out []chaosToken
+	for _, op := range ops {
+		if op.Kind != faults.RevokeAll || op.Outcome != faults.OK {
+			continue
+		}
+		for _, s := range covered(op, made, byUser) {
+			x, ok := toks[s]
+			if !ok || seen[s] {
+				continue
+			}
+			seen[s] = true
+			n, err := c.Exists(t.Context(), m.keys.session(slotTag(x.user), x.sid)).Result()
+			if err != nil {
+				t.Fatalf("look for sessions that outlived RevokeAll: %v", err)
+			}
+			if n == 1 {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
 }

@@ -30,6 +30,7 @@ func reprefix(t testing.TB, tok, from, to string) string {
 // TestPrefixBound: a token validates only under the prefix it was issued
 // with, even when the two Managers share their keys.
 func TestPrefixBound(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -75,32 +76,56 @@ func TestPrefixBound(t *testing.T) {
 // TestCacheRevokeRace: with CacheTTL, a Validate whose read was in flight
 // while a revocation ran on the same Manager must not put the session
 // back in the cache: no Validate that begins after the revocation
-// returned may succeed. Every kind of revocation races 16 goroutines
-// that validate the token from the moment it is issued.
+// returned may succeed. Each kind of revocation races 16 goroutines that
+// validate the token from the moment it is issued, and each kind has its
+// own control, without the revocation count, which must serve a revoked
+// session. A round met the race when the cache saw an answer overtaken
+// by the revocation; the defended rounds of a kind must meet it at least
+// as often as its control needed to.
 func TestCacheRevokeRace(t *testing.T) {
 	forEach(t, []backend{singleBackend, clusterBackend}, func(t *testing.T, b backend) {
+		ctx := testenv.Deadline(t, 3*time.Minute)
 		c := b.client(t)
 		gen := newGen(t)
-		m := newManager(t, c, gen, Options{CacheTTL: time.Minute, MaxSessions: 2})
 		for _, kind := range revocationKinds {
-			if bad := raceRevocations(t, m, gen, kind, 40); bad > 0 {
-				t.Errorf("%s: in %d of 40 rounds a Validate begun after the revocation returned succeeded", kind, bad)
-			}
-		}
+			t.Run(kind, func(t *testing.T) {
+				// The control first: rounds until one serves a revoked
+				// session.
+				m := newManager(t, c, gen, Options{CacheTTL: time.Minute, MaxSessions: 2})
+				m.setDefences(defences{noCacheGuard: true})
+				needed, found := 0, false
+				for round := 0; round < maxRaceRounds && !found; round++ {
+					met, bad := raceRevocation(ctx, t, m, gen, kind, round)
+					if met {
+						needed++
+					}
+					found = bad
+				}
+				if !found {
+					t.Fatalf("control: without the guard, %d rounds (%d met the race) served no revoked session: the test does not reach the race",
+						maxRaceRounds, needed)
+				}
+				t.Logf("control: a revoked session served from the cache after %d rounds that met the race", needed)
 
-		// Control: without the revocation count, the race puts revoked
-		// sessions back in the cache.
-		m.setDefences(defences{noCacheGuard: true})
-		total := 0
-		var counts []string
-		for _, kind := range revocationKinds {
-			bad := raceRevocations(t, m, gen, kind, 20)
-			total += bad
-			counts = append(counts, fmt.Sprintf("%s %d/20", kind, bad))
-		}
-		t.Logf("control, rounds with a revoked session served from the cache: %s", strings.Join(counts, ", "))
-		if total == 0 {
-			t.Error("control: without the guard no round served a revoked session: the test does not reach the race")
+				m = newManager(t, c, gen, Options{CacheTTL: time.Minute, MaxSessions: 2})
+				met, bad, rounds := 0, 0, 0
+				for ; rounds < maxRaceRounds && (rounds < minRaceRounds || met < needed); rounds++ {
+					ok, violated := raceRevocation(ctx, t, m, gen, kind, rounds)
+					if ok {
+						met++
+					}
+					if violated {
+						bad++
+					}
+				}
+				t.Logf("%d rounds, %d met the race", rounds, met)
+				if bad > 0 {
+					t.Errorf("in %d of %d rounds a Validate begun after the revocation returned succeeded", bad, rounds)
+				}
+				if met < needed {
+					t.Errorf("%d of %d rounds met the race; the control needed %d to find the violation", met, rounds, needed)
+				}
+			})
 		}
 	})
 }
@@ -108,79 +133,104 @@ func TestCacheRevokeRace(t *testing.T) {
 // revocationKinds are the ways a Manager revokes a session.
 var revocationKinds = []string{"Revoke", "RevokeSession", "RevokeAll", "Rotate", "MaxSessions"}
 
-// raceRevocations runs rounds of one revocation kind against 16
-// validating goroutines and returns in how many rounds a Validate that
-// began after the revocation returned still succeeded.
-func raceRevocations(t *testing.T, m *Manager, gen *idtype.Generator, kind string, rounds int) int {
+// The rounds of one revocation kind in TestCacheRevokeRace: at least
+// minRaceRounds with the guard, at most maxRaceRounds on either side.
+const (
+	minRaceRounds = 40
+	maxRaceRounds = 200
+)
+
+// raceRevocation runs one round of a revocation kind against 16
+// goroutines that validate the new token at once. It reports whether the round met the race (the
+// cache saw an answer that the revocation overtook) and whether a
+// Validate that began after the revocation returned succeeded.
+//
+// Once the revocation has returned, every goroutine validates again, which
+// shows that its Validates from before the revocation have all ended, so
+// that any answer they cached is in the cache; then every goroutine
+// validates once more. Each of those Validates must fail.
+func raceRevocation(ctx context.Context, t *testing.T, m *Manager, gen *idtype.Generator, kind string, round int) (met, violated bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	bad := 0
-	for round := range rounds {
-		user := userID(t, gen)
-		tok, s := issue(t, m, user, Metadata{})
-		var (
-			revoked  atomic.Bool
-			violated atomic.Bool
-			stop     atomic.Bool
-			started  sync.WaitGroup
-			wg       sync.WaitGroup
-		)
-		started.Add(16)
-		for range 16 {
-			wg.Go(func() {
-				started.Done()
-				for i := 0; !stop.Load() && i < 1000; i++ {
-					after := revoked.Load()
-					_, err := m.Validate(ctx, tok)
-					if after && err == nil {
-						violated.Store(true)
-					}
-					if err != nil && !errors.Is(err, ErrInvalidToken) {
-						t.Errorf("%s round %d: %v", kind, round, err)
-						return
-					}
-					if after && i > 0 {
-						// A few validations after the revocation are
-						// enough to see a resurrected cache entry.
-						time.Sleep(time.Millisecond)
-					}
+	const validators = 16
+	user := userID(t, gen)
+	tok, s := issue(t, m, user, Metadata{})
+	raced := m.cache.raced.Load()
+	var (
+		revoked  = make(chan struct{}) // closed once the revocation returned
+		checking = make(chan struct{}) // closed once every goroutine validated after that
+		bad      atomic.Bool
+		started  sync.WaitGroup
+		drained  sync.WaitGroup
+		wg       sync.WaitGroup
+		failures = make(chan error, validators)
+	)
+	validate := func() bool {
+		_, err := m.Validate(ctx, tok)
+		if err != nil && !errors.Is(err, ErrInvalidToken) {
+			failures <- err
+			return false
+		}
+		return err == nil
+	}
+	started.Add(validators)
+	drained.Add(validators)
+	for range validators {
+		wg.Go(func() {
+			started.Done()
+			// Race the revocation. Only a Validate that asks Redis can
+			// race it, and only until an answer is cached, so one each.
+			validate()
+			// Then one Validate after the revocation returned, which
+			// shows that this goroutine's racing one has ended, and one
+			// once every goroutine has shown that: both must fail.
+			drain := sync.OnceFunc(drained.Done)
+			defer drain()
+			for _, after := range []chan struct{}{revoked, checking} {
+				select {
+				case <-after:
+				case <-ctx.Done():
+					return
 				}
-			})
-		}
-		started.Wait()
-		var err error
-		switch kind {
-		case "Revoke":
-			err = m.Revoke(ctx, tok)
-		case "RevokeSession":
-			var ok bool
-			if ok, err = m.RevokeSession(ctx, user, s.ID); err == nil && !ok {
-				err = fmt.Errorf("RevokeSession found nothing")
+				if validate() {
+					bad.Store(true)
+				}
+				drain()
 			}
-		case "RevokeAll":
-			_, err = m.RevokeAll(ctx, user)
-		case "Rotate":
-			_, _, err = m.Rotate(ctx, tok)
-		case "MaxSessions": // MaxSessions is 2: the third Issue evicts the first
-			if _, _, err = m.Issue(ctx, user, Metadata{}); err == nil {
-				_, _, err = m.Issue(ctx, user, Metadata{})
-			}
+		})
+	}
+	started.Wait()
+	var err error
+	switch kind {
+	case "Revoke":
+		err = m.Revoke(ctx, tok)
+	case "RevokeSession":
+		var ok bool
+		if ok, err = m.RevokeSession(ctx, user, s.ID); err == nil && !ok {
+			err = fmt.Errorf("RevokeSession found nothing")
 		}
-		revoked.Store(true)
-		if err != nil {
-			stop.Store(true)
-			wg.Wait()
-			t.Fatalf("%s round %d: %v", kind, round, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-		stop.Store(true)
-		wg.Wait()
-		if violated.Load() {
-			bad++
+	case "RevokeAll":
+		_, err = m.RevokeAll(ctx, user)
+	case "Rotate":
+		_, _, err = m.Rotate(ctx, tok)
+	case "MaxSessions": // MaxSessions is 2: the third Issue evicts the first
+		if _, _, err = m.Issue(ctx, user, Metadata{}); err == nil {
+			_, _, err = m.Issue(ctx, user, Metadata{})
 		}
 	}
-	return bad
+	close(revoked)
+	drained.Wait()
+	close(checking)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-failures:
+		default:
+		}
+	}
+	if err != nil {
+		t.Fatalf("%s round %d: %v", kind, round, err)
+	}
+	return m.cache.raced.Load() != raced, bad.Load()
 }
 
 // TestLostIndex: a user's index that is gone (as allkeys-* eviction of
@@ -188,6 +238,7 @@ func raceRevocations(t *testing.T, m *Manager, gen *idtype.Generator, kind strin
 // survive RevokeAll, nor hide it from List and RevokeSession: the index
 // is the authority, and a session missing from it is logged out.
 func TestLostIndex(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -272,6 +323,7 @@ func TestLostIndex(t *testing.T) {
 // tag's index was evicted and whose key was not are the fault; without
 // the index check (the control) they survive RevokeAll.
 func TestEvictionFailsClosed(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
 		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
 			t.Parallel()
@@ -386,6 +438,7 @@ func evictedKeys(t testing.TB, c *redis.Client) int64 {
 // the failed refresh is counted and retried on a later Validate, and
 // revocations still work.
 func TestRefreshUnderOOM(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	_, c := startMaxmemoryRedis(t, "4mb", "noeviction")
 	ctx := t.Context()
 	gen := newGen(t)
@@ -453,6 +506,7 @@ func TestRefreshUnderOOM(t *testing.T) {
 // once, although its RevokeAll no longer finds the session in the index.
 // (Found by TestChaosProxyDelay.)
 func TestRevokeAllDropsStaleCache(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)

@@ -1,17 +1,7 @@
 package tokens
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,7 +52,11 @@ func forEach(t *testing.T, backends []backend, f func(t *testing.T, b backend)) 
 
 func miniClient(t testing.TB) redis.UniversalClient {
 	mr := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	// No timeouts of its own, as testenv.RedisClient: miniredis runs in
+	// this process, whose goroutines a busy machine may hold up for
+	// seconds, and a timed-out Issue retried by go-redis finds its own
+	// session already there.
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), ReadTimeout: -1, WriteTimeout: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -72,87 +66,7 @@ func miniClient(t testing.TB) redis.UniversalClient {
 func sentinelClient(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	master := testenv.StartRedis(t)
-	addr := startSentinel(t, master.Addr())
-	c := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    "snowkey",
-		SentinelAddrs: []string{addr},
-	})
-	t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatalf("ping through sentinel %s: %v", addr, err)
-	}
-	return c
-}
-
-// startSentinel runs redis-server in Sentinel mode on a free port,
-// monitoring the master at masterAddr under the name "snowkey", and
-// returns its address. It is killed when the test ends.
-func startSentinel(t testing.TB, masterAddr string) string {
-	t.Helper()
-	bin := os.Getenv(testenv.EnvRedisServer)
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("redis-server"); err != nil {
-			t.Skip("redis-server not found")
-		}
-	}
-	host, port, _ := net.SplitHostPort(masterAddr)
-	dir := t.TempDir()
-	var last error
-	for range 3 {
-		sp := testenv.FreePort(t)
-		conf := filepath.Join(dir, "sentinel.conf")
-		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
-			"sentinel monitor snowkey %s %s 1\nsentinel down-after-milliseconds snowkey 5000\n",
-			sp, dir, filepath.Join(dir, "sentinel.log"), host, port)
-		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, conf, "--sentinel")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start sentinel: %v", err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-		addr := "127.0.0.1:" + strconv.Itoa(sp)
-		if last = waitPing(addr, done, 10*time.Second); last == nil {
-			return addr
-		}
-	}
-	t.Fatalf("sentinel did not start: %v", last)
-	return ""
-}
-
-// waitPing waits until addr answers PING or the process ends.
-func waitPing(addr string, done <-chan struct{}, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = conn.SetDeadline(time.Now().Add(time.Second))
-			_, err = io.WriteString(conn, "PING\r\n")
-			var line string
-			if err == nil {
-				line, err = bufio.NewReader(conn).ReadString('\n')
-			}
-			conn.Close()
-			if err == nil && strings.TrimSpace(line) == "+PONG" {
-				return nil
-			}
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("exited: %v", err)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no PONG within %v: %v", timeout, err)
-		}
-	}
+	return testenv.StartRedisSentinel(t, master.Addr()).FailoverClient()
 }
 
 // newGen returns a generator for tests.

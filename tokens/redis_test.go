@@ -112,6 +112,7 @@ func TestKeys(t *testing.T) {
 // sessions, those built from their tokens and the index of their tag land
 // in one slot.
 func TestSameSlot(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	c := testenv.RedisClusterClient(t)
 	ctx := t.Context()
 	k := keys{prefix: testenv.KeyPrefix(t)}
@@ -141,6 +142,7 @@ func TestSameSlot(t *testing.T) {
 // TestNoSecretInRedis issues sessions and reads back every key and value
 // the Manager wrote: none may hold a secret or a token, in any encoding.
 func TestNoSecretInRedis(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, []backend{miniBackend, singleBackend, clusterBackend}, func(t *testing.T, b backend) {
 		ctx := t.Context()
 		c := b.client(t)
@@ -215,6 +217,7 @@ func TestNoSecretInRedis(t *testing.T) {
 // expiry past its key's, by Redis's clock, so that dropping an entry
 // whose expiry has passed never drops a live session; Revoke drops it.
 func TestIndexEntries(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, []backend{miniBackend, singleBackend, clusterBackend}, func(t *testing.T, b backend) {
 		ctx := t.Context()
 		c := b.client(t)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // twoTo53 is where JavaScript numbers stop holding every integer.
@@ -510,6 +511,7 @@ func pageAll(t *testing.T, srv *httptest.Server, tok string) []string {
 // CORS preflight. The server refuses it with 415 and creates nothing; in
 // the control run, without the Content-Type check, the account is made.
 func TestCrossOriginSignup(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
 			cfg := Config{Throttle: generous()}
@@ -547,6 +549,7 @@ func TestCrossOriginSignup(t *testing.T) {
 // run answers as the server once did, 409 "already registered", and the
 // comparison catches it.
 func TestSignupEnumeration(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "same answer", true: "control"}[control], func(t *testing.T) {
 			cfg := Config{Throttle: generous()}

@@ -14,7 +14,8 @@ import (
 // TestHashPool fills every hash slot and the queue behind them: one more
 // request is refused at once, a queued one gives up after HashWait, and
 // the queued ones run once slots free up. In the control run, with no
-// bound, the extra request waits instead.
+// bound, the extra request waits in the pool instead, and runs once the
+// slots free.
 func TestHashPool(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "bounded", true: "control"}[control], func(t *testing.T) {
@@ -30,16 +31,16 @@ func TestHashPool(t *testing.T) {
 			for range slots + 2 { // every slot busy, and 2 queued
 				wg.Go(func() { errs <- p.do(ctx, func() error { <-release; return nil }) })
 			}
-			for p.pending.Load() != int64(slots+2) {
-				time.Sleep(time.Millisecond)
-			}
+			waitPending(ctx, t, p, slots+2)
 			extra := make(chan error, 1)
 			go func() { extra <- p.do(ctx, func() error { return nil }) }()
 			if control {
-				select {
-				case err := <-extra:
-					t.Fatalf("control: the extra request returned %v while every slot was busy; it should wait", err)
-				case <-time.After(200 * time.Millisecond):
+				// The extra request is in do, past the bound that would
+				// refuse it, with every slot busy: nothing but a free slot
+				// lets it return nil, which it must once they free.
+				waitPending(ctx, t, p, slots+3)
+				if n := p.rejected.Load(); n != 0 {
+					t.Fatalf("control: %d requests refused with no bound", n)
 				}
 			} else if err := <-extra; !errors.Is(err, errHashBusy) || p.rejected.Load() != 1 {
 				t.Fatalf("the request past the queue: %v (rejected %d), want errHashBusy at once", err, p.rejected.Load())
@@ -53,8 +54,8 @@ func TestHashPool(t *testing.T) {
 				}
 			}
 			if control {
-				if err := <-extra; err != nil {
-					t.Errorf("control: the extra request after the slots freed: %v", err)
+				if err := <-extra; err != nil || p.hashes.Load() != uint64(slots+3) {
+					t.Errorf("control: the extra request after the slots freed: %v, %d hashes; want it run", err, p.hashes.Load())
 				}
 			}
 		})
@@ -80,6 +81,19 @@ func TestHashPool(t *testing.T) {
 			t.Fatalf("with the request canceled: %v, ran %v", err, ran)
 		}
 	})
+}
+
+// waitPending waits until n requests are in p (hashing or waiting), or
+// fails the test when ctx ends.
+func waitPending(ctx context.Context, t *testing.T, p *hashPool, n int) {
+	t.Helper()
+	for p.pending.Load() != int64(n) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d requests in the hash pool, not %d: %v", p.pending.Load(), n, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // TestHashPoolHTTP sees a login answered 503 with Retry-After when no

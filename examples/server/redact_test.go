@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -101,6 +102,7 @@ func testRedaction(t *testing.T, control bool, leaked *atomic.Int64) {
 // TestRedactedLogger checks the log handler on its own: a secret in the
 // message, a string, an error, a group and a handler's own attributes.
 func TestRedactedLogger(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	r := newRedactor("postgres://u:pg-secret@h/db", "redis://:rd-secret@h/0")
 	var buf testenv.LogBuffer
 	l := r.logger(slog.New(slog.NewTextHandler(&buf, nil))).With("dsn", "postgres://u:pg-secret@h/db")
@@ -160,18 +162,30 @@ func TestRedactionRunning(t *testing.T) {
 			}
 		}
 	}
-	for _, step := range []struct{ path, body string }{
-		{"api/signup", `{"email":"e2e@example.com","password":"` + goodPassword + `","name":"E"}`},
-		{"api/login", `{"email":"e2e@example.com","password":"` + otherPassword + `"}`},
-		{"api/login", `{"email":"e2e@example.com","password":"` + goodPassword + `"}`},
+	// Each step must get its status: a request that failed would leave
+	// "no secret in the log" true of a log that holds nothing.
+	for _, step := range []struct {
+		path, body string
+		status     int
+	}{
+		{"api/signup", `{"email":"e2e@example.com","password":"` + goodPassword + `","name":"E"}`, http.StatusAccepted},
+		{"api/login", `{"email":"e2e@example.com","password":"` + otherPassword + `"}`, http.StatusUnauthorized},
+		{"api/login", `{"email":"e2e@example.com","password":"` + goodPassword + `"}`, http.StatusOK},
 	} {
-		req, _ := http.NewRequestWithContext(ctx, "POST", url+step.path, strings.NewReader(step.body))
+		req, err := http.NewRequestWithContext(ctx, "POST", url+step.path, strings.NewReader(step.body))
+		if err != nil {
+			t.Fatal(err)
+		}
 		req.Header.Set("Content-Type", "application/json")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, err := io.ReadAll(res.Body)
 		res.Body.Close()
+		if err != nil || res.StatusCode != step.status {
+			t.Fatalf("POST %s: %d %s (%v); want %d", step.path, res.StatusCode, body, err, step.status)
+		}
 	}
 	stop()
 	if err := <-done; err != nil {

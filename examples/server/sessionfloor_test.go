@@ -1,7 +1,11 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,20 +17,36 @@ import (
 	"github.com/snowkeyhq/snowkey/tokens"
 )
 
-// shiftedClock is the system clock set back by a fixed amount, as after a
-// restart on a host whose clock was corrected backwards.
-type shiftedClock struct {
-	idtype.Clock
-	by time.Duration
+// restartClock is the clock of a host set back before a restart: when the
+// server first reads it, it reads at, and from then on it runs with real
+// time, or stands still when still is set. Anchored at the first reading,
+// it is behind by the same amount however long the server took to start.
+type restartClock struct {
+	at    int64 // Unix ns at the first reading
+	still bool
+	once  sync.Once
+	first time.Time
 }
 
-func (c shiftedClock) UnixNano() int64 { return c.Clock.UnixNano() - int64(c.by) }
+func (c *restartClock) UnixNano() int64 {
+	c.once.Do(func() { c.first = time.Now() })
+	if c.still {
+		return c.at
+	}
+	return c.at + int64(time.Since(c.first))
+}
+
+func (c *restartClock) Sleep(d time.Duration) { time.Sleep(d) }
 
 // TestSessionFloor restarts a fixed worker whose sessions live in a real
 // Redis, with an empty database (nothing in any table to start after) and
-// its clock set back: its first session ID after the restart must still
-// come after the last one before it. In the control run, whose restart
-// floor ignores the sessions, it comes before.
+// its clock 2 s behind the last session when it starts: its first session
+// ID after the restart must still come after the last one before it, and
+// the server must have waited for its clock to pass the floor (the proof
+// that the run met a clock set back). In the control run, whose restart
+// floor ignores the sessions, it comes before; its clock stands still at
+// 2 s behind, so that how long the sign-up and login take decides
+// nothing.
 func TestSessionFloor(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "floor", true: "control"}[control], func(t *testing.T) {
@@ -61,16 +81,26 @@ func TestSessionFloor(t *testing.T) {
 				}
 			}
 
-			// The restart: a fresh database, the clock 6 s behind.
-			_, srv2 := startAppConfig(t, config(shiftedClock{idtype.SystemClock(), 6 * time.Second}))
+			// The restart: a fresh database, the clock 2 s behind.
+			cfg := config(&restartClock{at: s1.Time().Add(-2 * time.Second).UnixNano(), still: control})
+			var log testenv.LogBuffer
+			cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&log, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+			_, srv2 := startAppConfig(t, cfg)
 			signupLogin(t, srv2, "floor@example.com", goodPassword)
 			s2 := sessionOf("second", call(t, srv2, "POST", "/api/login", "", `{"email":"floor@example.com","password":"`+goodPassword+`"}`))
 			t.Logf("session before the restart %s (%v), after %s (%v)", s1, s1.Time(), s2, s2.Time())
+			waited := strings.Contains(log.String(), "waiting for the clock to pass the restart floor")
 			if control {
 				if s2 > s1 {
-					t.Errorf("control: session %s after the restart is above %s; the clock shift proves nothing", s2, s1)
+					t.Errorf("control: session %s after the restart is above %s; the clock set back proves nothing", s2, s1)
+				}
+				if waited {
+					t.Error("control: the server waited for a floor it should not know")
 				}
 				return
+			}
+			if !waited {
+				t.Errorf("the restarted server did not wait for its clock to pass the floor: it did not meet a clock set back\n%s", log.String())
 			}
 			if s2 <= s1 {
 				t.Errorf("session %s after the restart is not above %s before it", s2, s1)

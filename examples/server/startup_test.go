@@ -12,18 +12,21 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // TestStartup builds the server, as `go run` would, starts it with no
 // environment but PORT or -addr, so on the embedded defaults, signs up
 // and logs in, and stops it with SIGTERM.
 func TestStartup(t *testing.T) {
+	testenv.Deadline(t, 8*time.Minute)
 	if testing.Short() {
-		t.Skip("builds the server binary")
+		testenv.Skip(t, "-short: the test builds the server binary")
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("no go command in PATH: %v", err)
+		testenv.Skip(t, "no go command in PATH to build the server: "+err.Error())
 	}
 	bin := filepath.Join(t.TempDir(), "server")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)

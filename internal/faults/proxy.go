@@ -86,6 +86,10 @@ type Stats struct {
 	RepliesDropped int
 	// Cuts is the number of calls to Cut.
 	Cuts int
+	// Held is the number of chunks of data the proxy holds now, in
+	// either direction, for a Freeze or a delay: the proof that a frozen
+	// or slowed path has something in it.
+	Held int
 }
 
 // proxyConn is one client connection and its connection to the server.
@@ -403,12 +407,31 @@ func (p *Proxy) pump(pc *proxyConn, toServer bool) {
 	}
 }
 
-// gate holds a chunk while the proxy is frozen and for the delay. It
-// returns false if pc was closed meanwhile.
+// gate holds a chunk while the proxy is frozen and for the delay,
+// counted in Stats.Held meanwhile. It returns false if pc was closed
+// meanwhile.
 func (p *Proxy) gate(pc *proxyConn) bool {
+	held := false
+	defer func() {
+		if held {
+			p.mu.Lock()
+			p.stats.Held--
+			p.mu.Unlock()
+		}
+	}()
 	for {
 		p.mu.Lock()
 		thawed, delay := p.thawed, p.delay
+		frozen := false
+		select {
+		case <-thawed:
+		default:
+			frozen = true
+		}
+		if (frozen || delay > 0) && !held {
+			held = true
+			p.stats.Held++
+		}
 		p.mu.Unlock()
 		select {
 		case <-thawed:

@@ -2,13 +2,18 @@ package faults
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // lineServer answers each line "x\n" it reads with "ok x\n" and remembers
@@ -118,6 +123,7 @@ func mustSend(t *testing.T, lc *lineClient, req string) {
 }
 
 func TestProxyForwards(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	p := StartProxy(t, s.Addr())
 	lc := dialLine(t, p.Addr())
@@ -130,6 +136,7 @@ func TestProxyForwards(t *testing.T) {
 }
 
 func TestProxyCutRestore(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	p := StartProxy(t, s.Addr())
 	lc := dialLine(t, p.Addr())
@@ -150,6 +157,7 @@ func TestProxyCutRestore(t *testing.T) {
 }
 
 func TestProxyRetarget(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	a, b := startLineServer(t), startLineServer(t)
 	p := StartProxy(t, a.Addr())
 	old := dialLine(t, p.Addr())
@@ -195,6 +203,7 @@ func TestProxyFreezeThaw(t *testing.T) {
 }
 
 func TestProxyDelay(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	p := StartProxy(t, s.Addr())
 	lc := dialLine(t, p.Addr())
@@ -213,6 +222,7 @@ func TestProxyDelay(t *testing.T) {
 // TestProxyDropRepliesSplit drops the reply to a request that reaches the
 // proxy in two reads, after the server got it whole.
 func TestProxyDropRepliesSplit(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	p := StartProxy(t, s.Addr())
 	p.DropReplies(MatchBytes("SET x\n"), 1)
@@ -241,6 +251,7 @@ func TestProxyDropRepliesSplit(t *testing.T) {
 // TestProxyDropRateDeterministic: one seed, one sequence of requests, the
 // same replies dropped.
 func TestProxyDropRateDeterministic(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	pattern := func(seed int64) string {
 		p := StartProxy(t, s.Addr())
@@ -270,17 +281,57 @@ func TestProxyDropRateDeterministic(t *testing.T) {
 	}
 }
 
-// TestProxyStopsFrozen: cleanup ends a proxy whose connections are frozen
-// in the middle of a delay (it reports an error if goroutines remain).
+// TestProxyStopsFrozen: the proxy's cleanup ends a proxy whose
+// connections hold data in a delay and in a freeze, within its bound and
+// with every goroutine ended (stop reports any left as an error), closes
+// the clients' connections, and never lets the held data through.
 func TestProxyStopsFrozen(t *testing.T) {
+	ctx := testenv.Deadline(t, time.Minute)
 	s := startLineServer(t)
-	t.Run("frozen", func(t *testing.T) {
-		p := StartProxy(t, s.Addr())
-		p.SetDelay(time.Hour)
-		lc := dialLine(t, p.Addr())
-		_, _ = io.WriteString(lc.c, "held\n")
-		p.Freeze()
-		_ = dialLine(t, p.Addr())
-		time.Sleep(50 * time.Millisecond)
-	})
+	r := &recorder{TB: t}
+	p := StartProxy(r, s.Addr())
+	p.SetDelay(time.Hour)
+	delayed := dialLine(t, p.Addr())
+	if _, err := io.WriteString(delayed.c, "delayed\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(ctx, t, p, 1)
+	p.Freeze()
+	frozen := dialLine(t, p.Addr())
+	if _, err := io.WriteString(frozen.c, "frozen\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(ctx, t, p, 2)
+
+	start := time.Now()
+	for _, f := range slices.Backward(r.cleanups) {
+		f()
+	}
+	if took := time.Since(start); took >= stopTimeout || r.Failed() {
+		t.Errorf("stop took %v (bound %v): %v", took, stopTimeout, r.errs)
+	}
+	if st := p.Stats(); st.Held != 0 {
+		t.Errorf("after stop the proxy holds %d chunks", st.Held)
+	}
+	for _, lc := range []*lineClient{delayed, frozen} {
+		_ = lc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if line, err := lc.r.ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("a client of the stopped proxy read %q, %v; want its connection closed", line, err)
+		}
+	}
+	if got := s.got(); len(got) != 0 {
+		t.Errorf("the server received %q, which the proxy held", got)
+	}
+}
+
+// waitHeld waits until p holds n chunks, or fails the test when ctx ends.
+func waitHeld(ctx context.Context, t *testing.T, p *Proxy, n int) {
+	t.Helper()
+	for p.Stats().Held != n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the proxy holds %d chunks, not %d: %v", p.Stats().Held, n, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
 }

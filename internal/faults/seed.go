@@ -3,13 +3,14 @@ package faults
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	mrand "math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // The environment variables that steer chaos tests.
@@ -43,10 +44,15 @@ func Seed(t testing.TB) int64 {
 	return seed
 }
 
-// baseSeed reads CHAOS_SEED or draws a random seed.
+// baseSeed reads CHAOS_SEED or draws a random seed. CHAOS_SEED is for
+// replaying a failure by hand: with CI set it fails the test, since a seed
+// left in CI's environment would run one schedule for ever.
 func baseSeed(t testing.TB) int64 {
 	t.Helper()
 	if s := strings.TrimSpace(os.Getenv(EnvSeed)); s != "" {
+		if testenv.InCI() {
+			t.Fatalf("faults: %s=%s is set with CI=true: a seed replays one failure by hand and has no place in CI", EnvSeed, s)
+		}
 		seed, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			t.Fatalf("faults: %s=%q is not an integer", EnvSeed, s)
@@ -88,6 +94,19 @@ func Budget(t testing.TB) time.Duration {
 	return d
 }
 
+// MainBudget returns the testenv.Main budget of a package with chaos
+// tests: base, the package's budget on the short schedule, plus, on the
+// long one, twice CHAOS_TIME (its chaos tests share CHAOS_TIME, and each
+// may overrun its share by some runs). A CHAOS_TIME that is not a
+// positive duration adds nothing here; Budget fails the tests for it.
+func MainBudget(base time.Duration) time.Duration {
+	d, err := time.ParseDuration(strings.TrimSpace(os.Getenv(EnvTime)))
+	if err != nil || d <= 0 {
+		return base
+	}
+	return base + 2*d
+}
+
 // Long reports whether CHAOS_TIME asks for the long schedule.
 func Long() bool {
 	return strings.TrimSpace(os.Getenv(EnvTime)) != ""
@@ -102,25 +121,16 @@ func Long() bool {
 // CHAOS_SEED if set, and every later seed follows from the one before, so
 // one seed replays a whole sequence, and a failed run prints the seed and
 // -run pattern that replay it alone. It returns the number of runs.
+// Scenario.Run is Repeat for both sides of a scenario, with the runs'
+// faults recorded and judged; new scenarios use it.
 func Repeat(t *testing.T, name string, budget time.Duration, minRuns int, run func(t *testing.T, rng *mrand.Rand)) int {
 	t.Helper()
 	seed := baseSeed(t)
 	t.Logf("chaos seed %d, budget %v", seed, budget)
-	parent := t.Name()
 	start := time.Now()
 	n, filtered := 0, 0
 	for i := 0; i < minRuns || time.Since(start) < budget || (filtered > 0 && n == 0); i++ {
-		runSeed := seed
-		ran := false
-		ok := t.Run(name+strconv.Itoa(i), func(t *testing.T) {
-			ran = true
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rerun with %s=%d go test -race -run '^%s$/^%s0$'", EnvSeed, runSeed, runPattern(parent), name)
-				}
-			})
-			run(t, Rand(runSeed))
-		})
+		ran, ok := runSeeded(t, name, i, seed, run)
 		seed = nextSeed(seed)
 		if !ran {
 			// go test -run left this run out. Skip on (keeping the seed
@@ -138,6 +148,25 @@ func Repeat(t *testing.T, name string, budget time.Duration, minRuns int, run fu
 	return n
 }
 
+// runSeeded runs f as t's subtest name+i with the random source of seed;
+// if it fails, it logs the CHAOS_SEED and -run pattern that replay it (the
+// first run of the name replays that seed). It reports whether go test
+// -run let the subtest run, and whether it passed.
+func runSeeded(t *testing.T, name string, i int, seed int64, f func(t *testing.T, rng *mrand.Rand)) (ran, ok bool) {
+	t.Helper()
+	parent := t.Name()
+	ok = t.Run(name+strconv.Itoa(i), func(t *testing.T) {
+		ran = true
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("rerun with %s=%d go test -race -run '^%s$/^%s0$'", EnvSeed, seed, runPattern(parent), name)
+			}
+		})
+		f(t, Rand(seed))
+	})
+	return ran, ok
+}
+
 // maxFiltered bounds how many runs Repeat skips looking for the one that
 // go test -run picks.
 const maxFiltered = 1000
@@ -148,80 +177,4 @@ func nextSeed(s int64) int64 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return int64((z ^ (z >> 31)) >> 1)
-}
-
-// Row is one line of the chaos table: what one fault kind's scenario did.
-type Row struct {
-	// Package is the package under test, such as "idtype/workerid".
-	Package string `json:"package"`
-	// Fault names the fault kind, such as "lost reply to take-back".
-	Fault string `json:"fault"`
-	// Runs counts the runs with the defence on.
-	Runs int `json:"runs"`
-	// IDs counts the IDs checked for uniqueness, in all runs.
-	IDs int64 `json:"ids"`
-	// Tokens counts the sessions (or histories) checked, in all runs.
-	Tokens int64 `json:"tokens"`
-	// Rows counts the table rows checked (for kinds whose promise is
-	// about rows, such as partition maintenance), in all runs.
-	Rows int64 `json:"rows,omitempty"`
-	// Violations counts the breaches found with the defence on.
-	Violations int `json:"violations"`
-	// ControlRuns counts the runs with the defence switched off.
-	ControlRuns int `json:"control_runs"`
-	// ControlViolations counts the breaches the control runs found.
-	ControlViolations int `json:"control_violations"`
-	// Seed is the seed the scenario began with.
-	Seed int64 `json:"seed"`
-	// Seconds is how long the scenario ran.
-	Seconds float64 `json:"seconds"`
-}
-
-// Report logs row and, when CHAOS_REPORT names a file, appends row to it
-// as one JSON line. It fails t if the row breaks the suite's promise: a
-// violation with the defence on, no control run, or control runs that
-// found no violation (so the scenario never reached the fault). With
-// CHAOS_SEED set, a replay, only the first is checked: replaying one run
-// with -run leaves the other side out.
-func Report(t testing.TB, row Row) {
-	t.Helper()
-	t.Logf("chaos %s / %s: runs=%d ids=%d tokens=%d rows=%d violations=%d control_runs=%d control_violations=%d seed=%d %.1fs",
-		row.Package, row.Fault, row.Runs, row.IDs, row.Tokens, row.Rows, row.Violations, row.ControlRuns,
-		row.ControlViolations, row.Seed, row.Seconds)
-	if path := os.Getenv(EnvReport); path != "" {
-		line, err := json.Marshal(row)
-		if err != nil {
-			t.Fatalf("faults: report: %v", err)
-		}
-		// One write of one line with O_APPEND: lines from packages running
-		// in parallel do not interleave.
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			t.Fatalf("faults: report to %s=%s: %v", EnvReport, path, err)
-		}
-		_, err = f.Write(append(line, '\n'))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			t.Fatalf("faults: report to %s=%s: %v", EnvReport, path, err)
-		}
-	}
-	if row.Violations > 0 {
-		t.Errorf("chaos %s / %s: %d violations with the defence on", row.Package, row.Fault, row.Violations)
-	}
-	if os.Getenv(EnvSeed) != "" && (row.ControlRuns == 0 || row.ControlViolations == 0) {
-		// A replay (usually of one run, chosen with -run) need not reach
-		// the control; make chaos's table still flags a real gap.
-		t.Logf("chaos %s / %s: %d control runs, %d control violations (not checked when %s is set)",
-			row.Package, row.Fault, row.ControlRuns, row.ControlViolations, EnvSeed)
-		return
-	}
-	switch {
-	case row.ControlRuns == 0:
-		t.Errorf("chaos %s / %s: no control run, so nothing shows the fault was reached", row.Package, row.Fault)
-	case row.ControlViolations == 0:
-		t.Errorf("chaos %s / %s: %d control runs found no violation: the fault was not reached",
-			row.Package, row.Fault, row.ControlRuns)
-	}
 }

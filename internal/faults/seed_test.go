@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // recorder is a testing.TB that keeps what a helper reports, to test
@@ -62,8 +64,15 @@ func (r *recorder) fatal(f func()) (fataled bool) {
 	return false
 }
 
+// replayByHand sets CHAOS_SEED as someone replaying a failure does, away
+// from CI (which refuses a seed).
+func replayByHand(t *testing.T, seed string) {
+	t.Setenv("CI", "")
+	t.Setenv(EnvSeed, seed)
+}
+
 func TestSeed(t *testing.T) {
-	t.Setenv(EnvSeed, "12345")
+	replayByHand(t, "12345")
 	r := &recorder{TB: t}
 	if got := Seed(r); got != 12345 {
 		t.Fatalf("Seed = %d with %s=12345", got, EnvSeed)
@@ -82,7 +91,7 @@ func TestSeed(t *testing.T) {
 		t.Errorf("two random seeds %d, %d", a, b)
 	}
 
-	t.Setenv(EnvSeed, "x1")
+	replayByHand(t, "x1")
 	r = &recorder{TB: t}
 	if !r.fatal(func() { Seed(r) }) || !strings.Contains(r.errs[0], `CHAOS_SEED="x1"`) {
 		t.Errorf("bad CHAOS_SEED: %v", r.errs)
@@ -120,7 +129,8 @@ func TestBudget(t *testing.T) {
 }
 
 func TestRepeat(t *testing.T) {
-	t.Setenv(EnvSeed, "99")
+	testenv.Deadline(t, 2*time.Minute)
+	replayByHand(t, "99")
 	draws := func() []uint64 {
 		var got []uint64
 		n := Repeat(t, "on", 0, 3, func(t *testing.T, rng *rand.Rand) { got = append(got, rng.Uint64()) })
@@ -162,12 +172,16 @@ func TestReport(t *testing.T) {
 		{Row{Package: "p", Fault: "no control", Runs: 1}, "no control run"},
 		{Row{Package: "p", Fault: "blind control", Runs: 1, ControlRuns: 4}, "4 control runs found no violation"},
 	}
-	for _, tt := range rows {
-		r := &recorder{TB: t}
-		Report(r, tt.row)
-		got := strings.Join(r.errs, "\n")
-		if (tt.errs == "") != (got == "") || !strings.Contains(got, tt.errs) {
-			t.Errorf("%s: errors %q, want %q", tt.row.Fault, got, tt.errs)
+	for _, seed := range []string{"", "1"} {
+		// A seed replays a schedule; it never turns a check off.
+		replayByHand(t, seed)
+		for _, tt := range rows {
+			r := &recorder{TB: t}
+			Report(r, tt.row)
+			got := strings.Join(r.errs, "\n")
+			if (tt.errs == "") != (got == "") || !strings.Contains(got, tt.errs) {
+				t.Errorf("CHAOS_SEED=%q, %s: errors %q, want %q", seed, tt.row.Fault, got, tt.errs)
+			}
 		}
 	}
 	f, err := os.Open(path)
@@ -184,44 +198,53 @@ func TestReport(t *testing.T) {
 		}
 		lines = append(lines, row)
 	}
-	if len(lines) != 4 || !reflect.DeepEqual(lines[0], good) {
+	if len(lines) != 8 || !reflect.DeepEqual(lines[0], good) {
 		t.Errorf("report file holds %+v", lines)
 	}
+}
 
-	// A replay checks violations only.
-	t.Setenv(EnvSeed, "1")
-	for _, tt := range rows[1:] {
+// TestSeedRefusedInCI: CHAOS_SEED replays a failure by hand; with CI set
+// it fails the test instead of running one schedule for ever.
+func TestSeedRefusedInCI(t *testing.T) {
+	t.Setenv("CI", "true")
+	t.Setenv(EnvSeed, "42")
+	for name, f := range map[string]func(testing.TB){
+		"Seed":   func(tb testing.TB) { Seed(tb) },
+		"Repeat": func(tb testing.TB) { baseSeed(tb) },
+	} {
 		r := &recorder{TB: t}
-		Report(r, tt.row)
-		if got := strings.Join(r.errs, "\n"); (tt.row.Violations > 0) != (got != "") {
-			t.Errorf("replay, %s: errors %q", tt.row.Fault, got)
+		if !r.fatal(func() { f(r) }) || !strings.Contains(strings.Join(r.errs, ""), "CI=true") {
+			t.Errorf("%s with CHAOS_SEED and CI=true: %v; want it refused", name, r.errs)
 		}
+	}
+	t.Setenv("CI", "")
+	r := &recorder{TB: t}
+	if got := Seed(r); got != 42 || r.Failed() {
+		t.Errorf("CHAOS_SEED=42 outside CI: %d, %v", got, r.errs)
 	}
 }
 
 // TestRepeatFiltered: when -run picks one run, Repeat runs it and stops,
 // instead of spinning through the budget. The test runs itself again
-// with such a -run.
+// with such a -run, and a budget of an hour: a Repeat that spun through
+// it would meet the test's deadline instead of returning.
 func TestRepeatFiltered(t *testing.T) {
 	if os.Getenv("FAULTS_TEST_FILTERED") != "" {
 		var ran []string
-		n := Repeat(t, "on", 3*time.Second, 1, func(t *testing.T, _ *rand.Rand) { ran = append(ran, t.Name()) })
+		n := Repeat(t, "on", time.Hour, 1, func(t *testing.T, _ *rand.Rand) { ran = append(ran, t.Name()) })
 		t.Logf("Repeat returned %d after %v", n, ran)
 		return
 	}
+	ctx := testenv.Deadline(t, time.Minute)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	cmd := exec.Command(self, "-test.run=^TestRepeatFiltered$/^on2$", "-test.v")
-	cmd.Env = append(os.Environ(), "FAULTS_TEST_FILTERED=1", EnvSeed+"=5")
+	cmd := exec.CommandContext(ctx, self, "-test.run=^TestRepeatFiltered$/^on2$", "-test.v")
+	cmd.Env = append(os.Environ(), "FAULTS_TEST_FILTERED=1", EnvSeed+"=5", "CI=")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("a filtered Repeat took %v of its 3s budget", took)
+		t.Fatalf("the filtered run, with an hour of budget: %v (the test's context: %v)\n%s", err, ctx.Err(), out)
 	}
 	if !strings.Contains(string(out), "Repeat returned 1 after [TestRepeatFiltered/on2]") {
 		t.Errorf("output:\n%s", out)

@@ -32,11 +32,11 @@ func StartRedisCluster(t testing.TB, n int, extraArgs ...string) *PrivateCluster
 	t.Helper()
 	bin, cli := redisBinaries(t)
 	if cli == "" {
-		unavailable(t, "redis-cli not found beside redis-server or in PATH "+
+		Skip(t, "redis-cli not found beside redis-server or in PATH "+
 			"(Debian: apt-get install redis-tools), or run `make test`")
 	}
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	ctx, cancel := opContext(2 * opTimeout)
 	defer cancel()
 	nodes, err := launch.StartCluster(ctx, launch.ClusterConfig{Bin: bin, Cli: cli, Dir: dir, Nodes: n, Args: extraArgs})
 	if err != nil {

@@ -1,29 +1,31 @@
 package testenv
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// hangEnv, set in a child test binary, makes TestHangHelper hang: under a
-// Deadline ("deadline"), a Deadline lengthened by a second call
-// ("replaced"), under TestMain's budget alone ("main"), or with none
-// ("none"), the control.
+// hangEnv, set in a child test binary, makes TestDeadline hang there
+// instead of testing: under a Deadline ("deadline"), a Deadline lengthened
+// by a second call ("replaced"), under TestMain's budget alone ("main"),
+// or with none ("none"), the control.
 const hangEnv = "SNOWKEY_TESTENV_HANG"
 
-// TestHangHelper is run by TestDeadline in a child process; it hangs in
-// hangHere, ignoring its context, as a test stuck on a lost reply would.
-func TestHangHelper(t *testing.T) {
-	mode := os.Getenv(hangEnv)
+// hangMark is what the child prints when it reaches the hang.
+const hangMark = "testenv test: hanging now"
+
+// hang is TestDeadline in a child process: it hangs in hangHere, ignoring
+// its context, as a test stuck on a lost reply would.
+func hang(t *testing.T, mode string) {
 	switch mode {
-	case "":
-		t.Skip("run by TestDeadline in a child process")
 	case "deadline":
 		Deadline(t, 300*time.Millisecond)
 	case "replaced":
@@ -33,36 +35,81 @@ func TestHangHelper(t *testing.T) {
 	hangHere()
 }
 
-func hangHere() { select {} }
+func hangHere() {
+	fmt.Println(hangMark)
+	select {}
+}
 
-// runHang runs TestHangHelper in mode in a child test binary, killed after
-// limit, and returns its output, how long it ran and its exit error.
-func runHang(t *testing.T, mode string, limit time.Duration) (string, time.Duration, error) {
+// startHang starts TestDeadline in mode in a child test binary, with
+// args added to its flags. Its
+// output collects in out; reached is closed once the child printed
+// hangMark, exited once it ended, with its error in *exitErr.
+func startHang(ctx context.Context, t *testing.T, mode string, args ...string) (cmd *exec.Cmd, out *LogBuffer, reached, exited chan struct{}, exitErr *error) {
+	t.Helper()
+	cmd = exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^TestDeadline$", "-test.timeout=5m"}, args...)...)
+	cmd.Env = append(os.Environ(), hangEnv+"="+mode)
+	out = &LogBuffer{}
+	cmd.Stderr = out
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reached, exited = make(chan struct{}), make(chan struct{})
+	exitErr = new(error)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			fmt.Fprintln(out, sc.Text())
+			if sc.Text() == hangMark {
+				close(reached)
+			}
+		}
+		*exitErr = cmd.Wait()
+		close(exited)
+	}()
+	return cmd, out, reached, exited, exitErr
+}
+
+// runHang runs TestDeadline's hang in mode in a child test binary, killed
+// after limit, and returns its output, how long it ran, its exit error,
+// and whether it reached the hang.
+func runHang(t *testing.T, mode string, limit time.Duration) (string, time.Duration, error, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHangHelper$", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), hangEnv+"="+mode)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err := cmd.Run()
-	return out.String(), time.Since(start), err
+	_, out, reached, exited, exitErr := startHang(ctx, t, mode)
+	<-exited
+	select {
+	case <-reached:
+		return out.String(), time.Since(start), *exitErr, true
+	default:
+		return out.String(), time.Since(start), *exitErr, false
+	}
 }
 
 // TestDeadline shows a hang under Deadline ending the binary within its
-// budget with the stacks, and without one running on (the control).
+// budget with the stacks, and without one running on (the control). In a
+// child process with hangEnv set, it is the hang itself.
 func TestDeadline(t *testing.T) {
+	if mode := os.Getenv(hangEnv); mode != "" {
+		hang(t, mode)
+		return
+	}
 	t.Parallel()
-	out, took, err := runHang(t, "deadline", 60*time.Second)
+	Deadline(t, 2*time.Minute)
+	out, took, err, reached := runHang(t, "deadline", 60*time.Second)
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
-		t.Fatalf("hang under a 300ms Deadline: %v after %v; want exit status 2\n%s", err, took, out)
+	if !reached || !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Fatalf("hang under a 300ms Deadline: %v after %v, reached the hang %v; want exit status 2\n%s", err, took, reached, out)
 	}
 	for _, want := range []string{
-		"TestHangHelper did not end within its deadline of 300ms",
+		"TestDeadline did not end within its deadline of 300ms",
 		"tests still running under a Deadline:",
-		"TestHangHelper (0.",
+		"s of its 300ms)",
 		"testenv.hangHere(", // the hung goroutine's stack
 		"goroutine ",
 	} {
@@ -71,53 +118,152 @@ func TestDeadline(t *testing.T) {
 		}
 	}
 
-	out, took, err = runHang(t, "replaced", 60*time.Second)
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 || took < 1500*time.Millisecond ||
+	out, took, err, reached = runHang(t, "replaced", 60*time.Second)
+	if !reached || !errors.As(err, &exit) || exit.ExitCode() != 2 || took < 1500*time.Millisecond ||
 		!strings.Contains(out, "deadline of 1.5s") {
-		t.Errorf("hang under a Deadline replaced by 1.5s: %v after %v; want exit status 2 after 1.5s\n%s", err, took, out)
+		t.Errorf("hang under a Deadline replaced by 1.5s: %v after %v, reached the hang %v; want exit status 2 after 1.5s\n%s",
+			err, took, reached, out)
 	}
 
 	// Main's budget for the whole package catches a hang under no
 	// Deadline.
-	out, took, err = runHang(t, "main", 60*time.Second)
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 ||
+	out, took, err, reached = runHang(t, "main", 60*time.Second)
+	if !reached || !errors.As(err, &exit) || exit.ExitCode() != 2 ||
 		!strings.Contains(out, "the package's tests did not end within their budget of 300ms") ||
 		!strings.Contains(out, "testenv.hangHere(") {
-		t.Errorf("hang under Main's 300ms budget: %v after %v; want exit status 2 and the stacks\n%s", err, took, out)
+		t.Errorf("hang under Main's 300ms budget: %v after %v, reached the hang %v; want exit status 2 and the stacks\n%s",
+			err, took, reached, out)
 	}
 
-	// The control: without a Deadline the same hang is still running when
-	// the parent gives up on it.
-	out, took, err = runHang(t, "none", 3*time.Second)
-	if err == nil || !errors.As(err, &exit) || exit.ExitCode() != -1 || strings.Contains(out, "testenv:") {
-		t.Errorf("hang without a Deadline: %v after %v; want it killed by the parent\n%s", err, took, out)
+	// The control: without a Deadline, the child that reached the hang is
+	// still hanging several of the budgets above later; and so it is
+	// under Main's budget when it runs benchmarks, which the budget does
+	// not bound.
+	for _, tc := range []struct {
+		mode string
+		args []string
+	}{{"none", nil}, {"main", []string{"-test.bench=^BenchmarkNone$"}}} {
+		stillHangs(t, tc.mode, tc.args...)
 	}
 }
 
-// TestDeadlineContext checks the returned context: it ends a grace before
-// the watchdog would fire, and the watchdog is off once the test has ended.
+// stillHangs starts the hang in mode and checks that the child reaches it
+// and is still hanging, with no word from the watchdog, well after the
+// 300ms budgets above would have ended it, however far the load
+// stretched them.
+func stillHangs(t *testing.T, mode string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd, out, reached, exited, exitErr := startHang(ctx, t, mode, args...)
+	select {
+	case <-reached:
+	case <-exited:
+		t.Fatalf("hang %s %v: the child ended (%v) before it reached the hang\n%s", mode, args, *exitErr, out.String())
+	}
+	select {
+	case <-exited:
+		t.Fatalf("hang %s %v: the child ended (%v) after it reached the hang\n%s", mode, args, *exitErr, out.String())
+	case <-time.After(2*time.Second + maxStretch*300*time.Millisecond):
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	if strings.Contains(out.String(), "testenv:") {
+		t.Errorf("hang %s %v: the watchdog spoke\n%s", mode, args, out.String())
+	}
+}
+
+// TestDeadlineContext checks the returned context: it ends with
+// DeadlineExceeded, not before a grace ahead of the watchdog, and the
+// watchdog is off once the test has ended.
 func TestDeadlineContext(t *testing.T) {
 	t.Parallel()
 	var ctx context.Context
+	var first, second *watch
+	var start time.Time
 	t.Run("sub", func(t *testing.T) {
-		start := time.Now()
+		first = nil
+		Deadline(t, time.Hour)
+		first = watchOf(t)
+		start = time.Now()
 		ctx = Deadline(t, 2*time.Second)
-		dl, ok := ctx.Deadline()
-		if !ok || dl.Sub(start) > 1800*time.Millisecond+50*time.Millisecond || dl.Sub(start) < 1700*time.Millisecond {
-			t.Errorf("context deadline %v after the call; want 1.8s (2s less a tenth)", dl.Sub(start))
+		second = watchOf(t)
+		if ctx.Err() != nil {
+			t.Fatalf("the context ended at once: %v", ctx.Err())
 		}
-		long := Deadline(t, time.Hour)
-		if dl, _ := long.Deadline(); time.Until(dl) < 59*time.Minute-5*time.Second {
-			t.Errorf("an hour's budget gives a context of %v; want the grace capped at 5s", time.Until(dl))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+			t.Fatal("the context of a 2s budget did not end within a minute")
+		}
+		if took := time.Since(start); took < 1800*time.Millisecond || ctx.Err() != context.DeadlineExceeded {
+			t.Errorf("the context ended after %v with %v; want DeadlineExceeded, no sooner than 1.8s (2s less a tenth)", took, ctx.Err())
 		}
 	})
-	if ctx.Err() == nil {
-		t.Error("the context is still live after its test ended")
+	// Neither of the sub-test's watchdogs (an hour, then 2s) may still be
+	// armed: Stop reports whether it stopped one that had not fired (one
+	// that had would have ended this binary).
+	if first == nil || second == nil {
+		t.Fatal("the sub-test set no watch")
 	}
-	// The sub-test's watchdog (2s, then an hour) must be off: outlive the
-	// first budget.
-	time.Sleep(2500 * time.Millisecond)
+	if first.timer.Stop() || second.timer.Stop() {
+		t.Error("a watchdog of a test that has ended was still armed")
+	}
 	if _, ok := watches.Load(t); ok {
 		t.Error("a watch is left for the parent, which set none")
 	}
+}
+
+// TestAfterStretched: a budget stretches by the load found when it has
+// passed, and again by the load found then; on an idle machine it is
+// the budget.
+func TestAfterStretched(t *testing.T) {
+	t.Parallel()
+	ctx := Deadline(t, time.Minute)
+	for _, tc := range []struct {
+		loads []float64 // what load returns, call by call; the last repeats
+		want  time.Duration
+	}{
+		{[]float64{1}, 100 * time.Millisecond},
+		{[]float64{3}, 300 * time.Millisecond},
+		{[]float64{2, 4}, 400 * time.Millisecond},
+	} {
+		var mu sync.Mutex
+		calls := 0
+		load := func() float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			return tc.loads[min(calls, len(tc.loads))-1]
+		}
+		fired := make(chan time.Duration, 1)
+		start := time.Now()
+		afterStretched(100*time.Millisecond, load, func() { fired <- time.Since(start) })
+		select {
+		case took := <-fired:
+			if took < tc.want {
+				t.Errorf("loads %v: fired after %v, before %v", tc.loads, took, tc.want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("loads %v: never fired", tc.loads)
+		}
+	}
+	st := afterStretched(50*time.Millisecond, func() float64 { return 1 }, func() { t.Error("a stopped timer fired") })
+	if !st.Stop() || st.Stop() {
+		t.Error("Stop of a pending timer: want true once, then false")
+	}
+	time.Sleep(100 * time.Millisecond) // past the budget: the stopped timer must stay quiet
+	if s := stretch(); s < 1 || s > maxStretch {
+		t.Errorf("stretch() = %v, outside [1, %d]", s, maxStretch)
+	}
+}
+
+// watchOf returns the watch Deadline set for t.
+func watchOf(t *testing.T) *watch {
+	t.Helper()
+	w, ok := watches.Load(t)
+	if !ok {
+		t.Fatal("no watch after Deadline")
+	}
+	return w.(*watch)
 }

@@ -1,4 +1,4 @@
-package testenv
+package testenv_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/internal/faults"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // TestRedisReplicaLagAndPromote replicates through a proxy, freezes the
@@ -19,11 +20,12 @@ import (
 // took meanwhile is not on the new primary.
 func TestRedisReplicaLagAndPromote(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	primary := StartRedis(t)
+	primary := testenv.StartRedis(t)
 	link := faults.StartProxy(t, primary.Addr())
-	replica := StartRedisReplica(t, link.Addr())
+	replica := testenv.StartRedisReplica(t, link.Addr())
 	if r := replica.Info("replication"); r["role"] != "slave" || r["master_link_status"] != "up" {
 		t.Fatalf("replica INFO replication: %v", r)
 	}
@@ -66,7 +68,6 @@ func TestRedisReplicaLagAndPromote(t *testing.T) {
 
 	// And back: the old primary becomes the replica of the new one.
 	primary.ReplicaOf(replica.Addr())
-	primary.waitLinkUp(30 * time.Second)
 	primary.WaitSynced(replica.Addr(), 30*time.Second)
 	if v, _ := p.Get(ctx, "k").Result(); v != "1" {
 		t.Fatalf("old primary after resync: k=%q; want 1", v)
@@ -76,9 +77,10 @@ func TestRedisReplicaLagAndPromote(t *testing.T) {
 // TestRedisConfigSetMaxmemory fills a private server under noeviction.
 func TestRedisConfigSetMaxmemory(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	s := StartRedis(t)
+	s := testenv.StartRedis(t)
 	s.ConfigSet("maxmemory-policy", "noeviction")
 	used := s.Info("memory")["used_memory"]
 	s.ConfigSet("maxmemory", used) // full already
@@ -95,9 +97,10 @@ func TestRedisConfigSetMaxmemory(t *testing.T) {
 // another and, between batches, reads and writes keys on both sides.
 func TestRedisClusterMigrateSlot(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	c := StartRedisCluster(t, 3)
+	c := testenv.StartRedisCluster(t, 3)
 	if len(c.Addrs()) != 3 || len(c.Nodes()) != 3 {
 		t.Fatalf("%d nodes", len(c.Addrs()))
 	}
@@ -120,7 +123,7 @@ func TestRedisClusterMigrateSlot(t *testing.T) {
 
 	var steps []int
 	var asked atomic.Int64
-	moved, err := c.MigrateSlot(ctx, slot, to, MigrateOptions{Batch: 10, Step: func(moved int) error {
+	moved, err := c.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 10, Step: func(moved int) error {
 		steps = append(steps, moved)
 		// Mid-migration: a key still on the source, one already moved
 		// (reached by an ASK redirection) and a new one.
@@ -163,7 +166,7 @@ func TestRedisClusterMigrateSlot(t *testing.T) {
 			t.Errorf("node %s: %v", node.Addr(), err)
 		}
 	}
-	if again, err := c.MigrateSlot(ctx, slot, to, MigrateOptions{}); err != nil || again != 0 {
+	if again, err := c.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{}); err != nil || again != 0 {
 		t.Errorf("migrating to the owner again: %d, %v", again, err)
 	}
 	if asked.Load() < 3 {
@@ -175,9 +178,10 @@ func TestRedisClusterMigrateSlot(t *testing.T) {
 // and resumes it.
 func TestRedisClusterMigrateResume(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	c := StartRedisCluster(t, 3)
+	c := testenv.StartRedisCluster(t, 3)
 	cc := c.Client()
 	for i := range 5 {
 		if err := cc.Set(ctx, fmt.Sprintf("{r}:%d", i), i, 0).Err(); err != nil {
@@ -188,7 +192,7 @@ func TestRedisClusterMigrateResume(t *testing.T) {
 	from, _ := c.SlotOwner(ctx, slot)
 	to := (from + 2) % 3
 	stop := fmt.Errorf("stop here")
-	moved, err := c.MigrateSlot(ctx, slot, to, MigrateOptions{Batch: 2, Step: func(moved int) error {
+	moved, err := c.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 2, Step: func(moved int) error {
 		if moved >= 2 {
 			return stop
 		}
@@ -217,7 +221,7 @@ func TestRedisClusterMigrateResume(t *testing.T) {
 	if asks != 2 {
 		t.Fatalf("the source redirects %d keys with ASK; want the 2 moved", asks)
 	}
-	moved, err = c.MigrateSlot(ctx, slot, to, MigrateOptions{Batch: 2})
+	moved, err = c.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 2})
 	if err != nil || moved != 3 {
 		t.Fatalf("resumed migration: %d, %v", moved, err)
 	}
@@ -233,13 +237,14 @@ func TestRedisClusterMigrateResume(t *testing.T) {
 // the master the Sentinel monitors.
 func TestRedisSentinel(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	master := StartRedis(t)
-	s := StartRedisSentinel(t, master.Addr())
-	addr, err := s.Client().Do(ctx, "SENTINEL", "get-master-addr-by-name", SentinelMaster).StringSlice()
+	master := testenv.StartRedis(t)
+	s := testenv.StartRedisSentinel(t, master.Addr())
+	addr, err := s.Client().Do(ctx, "SENTINEL", "get-master-addr-by-name", testenv.SentinelMaster).StringSlice()
 	if err != nil || strings.Join(addr, ":") != master.Addr() {
-		t.Fatalf("SENTINEL get-master-addr-by-name %s: %v, %v; want %s", SentinelMaster, addr, err, master.Addr())
+		t.Fatalf("SENTINEL get-master-addr-by-name %s: %v, %v; want %s", testenv.SentinelMaster, addr, err, master.Addr())
 	}
 	c := s.FailoverClient()
 	if c != s.FailoverClient() {
@@ -264,9 +269,10 @@ func TestRedisSentinel(t *testing.T) {
 // TestStartPostgres kills a private PostgreSQL and restarts it.
 func TestStartPostgres(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	s := StartPostgres(t)
+	s := testenv.StartPostgres(t)
 	ping := func() error {
 		conn, err := pgx.Connect(ctx, s.URL())
 		if err != nil {

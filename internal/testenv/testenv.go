@@ -38,8 +38,10 @@
 //
 // (A TestMain that does more, such as faults.HelperMain or a quiet go-redis
 // logger, calls Main where it called m.Run.) Budgets are several times the
-// usual time, for a shared 2-core machine under -race; make test's go test
-// -timeout (5m a package) stays the last resort.
+// usual time under -race, counted in the machine's own time: on a machine
+// loaded beyond its CPUs they stretch with the load (see Main), so a busy
+// machine makes tests slower, not red. make test's go test -timeout (30m a
+// package) stays the last resort.
 //
 // The shared servers are started by `make test`, which runs the tests under
 // internal/testenv/cmd/testservers; it passes their addresses in these
@@ -53,7 +55,8 @@
 // When a variable is missing, a test that needs it is skipped, so that
 // `go test ./...` works on a bare checkout; but when CI=true it fails
 // instead, because in CI a skipped integration test would hide a broken
-// harness.
+// harness. Skip is that rule for any test that must leave: every skip in
+// snowkey's tests goes through it.
 //
 // Tests share the servers, and run in parallel across packages:
 //   - Postgres gives every call its own fresh database, dropped at the end.
@@ -111,7 +114,9 @@ const (
 	EnvChromium = "SNOWKEY_TEST_CHROMIUM"
 )
 
-// opTimeout bounds every single operation on a server made here.
+// opTimeout bounds every single operation on a server made here, in the
+// machine's own time: opContext stretches it by the load, as Deadline
+// does.
 const opTimeout = 30 * time.Second
 
 // InCI reports whether the environment variable CI says the tests run in
@@ -130,19 +135,21 @@ func lookup(t testing.TB, name, example string) string {
 	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
 		return v
 	}
-	unavailable(t, fmt.Sprintf("%s is not set: run `make test`, which starts the test servers, or set %s=%s",
+	Skip(t, fmt.Sprintf("%s is not set: run `make test`, which starts the test servers, or set %s=%s",
 		name, name, example))
 	return ""
 }
 
-// unavailable skips the test because something it needs is missing, or
-// fails it when running in CI.
-func unavailable(t testing.TB, msg string) {
+// Skip skips t, saying why (a server, a tool or a browser it needs is
+// missing, or -short asks to leave it out), or fails t instead when
+// running in CI (InCI): there a skipped test would hide a broken harness
+// behind a green run. Every skip in snowkey's tests goes through it.
+func Skip(t testing.TB, why string) {
 	t.Helper()
 	if InCI() {
-		t.Fatal(msg + " (CI is set, so a missing server fails the test instead of skipping it)")
+		t.Fatal(why + " (CI is set, so this fails the test instead of skipping it)")
 	}
-	t.Skip(msg)
+	t.Skip(why)
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free when it was
@@ -208,5 +215,23 @@ func randomHex(t testing.TB, n int) string {
 // cleanupContext returns a context for work in a t.Cleanup function, where
 // t.Context() is already canceled.
 func cleanupContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), opTimeout)
+	return opContext(opTimeout)
+}
+
+// opContext returns a context for operations on a server that ends with
+// context.DeadlineExceeded once d, stretched by the machine's load (see
+// Main), has passed.
+func opContext(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	st := afterStretched(d, stretch, func() { cancel(context.DeadlineExceeded) })
+	return budgetCtx{ctx}, func() {
+		st.Stop()
+		cancel(nil)
+	}
+}
+
+// stretched returns d stretched by the machine's load now (see Main), for
+// waits that poll.
+func stretched(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * stretch())
 }

@@ -1,6 +1,6 @@
 // Command chaosreport prints the table of a chaos run from the rows that
-// the chaos tests appended (faults.Report, one JSON line per row, in the
-// file named by CHAOS_REPORT), and says whether the run kept snowkey's
+// the chaos tests appended (faults.Scenario.Run, one JSON line per row, in
+// the file named by CHAOS_REPORT), and says whether the run kept snowkey's
 // promises.
 //
 // Usage:
@@ -8,16 +8,19 @@
 //	chaosreport [report.jsonl …]
 //
 // It reads the files named, or standard input, adds up the rows of each
-// package and fault kind, and prints one Markdown table: fault kind ×
-// runs × IDs checked × tokens checked × rows checked × violations ×
-// control runs × control violations. It exits 1 when any fault kind had a violation with
-// the defence on, or no control run, or control runs that found no
-// violation (the scenario did not reach its fault); 2 when the input
-// cannot be read or holds no rows; else 0.
+// package, fault kind, store and defence, and prints one Markdown table
+// with, for each side (defence on, control), the runs, how many met their
+// fault and how many missed it, and the violations found, then the IDs,
+// tokens and table rows the checks covered. It exits 1 when a row breaks
+// the rules of faults.Row.Problems: a violation with the defence on; no
+// control run that met the fault and found a violation; fewer defended
+// runs that met the fault than the control needed. It exits 2 when the
+// input cannot be read or holds no rows; else 0.
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,7 +40,7 @@ const (
 )
 
 // errNoRows says the input held nothing to report.
-var errNoRows = errors.New("no rows: did the chaos tests run and call faults.Report?")
+var errNoRows = errors.New("no rows: did the chaos tests run (faults.Scenario)?")
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -113,33 +116,36 @@ func readRows(name string, r io.Reader) ([]faults.Row, error) {
 	return rows, nil
 }
 
-// sum adds up the rows of each package and fault kind, sorted by both.
+// sum adds up the rows of each package, fault kind, store and defence
+// (several runs of the suite), sorted by them. Rows of different stores
+// or defences are never added: each control stands for its own.
 func sum(rows []faults.Row) []faults.Row {
-	type key struct{ pkg, fault string }
+	type key struct{ pkg, fault, store, defence string }
 	byKey := map[key]*faults.Row{}
 	var keys []key
 	for _, r := range rows {
-		k := key{r.Package, r.Fault}
+		k := key{r.Package, r.Fault, r.Store, r.Defence}
 		t, ok := byKey[k]
 		if !ok {
-			t = &faults.Row{Package: r.Package, Fault: r.Fault, Seed: r.Seed}
+			t = &faults.Row{Package: r.Package, Fault: r.Fault, Store: r.Store, Defence: r.Defence, Seed: r.Seed}
 			byKey[k] = t
 			keys = append(keys, k)
 		}
 		t.Runs += r.Runs
-		t.IDs += r.IDs
-		t.Tokens += r.Tokens
+		t.Met += r.Met
 		t.Rows += r.Rows
 		t.Violations += r.Violations
 		t.ControlRuns += r.ControlRuns
+		t.ControlMet += r.ControlMet
 		t.ControlViolations += r.ControlViolations
+		t.ControlNeeded += r.ControlNeeded
+		t.IDs += r.IDs
+		t.Tokens += r.Tokens
 		t.Seconds += r.Seconds
 	}
 	slices.SortFunc(keys, func(a, b key) int {
-		if c := strings.Compare(a.pkg, b.pkg); c != 0 {
-			return c
-		}
-		return strings.Compare(a.fault, b.fault)
+		return cmp.Or(strings.Compare(a.pkg, b.pkg), strings.Compare(a.fault, b.fault),
+			strings.Compare(a.store, b.store), strings.Compare(a.defence, b.defence))
 	})
 	out := make([]faults.Row, len(keys))
 	for i, k := range keys {
@@ -148,43 +154,50 @@ func sum(rows []faults.Row) []faults.Row {
 	return out
 }
 
-// verdict says what is wrong with a row, or "" if nothing.
-func verdict(r faults.Row) string {
-	switch {
-	case r.Violations > 0:
-		return fmt.Sprintf("%d violations with the defence on", r.Violations)
-	case r.ControlRuns == 0:
-		return "no control run"
-	case r.ControlViolations == 0:
-		return "control found no violation"
+// orDash returns s, or "—" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "—"
 	}
-	return ""
+	return s
 }
 
-// write prints the table and returns what is wrong, one line per bad row.
+// write prints the table and returns what is wrong, one line per problem.
 func write(w io.Writer, rows []faults.Row) []string {
-	fmt.Fprintln(w, "| package | fault kind | runs | IDs checked | tokens checked | rows checked | violations | control runs | control violations | seconds | verdict |")
-	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+	fmt.Fprintln(w, "| package | fault kind | store | defence | runs | met | missed | violations | "+
+		"control runs | met | missed | control violations | IDs checked | tokens checked | rows checked | seconds | verdict |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 	var broken []string
 	var total faults.Row
+	bad := 0
 	for _, r := range rows {
-		v := verdict(r)
+		problems := r.Problems()
 		mark := "ok"
-		if v != "" {
-			mark = "**" + v + "**"
-			broken = append(broken, fmt.Sprintf("%s / %s: %s (first seed %d)", r.Package, r.Fault, v, r.Seed))
+		if len(problems) > 0 {
+			bad++
+			mark = "**" + strings.Join(problems, "; ") + "**"
+			for _, p := range problems {
+				broken = append(broken, fmt.Sprintf("%s / %s [%s, %s]: %s (first seed %d)",
+					r.Package, r.Fault, orDash(r.Store), orDash(r.Defence), p, r.Seed))
+			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %.0f | %s |\n", r.Package, r.Fault, r.Runs, r.IDs,
-			r.Tokens, r.Rows, r.Violations, r.ControlRuns, r.ControlViolations, r.Seconds, mark)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %.0f | %s |\n",
+			r.Package, r.Fault, orDash(r.Store), orDash(r.Defence),
+			r.Runs, r.Met, r.Runs-r.Met, r.Violations,
+			r.ControlRuns, r.ControlMet, r.ControlRuns-r.ControlMet, r.ControlViolations,
+			r.IDs, r.Tokens, r.Rows, r.Seconds, mark)
 		total.Runs += r.Runs
+		total.Met += r.Met
+		total.ControlRuns += r.ControlRuns
+		total.ControlMet += r.ControlMet
 		total.IDs += r.IDs
 		total.Tokens += r.Tokens
 		total.Rows += r.Rows
-		total.Violations += r.Violations
-		total.ControlRuns += r.ControlRuns
-		total.ControlViolations += r.ControlViolations
 	}
-	fmt.Fprintf(w, "| **all** | %d fault kinds in all | %d | %d | %d | %d | %d | %d | %d | | |\n", len(rows), total.Runs, total.IDs,
-		total.Tokens, total.Rows, total.Violations, total.ControlRuns, total.ControlViolations)
+	// The totals add runs and what was checked; violations are judged
+	// row by row only.
+	fmt.Fprintf(w, "| **all** | %d rows, %d broken | | | %d | %d | %d | | %d | %d | %d | | %d | %d | %d | | |\n",
+		len(rows), bad, total.Runs, total.Met, total.Runs-total.Met,
+		total.ControlRuns, total.ControlMet, total.ControlRuns-total.ControlMet, total.IDs, total.Tokens, total.Rows)
 	return broken
 }
