@@ -69,6 +69,24 @@
 // user's keys on two nodes for a while, cannot leave a revoked session
 // behind.
 //
+// # Keys in Redis
+//
+// Under Options.KeyPrefix, each session is one string key and each slot
+// tag one hash, its index:
+//
+//	<KeyPrefix>{<tag>}s<session ID>   the session's record (digest, user,
+//	                                  times, metadata); its TTL is the
+//	                                  session's expiry
+//	<KeyPrefix>{<tag>}i               the tag's index: a field per user of
+//	                                  the tag, holding 12 bytes (session
+//	                                  ID, expiry) per session of theirs
+//
+// A token names both keys (session ID and tag), so every script receives
+// every key it touches in KEYS, including Validate's, which reads both in
+// one round trip: servers and proxies that refuse undeclared keys
+// (Dragonfly by default, ElastiCache Serverless and other cloud proxies)
+// get what they ask for. The index holds no secret and no token.
+//
 // # What it needs from Redis
 //
 // Redis 7 or Valkey 8 (tested on Redis 7.0 and Valkey 8.0), one node,
