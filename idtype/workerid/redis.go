@@ -128,7 +128,10 @@ local function lossAge(checks)
   if not has('u') then
     return math.huge, ''
   end
-  return up * 1000, 'restarted'
+  -- uptime_in_seconds counts from the second the server started in,
+  -- rounded down, so it may say up to a second more than the server has
+  -- run: count a second less.
+  return math.max(up - 1, 0) * 1000, 'restarted'
 end
 `
 
