@@ -342,10 +342,13 @@ func TestSnowflakeIDConcurrent(t *testing.T) {
 	}
 }
 
-// setState moves snowflake_id()'s state to (ms since the epoch, seq).
+// setState moves snowflake_id()'s state to (ms since the epoch, seq): the
+// last ID issued and the millisecond being issued in, on worker
+// workerid.SQLWorker.
 func setState(t *testing.T, db *sql.DB, ms, seq int64) {
 	t.Helper()
-	if _, err := db.Exec("SELECT setval('snowflake_id_state', $1)", ms<<12|seq); err != nil {
+	id := ms<<22 | workerid.SQLWorker<<12 | seq
+	if _, err := db.Exec("SELECT setval('snowflake_id_seq', $1), setval('snowflake_id_state', $1)", id); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -496,8 +499,9 @@ func TestSnowflakeIDCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = conn.ExecContext(ctx, `SET statement_timeout = 30;
-			SELECT setval('snowflake_id_state', (floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - `+
-			strconv.FormatInt(idtype.DefaultLayout.Epoch.UnixMilli(), 10)+` + 900) << 12);
+			SELECT setval('snowflake_id_seq', x), setval('snowflake_id_state', x) FROM (SELECT
+				((floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - `+
+			strconv.FormatInt(idtype.DefaultLayout.Epoch.UnixMilli(), 10)+` + 900) << 22) | (1023 << 12) AS x) AS s;
 			SELECT snowflake_id()`)
 		if _, rerr := conn.ExecContext(ctx, "RESET statement_timeout"); rerr != nil {
 			t.Fatal(rerr)

@@ -229,15 +229,24 @@ func configureServer(ctx context.Context, conn *sql.Conn, st serverState, namesp
 	}
 	after := st.claim.After
 	if !after.IsZero() {
-		// Raise the state past the mark under snowflake_id()'s own lock,
-		// so that no call moves it in between (setval would take it back).
-		floor := (after.UnixMilli()-idtype.DefaultLayout.Epoch.UnixMilli())<<12 | 4095
-		seq := schema + ".snowflake_id_state"
-		_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1),
-			setval($2::regclass, GREATEST((SELECT last_value FROM `+seq+`), $3::bigint))`,
-			SnowflakeLockKey, seq, floor)
-		if err != nil {
+		// Raise both sequences of snowflake_id() to the greatest ID of
+		// the mark's millisecond, under the lock that snowflake_id()
+		// takes to start a millisecond, so that no call moves them in
+		// between (setval would take them back). The next ID is in a
+		// later millisecond: a value past the floor fails the fast
+		// path's check, which sends the call to the locked path.
+		floor := (after.UnixMilli()-idtype.DefaultLayout.Epoch.UnixMilli())<<22 | (1<<22 - 1)
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, SnowflakeLockKey); err != nil {
 			return fmt.Errorf("migrations: start the server's worker %d after %v: %w", rec.Worker, after, err)
+		}
+		// The sequence first, then the state, as snowflake_id() does.
+		for _, name := range []string{"snowflake_id_seq", "snowflake_id_state"} {
+			seq := schema + "." + name
+			_, err := tx.ExecContext(ctx, `SELECT setval($1::regclass, GREATEST((SELECT last_value FROM `+seq+`), $2::bigint))`,
+				seq, floor)
+			if err != nil {
+				return fmt.Errorf("migrations: start the server's worker %d after %v: %w", rec.Worker, after, err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
