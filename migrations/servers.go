@@ -30,8 +30,8 @@ import (
 // The claim lives in the body of snowflake_reserved_worker(), which Up
 // replaces with one that returns the number after checking that it runs
 // on the server and in the database the number was claimed for. The
-// function is IMMUTABLE: snowflake_id() evaluates it once when a session
-// plans its call, so the check costs nothing per ID. A copy of the
+// function is IMMUTABLE: the planner evaluates it once when it plans a
+// statement that calls snowflake_id(), so the check costs nothing per ID. A copy of the
 // database (a restored dump, CREATE DATABASE ... TEMPLATE, a server
 // moved by pg_upgrade) carries the function along and fails the check:
 // its snowflake_id() refuses with SQLStateNoServerWorker until Up claims a
@@ -118,8 +118,8 @@ func serverBody(r serverRecord) (string, error) {
 	}
 	w := strconv.FormatInt(r.Worker, 10)
 	body := "\n" + serverMarker + string(js) + `
--- snowflake_id() folds this into its plan once a session, so the check
--- runs once per session, not once per ID.
+-- snowflake_id() folds this into the plan of the statement that calls it,
+-- so the check runs once per plan, not once per ID.
 BEGIN
     IF (SELECT system_identifier FROM pg_control_system()) IS DISTINCT FROM ` + r.SystemIdentifier + `
             OR current_database() IS DISTINCT FROM ` + sqlLiteral(r.Database) + ` THEN
