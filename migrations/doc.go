@@ -48,9 +48,9 @@
 // waits up to 1 s and then fails with SQLSTATE SQLStateClockBehind. The
 // file 00001_snowflake_id.sql states its rules in full.
 //
-// It costs about one nextval: the function is one SQL expression that
-// the planner inlines into the calling query, and most calls read the
-// state, take one nextval and keep it, without a lock. About once a
+// Most calls cost one read of the state and one nextval, without a lock:
+// the function is one SQL expression that the planner inlines into the
+// calling query. About once a
 // millisecond, and when the clock is behind, a call takes a lock for a few
 // microseconds to start the next millisecond (or to wait);
 // 00004_snowflake_id_fast_path.sql says why the IDs stay unique and
