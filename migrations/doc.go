@@ -50,11 +50,10 @@
 //
 // Most calls cost one read of the state and one nextval, without a lock:
 // the function is one SQL expression that the planner inlines into the
-// calling query. About once a
-// millisecond, and when the clock is behind, a call takes a lock for a few
-// microseconds to start the next millisecond (or to wait);
-// 00004_snowflake_id_fast_path.sql says why the IDs stay unique and
-// increasing.
+// calling query. About once a millisecond, and when the clock is behind,
+// a call takes a lock for a few microseconds to start the next
+// millisecond (or to wait); 00004_snowflake_id_fast_path.sql says why the
+// IDs stay unique and increasing.
 //
 // The role that calls snowflake_id() needs USAGE and UPDATE on
 // snowflake_id_state and snowflake_id_seq; the migrations grant nothing,
@@ -133,8 +132,8 @@
 // refuses with SQLSTATE SQLStateNoServerWorker, and Up without a pool
 // with ErrNoServerWorker, until Up with the pool claims a number of its
 // own. The check costs nothing per ID: snowflake_id() makes it once when
-// a statement that calls it is planned. What the lease store must keep for claims to hold is in
-// docs/operations.md.
+// a statement that calls it is planned. What the lease store must keep
+// for claims to hold is in docs/operations.md.
 //
 // # The runner
 //

@@ -31,9 +31,10 @@ import (
 // replaces with one that returns the number after checking that it runs
 // on the server and in the database the number was claimed for. The
 // function is IMMUTABLE: the planner evaluates it once when it plans a
-// statement that calls snowflake_id(), so the check costs nothing per ID. A copy of the
-// database (a restored dump, CREATE DATABASE ... TEMPLATE, a server
-// moved by pg_upgrade) carries the function along and fails the check:
+// statement that calls snowflake_id(), so the check costs nothing per
+// ID. A copy of the database (a restored dump, CREATE DATABASE ...
+// TEMPLATE, a server moved by pg_upgrade) carries the function along and
+// fails the check:
 // its snowflake_id() refuses with SQLStateNoServerWorker until Up claims a
 // number of its own. The first line of the body records the claim as
 // JSON, for Up to read back.
