@@ -34,10 +34,9 @@ import (
 // statement that calls snowflake_id(), so the check costs nothing per
 // ID. A copy of the database (a restored dump, CREATE DATABASE ...
 // TEMPLATE, a server moved by pg_upgrade) carries the function along and
-// fails the check:
-// its snowflake_id() refuses with SQLStateNoServerWorker until Up claims a
-// number of its own. The first line of the body records the claim as
-// JSON, for Up to read back.
+// fails the check: its snowflake_id() refuses with SQLStateNoServerWorker
+// until Up claims a number of its own. The first line of the body records
+// the claim as JSON, for Up to read back.
 
 // serverMarker starts the line of a server body of
 // snowflake_reserved_worker() that records its claim.
