@@ -76,10 +76,10 @@ func TestThrottle(t *testing.T) {
 
 func testThrottle(t *testing.T, cfg Config, control bool) {
 	app, _ := startAppConfig(t, cfg)
-	// The account exists: one signup, from its own address.
-	if r := from(t, app, "192.0.2.99:1", "POST", "/api/signup", `{"email":"vic@example.com","password":"`+goodPassword+`","name":"Vic"}`); r.status != 202 {
-		t.Fatalf("signup: %d %s", r.status, r.body)
-	}
+	// The account exists: one signup and its verification, from its own
+	// address; the verification's password check counts against the
+	// account's login limits.
+	signupVerified(t, app, "192.0.2.99:1", "vic@example.com", goodPassword)
 	login := func(ip, email, password string) response {
 		return from(t, app, ip, "POST", "/api/login", `{"email":"`+email+`","password":"`+password+`"}`)
 	}
@@ -119,10 +119,11 @@ func testThrottle(t *testing.T, cfg Config, control bool) {
 	}
 	check(login("[2001:db8::77]:1", "v6-x@example.com", otherPassword), 429, "from your address")
 	check(login("[2001:db8:0:1::1]:1", "v6-y@example.com", otherPassword), 401, "")
-	// Per account from all addresses: vic has had 1 (192.0.2.2's) + 2
-	// of 4; one more from a fresh address, then 429 from anywhere, the
-	// owner too.
-	check(login("192.0.2.3:1", "vic@example.com", otherPassword), 401, "")
+	// Per account from all addresses: vic has had 1 (the verification,
+	// from 192.0.2.99) + 2 (192.0.2.1) + 1 (192.0.2.2) of 4: from fresh
+	// addresses, 429, for the owner too on a device they never logged in
+	// from (TestDeviceLockout shows their known devices).
+	check(login("192.0.2.3:1", "vic@example.com", otherPassword), 429, "for this account;")
 	check(login("192.0.2.4:1", "vic@example.com", goodPassword), 429, "for this account;")
 
 	// Signup: per account (any address), then per address.
@@ -176,9 +177,7 @@ func TestLoginFlood(t *testing.T) {
 			cfg.noThrottle, cfg.unboundedHashQueue = control, control
 			cfg.Argon2 = Argon2Params{Memory: 1024, Time: 1, Threads: 1} // the count is under test, not the cost
 			app, srv := startAppConfig(t, cfg)
-			if r := from(t, app, "203.0.113.1:1", "POST", "/api/signup", `{"email":"victim@example.com","password":"`+goodPassword+`","name":"V"}`); r.status != 202 {
-				t.Fatalf("signup: %d %s", r.status, r.body)
-			}
+			signupVerified(t, app, "203.0.113.1:1", "victim@example.com", goodPassword)
 			hashes := app.hashes.hashes.Load()
 
 			const n, conc = 300, 60
@@ -224,6 +223,46 @@ func TestLoginFlood(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signupVerified signs up email from the address ip and follows the link
+// of its mail, straight through the App's handler, and returns the
+// verification's answer (a login's) and the device cookie it set.
+func signupVerified(t *testing.T, app *App, ip, email, password string) (response, *http.Cookie) {
+	t.Helper()
+	if r := from(t, app, ip, "POST", "/api/signup", `{"email":"`+email+`","password":"`+password+`","name":"S"}`); r.status != 202 {
+		t.Fatalf("signup %s: %d %s", email, r.status, r.body)
+	}
+	r := from(t, app, ip, "POST", "/api/verify", mustJSON(t, map[string]string{"token": appOutboxToken(t, app, email), "password": password}))
+	if r.status != 200 {
+		t.Fatalf("verify %s: %d %s", email, r.status, r.body)
+	}
+	return r, responseCookie(t, r, deviceCookieName)
+}
+
+// appOutboxToken is outboxToken read from the App itself.
+func appOutboxToken(t *testing.T, app *App, email string) string {
+	t.Helper()
+	mails, _ := app.outbox.messages()
+	for _, m := range mails {
+		if tok := verifyTokenRE.FindStringSubmatch(m.Body); m.To == email && tok != nil {
+			return tok[1]
+		}
+	}
+	t.Fatalf("no sign-up link to %s in the outbox", email)
+	return ""
+}
+
+// responseCookie returns the cookie named name that r sets, or fails.
+func responseCookie(t *testing.T, r response, name string) *http.Cookie {
+	t.Helper()
+	for _, line := range r.header.Values("Set-Cookie") {
+		if c, err := http.ParseSetCookie(line); err == nil && c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no %s cookie in %q", name, r.header.Values("Set-Cookie"))
+	return nil
 }
 
 // callQuiet is call for many goroutines: no t, just the status (-1 for a
