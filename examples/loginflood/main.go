@@ -11,6 +11,12 @@
 //	stuffing  wrong passwords, each for another unknown email
 //	signup    sign-ups of fresh addresses, each with -password, by default
 //	          the costliest password found for zxcvbn's l33t matcher
+//	none      nothing: the bystanders' logins alone, for -n/-rate seconds,
+//	          the baseline of the others on the same machine
+//
+// -rate paces the flood: an attacker who sends sign-ups as fast as the
+// server's bounded queue takes them, instead of all at once (which the
+// queue answers 503 at once), keeps the queue full for longer.
 //
 // It prints the flood's answers by status, the bystanders' login latency
 // (p50, p99, max) and statuses, the server's CPU time and password hashes
@@ -52,19 +58,21 @@ func main() {
 	}
 }
 
-// costlyPassword holds every l33t character zxcvbn knows, 64 characters
-// long: the costliest password found for zxcvbn's own l33t matcher,
-// which tries every combination of their substitutions. zxcvbn scores it
-// strong, so a sign-up with it is also hashed.
-var costlyPassword = strings.Repeat("4@8({[<369!|1705$+%2", 4)[:64]
+// costlyPassword holds every l33t character zxcvbn knows, forwards,
+// backwards and rotated, 64 characters that repeat no unit: the costliest
+// password found for zxcvbn's own l33t matcher, which tries every
+// combination of their substitutions. zxcvbn scores it strong, so a
+// sign-up with it is also hashed.
+const costlyPassword = "4@8({[<369!|1705$+%2" + "2%+$5071|!963<[{(8@4" + "369!|1705$+%24@8({[<" + "(2@9"
 
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("loginflood", flag.ContinueOnError)
 	base := fs.String("url", "http://localhost:8080", "the server's base URL, on a loopback address")
 	metricsURL := fs.String("metrics", "http://localhost:9090/metrics", "the server's /metrics, for its CPU time and hashes; empty for none")
-	attack := fs.String("attack", "login", "the flood: login, stuffing or signup")
+	attack := fs.String("attack", "login", "the flood: login, stuffing, signup or none")
 	n := fs.Int("n", 300, "requests in the flood")
 	c := fs.Int("c", 60, "concurrent flood requests")
+	rate := fs.Float64("rate", 0, "flood requests started per second; 0: as fast as the -c connections go")
 	addresses := fs.Int("addresses", 1, "loopback addresses the flood comes from, 127.0.3.1 onwards (at most 250)")
 	password := fs.String("password", costlyPassword, "the password of the signup flood")
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")
@@ -83,8 +91,12 @@ func run(args []string, out io.Writer) error {
 	}
 	switch *attack {
 	case "login", "stuffing", "signup":
+	case "none":
+		if *rate <= 0 {
+			return errors.New("-attack none needs -rate: it lasts -n/-rate seconds")
+		}
 	default:
-		return fmt.Errorf("-attack %q: want login, stuffing or signup", *attack)
+		return fmt.Errorf("-attack %q: want login, stuffing, signup or none", *attack)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -137,6 +149,8 @@ func run(args []string, out io.Writer) error {
 		case "signup":
 			st, _, err = post(ctx, cl, *base+"/api/signup", map[string]string{
 				"email": fmt.Sprintf("flood-%d-%d@example.com", stamp, i), "password": *password, "name": "Flood"})
+		case "none":
+			return 0
 		}
 		if err != nil {
 			return -1
@@ -179,7 +193,19 @@ func run(args []string, out io.Writer) error {
 			}
 		}
 	})
+	var tick <-chan time.Time
+	if *rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / *rate))
+		defer t.Stop()
+		tick = t.C
+	}
 	for range *n {
+		if tick != nil {
+			select {
+			case <-tick:
+			case <-ctx.Done():
+			}
+		}
 		select {
 		case jobs <- struct{}{}:
 		case <-ctx.Done():
@@ -192,7 +218,7 @@ func run(args []string, out io.Writer) error {
 	userWG.Wait()
 	m1, _ := scrape(ctx, *metricsURL)
 
-	fmt.Fprintf(out, "flood: %d %s requests at %d-way from %d addresses in %v\n", *n, *attack, *c, *addresses, took.Round(time.Millisecond))
+	fmt.Fprintf(out, "flood: %d %s requests at %d-way (%v a second; 0: unpaced) from %d addresses in %v\n", *n, *attack, *c, *rate, *addresses, took.Round(time.Millisecond))
 	codes := make([]int, 0, len(counts))
 	for k := range counts {
 		codes = append(codes, k)

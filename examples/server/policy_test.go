@@ -115,7 +115,9 @@ func TestPasswordPolicyBound(t *testing.T) {
 // over keyboard walks, shifted keys, l33t characters, words and dates
 // (the keyboard-pattern matcher's cost grows with the walks it finds).
 func policyWorstInputs() map[string]string {
-	every := strings.Repeat("4@8({[<369!|1705$+%2", 4)[:64]
+	// The 20 forwards, backwards and rotated: a repeat would be judged by
+	// its unit alone (see repeatUnit).
+	every := "4@8({[<369!|1705$+%2" + "2%+$5071|!963<[{(8@4" + "369!|1705$+%24@8({[<" + "(2@9"
 	return map[string]string{
 		"issue-l33t":       ("p@$$w0rd1|7!8({[<369%2+" + strings.Repeat("x", 64))[:64],
 		"every-l33t":       every,
