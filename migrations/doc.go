@@ -90,11 +90,41 @@
 //     role granted SET ON PARAMETER snowkey.reserved_workers that owns the
 //     database; Up refuses with ErrIDSpace, saying so, when it may not.
 //   - Shards on other clusters cannot be seen from here. Give each its own
-//     number with Options.ReservedWorker.
+//     number: Options.WorkerPool claims one from the app fleet's lease
+//     store (see below), Options.ReservedWorker sets one by hand.
 //
 // Whatever number a database uses, the app's worker leases must skip it,
 // and the numbers of every schema and database its IDs meet:
 // ReservedWorkers lists those Up knows of, for workerid.Options.Reserved.
+//
+// # Several servers
+//
+// Every database server whose snowflake_id() IDs meet other servers' and
+// the app fleet's (shards, regions, the nodes of a cluster that each take
+// inserts) needs a worker number of its own that no app instance leases.
+// Give Up the app fleet's worker pool:
+//
+//	pool, err := workerid.Redis(rdb, workerid.Options{Namespace: "api"})
+//	…
+//	err = migrations.Up(ctx, db, migrations.Options{WorkerPool: pool})
+//
+// Up claims a number from the pool for good (workerid.Pool.Claim) for the
+// claimant "postgres:<system identifier>/<database>/<schema>", before it
+// migrates anything, and then makes snowflake_id() use it; the fleet's
+// leases never get that number. Called again, Up finds the same claim.
+// When the number was used before, Up starts snowflake_id()'s state after
+// the number's high-water mark and waits until the database's clock has
+// passed it, as a new lease would (at most two TTLs of the pool).
+//
+// A physical standby shares its primary's system identifier and so its
+// number, which it takes over when promoted. A copy of the database (a
+// restored dump, CREATE DATABASE ... TEMPLATE, a server moved by
+// pg_upgrade) has the function but not the claim: its snowflake_id()
+// refuses with SQLSTATE SQLStateNoServerWorker, and Up without a pool
+// with ErrNoServerWorker, until Up with the pool claims a number of its
+// own. The check costs nothing per ID: snowflake_id() makes it once per
+// session. What the lease store must keep for claims to hold is in
+// docs/operations.md.
 //
 // # The runner
 //

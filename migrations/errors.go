@@ -23,4 +23,10 @@ var (
 	// readable, or the database is recorded in another space. The error
 	// says which and how to fix it; Up created and changed nothing.
 	ErrIDSpace = errors.New("migrations: ID space record")
+	// ErrNoServerWorker means the database's snowflake_id() has no worker
+	// number it may issue on: the number it has was claimed for another
+	// server or database (Options.WorkerPool), of which this one is a
+	// copy, so snowflake_id() refuses with SQLStateNoServerWorker. Up with
+	// Options.WorkerPool claims a number for this database.
+	ErrNoServerWorker = errors.New("migrations: no worker number claimed for this database server")
 )

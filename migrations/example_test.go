@@ -9,6 +9,9 @@ import (
 	"log"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/migrations"
 )
 
@@ -87,5 +90,31 @@ func ExampleOptions_idSpace() {
 		for _, r := range reserved {
 			fmt.Printf("leases skip worker %d (%s.%s)\n", r.Worker, r.Database, r.Schema)
 		}
+	}
+}
+
+// Shards on several servers, and the app fleet, in one ID space: each
+// server claims a worker number of its own from the fleet's lease store,
+// at every start, and the fleet's leases never get it.
+func ExampleOptions_workerPool() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	pool, err := workerid.Redis(rdb, workerid.Options{Namespace: "api"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, url := range []string{"postgres://app@db-eu/app", "postgres://app@db-us/app"} {
+		db, err := sql.Open("pgx", url)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := migrations.Up(ctx, db, migrations.Options{WorkerPool: pool}); err != nil {
+			log.Fatal(err)
+		}
+		w, err := migrations.ReservedWorkerOf(ctx, db)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(url, "issues IDs on worker", w)
 	}
 }

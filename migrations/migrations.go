@@ -47,4 +47,11 @@ const (
 	// SQLStateTimeExhausted means the clock is past the last millisecond
 	// the layout holds, 2080-07-10T17:30:30.208Z.
 	SQLStateTimeExhausted = "SK002"
+	// SQLStateNoServerWorker means the worker number of snowflake_id()
+	// was claimed for another server or database (Options.WorkerPool):
+	// this database is a copy of that one (a restored dump, CREATE
+	// DATABASE ... TEMPLATE, a server moved by pg_upgrade), and issuing
+	// on the number would repeat the other's IDs. Nothing was issued; run
+	// Up with Options.WorkerPool to claim a number for this database.
+	SQLStateNoServerWorker = "SK005"
 )

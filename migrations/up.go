@@ -17,6 +17,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/idtype/workerid"
 )
 
 // DefaultLockTimeout is how long Up waits for another instance's migration
@@ -66,6 +67,20 @@ type Options struct {
 	// other databases, since separate databases cannot meet unless the
 	// app makes them.
 	IDSpace string
+	// WorkerPool gives the database server its own worker number, for
+	// several servers whose snowflake_id() IDs meet each other's and the
+	// app fleet's: shards, regions, the nodes of a cluster that each take
+	// inserts. Up claims a number for good from the pool, the app fleet's
+	// (workerid.Redis or workerid.Postgres, with idtype.DefaultLayout), so
+	// that no lease of the fleet and no other server ever gets it, and
+	// makes snowflake_id() use it (see "Several servers" in the package
+	// doc). At every later call Up finds the claim again, so it gives the
+	// same number: pass the pool at every start.
+	//
+	// Nil leaves the number as it is: workerid.SQLWorker on a fresh
+	// database, which suits one database server. It cannot be given with
+	// ReservedWorker.
+	WorkerPool *workerid.Pool
 }
 
 // resolve checks the options given to Up and fills in the defaults.
@@ -87,6 +102,17 @@ func resolve(opts []Options) (Options, error) {
 	if max := idtype.DefaultLayout.MaxWorker(); o.ReservedWorker < 0 || o.ReservedWorker > max {
 		return o, fmt.Errorf("%w: ReservedWorker %d is outside 1..%d (zero leaves the number as it is)",
 			idtype.ErrInvalidOptions, o.ReservedWorker, max)
+	}
+	if o.WorkerPool != nil {
+		if o.ReservedWorker != 0 {
+			return o, fmt.Errorf("%w: ReservedWorker %d with WorkerPool: the pool gives the number",
+				idtype.ErrInvalidOptions, o.ReservedWorker)
+		}
+		if l := o.WorkerPool.Layout(); !sameLayout(l, idtype.DefaultLayout) {
+			return o, fmt.Errorf("%w: WorkerPool leases numbers of a layout with %d worker bits, %d sequence bits and epoch %v; "+
+				"snowflake_id() issues IDs of idtype.DefaultLayout, which only a pool of that layout shares",
+				idtype.ErrInvalidOptions, l.WorkerBits, l.SequenceBits, l.Epoch)
+		}
 	}
 	if o.IDSpace != "" {
 		if err := checkSpaceName(o.IDSpace); err != nil {
@@ -147,7 +173,15 @@ func Up(ctx context.Context, db *sql.DB, opts ...Options) (err error) {
 		}
 	}()
 
-	if err := checkWorkers(ctx, conn, o); err != nil {
+	srv, err := prepareServer(ctx, conn, o)
+	if err != nil {
+		return err
+	}
+	check := o
+	if srv.claim != nil {
+		check.ReservedWorker = srv.claim.Worker
+	}
+	if err := checkWorkers(ctx, conn, check); err != nil {
 		return err
 	}
 	if _, err := p.Up(ctx); err != nil {
@@ -157,6 +191,9 @@ func Up(ctx context.Context, db *sql.DB, opts ...Options) (err error) {
 		if err := setReservedWorker(ctx, conn, o.ReservedWorker); err != nil {
 			return err
 		}
+	}
+	if srv.claim != nil {
+		return configureServer(ctx, conn, srv, o.WorkerPool.Namespace())
 	}
 	return nil
 }
@@ -271,17 +308,16 @@ func setReservedWorker(ctx context.Context, conn *sql.Conn, w int64) (err error)
 	if err := checkMigrated(ctx, tx); err != nil {
 		return err
 	}
-	var (
-		schema string
-		cur    int64
-	)
-	err = tx.QueryRowContext(ctx, `SELECT n.nspname, snowflake_reserved_worker()
+	// The body, not a call: a body claimed for another server
+	// (Options.WorkerPool) refuses to be called on a copy of its database.
+	var schema, src string
+	err = tx.QueryRowContext(ctx, `SELECT n.nspname, p.prosrc
 		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-		WHERE p.oid = 'snowflake_reserved_worker()'::regprocedure`).Scan(&schema, &cur)
+		WHERE p.oid = 'snowflake_reserved_worker()'::regprocedure`).Scan(&schema, &src)
 	if err != nil {
 		return fmt.Errorf("migrations: set reserved worker: %w", err)
 	}
-	if cur == w {
+	if m := workerSource.FindStringSubmatch(src); m != nil && m[1] == strconv.FormatInt(w, 10) {
 		return tx.Rollback()
 	}
 	ddl := "CREATE OR REPLACE FUNCTION " + pgx.Identifier{schema, "snowflake_reserved_worker"}.Sanitize() +

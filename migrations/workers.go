@@ -153,6 +153,8 @@ func schemaWorkers(ctx context.Context, q queryer) (db string, out []Reservation
 		r := Reservation{Database: db, Schema: f.schema}
 		if m := workerSource.FindStringSubmatch(f.src); m != nil {
 			r.Worker, _ = strconv.ParseInt(m[1], 10, 64)
+		} else if rec, ok, err := parseServerBody(f.src); ok && err == nil {
+			r.Worker = rec.Worker
 		} else {
 			call := "SELECT " + pgx.Identifier{f.schema, "snowflake_reserved_worker"}.Sanitize() + "()"
 			if err := q.QueryRowContext(ctx, call).Scan(&r.Worker); err != nil {

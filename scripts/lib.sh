@@ -147,6 +147,48 @@ need_redis() {
 		echo redis-server redis-tools
 }
 
+need_valkey() {
+	# Valkey, the Redis fork, for the second pass of the Redis-backed
+	# tests (go_test_all); Debian has it in bookworm-backports.
+	[[ -n "${SNOWKEY_TEST_VALKEY_SERVER:-}" ]] || command -v valkey-server >/dev/null || echo valkey-server
+}
+
+# Adds Debian's bookworm-backports to apt's sources for the valkey
+# packages alone, from the mirror the machine's bookworm comes from: every
+# other package of the suite is pinned away, so nothing else on the
+# machine moves to a backported version. Bookworm only: later releases
+# have valkey in main.
+add_valkey_source() {
+	local list=/etc/apt/sources.list.d/snowkey-bookworm-backports.sources uri
+	grep -q '^VERSION_CODENAME=bookworm$' /etc/os-release 2>/dev/null || return 0
+	[[ -e "$list" ]] && return 0
+	uri=$(awk '$1 == "URIs:" { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null)
+	if [[ -z "$uri" ]]; then
+		uri=$(awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' /etc/apt/sources.list 2>/dev/null)
+	fi
+	if [[ -z "$uri" ]]; then
+		echo "no bookworm source in /etc/apt to take the backports mirror from" >&2
+		return 1
+	fi
+	echo "adding bookworm-backports from $uri for valkey-server and valkey-tools only ($list)"
+	cat >"$list" <<-EOF
+		Types: deb
+		URIs: $uri
+		Suites: bookworm-backports
+		Components: main
+		Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+	EOF
+	cat >/etc/apt/preferences.d/snowkey-valkey <<-EOF
+		Package: *
+		Pin: release n=bookworm-backports
+		Pin-Priority: -1
+
+		Package: valkey-server valkey-tools
+		Pin: release n=bookworm-backports
+		Pin-Priority: 500
+	EOF
+}
+
 need_postgres() {
 	command -v initdb >/dev/null || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ||
 		echo postgresql
@@ -172,7 +214,7 @@ need_node() {
 # package may start a system server; the tests start their own.)
 ensure_all() {
 	local missing
-	missing=$(need_redis; need_postgres; need_cc; need_chromium; need_node)
+	missing=$(need_redis; need_valkey; need_postgres; need_cc; need_chromium; need_node)
 	missing=$(echo $missing)
 	[[ -z "$missing" ]] && return
 	if [[ "$(id -u)" != 0 ]]; then
@@ -180,6 +222,9 @@ ensure_all() {
 		return 1
 	fi
 	echo "installing: $missing"
+	if [[ " $missing " == *" valkey-server "* ]]; then
+		add_valkey_source || return 1
+	fi
 	# shellcheck disable=SC2086 # a list of packages
 	DEBIAN_FRONTEND=noninteractive apt-get update -q &&
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing
@@ -200,7 +245,38 @@ GO_TEST_TIMEOUT=5m
 # no longer there is left out, and one missing here merely starts later.
 SLOW_PACKAGES=(./idtype/workerid ./tokens)
 
+# The packages whose Redis-backed tests run a second time, against Valkey
+# (one node, Sentinel, Cluster), and the tests of theirs left out of that
+# pass, which the first pass covers: the subtests of PostgreSQL and of
+# miniredis (VALKEY_SKIP) and the tests named TestPostgres… (VALKEY_RUN
+# runs all others; go test's -skip cannot name both levels at once).
+VALKEY_PACKAGES=(./idtype/workerid ./tokens)
+VALKEY_SKIP='/(postgres|miniredis)$'
+VALKEY_RUN='^(Test[^P]|TestP[^o]|TestPo[^s]|Example|Fuzz)'
+
+# Runs the Redis-backed tests of VALKEY_PACKAGES against valkey-server
+# (SNOWKEY_TEST_VALKEY_SERVER, else from PATH): a testservers of its own
+# starts a Valkey node and Cluster in place of Redis's, and the tests'
+# private servers (StartRedis, StartRedisCluster, Sentinel) are Valkey's
+# too, through SNOWKEY_TEST_REDIS_SERVER. PostgreSQL is the shared one.
+# Without valkey-server it says so and passes, unless CI is set.
+go_test_valkey() {
+	local bin=${SNOWKEY_TEST_VALKEY_SERVER:-$(command -v valkey-server || true)}
+	if [[ -z "$bin" ]]; then
+		echo "valkey-server not found: the Valkey pass did not run (install it: bash scripts/lib.sh ensure_all)"
+		[[ "${CI:-}" != true ]]
+		return
+	fi
+	"$bin" --version
+	# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
+	env -u SNOWKEY_TEST_REDIS -u SNOWKEY_TEST_REDIS_CLUSTER SNOWKEY_TEST_REDIS_SERVER="$bin" \
+		"$PWD/bin/testservers" -q -postgres=false -- \
+		go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -run "$VALKEY_RUN" -skip "$VALKEY_SKIP" \
+		${GOTESTFLAGS:-} "${VALKEY_PACKAGES[@]}"
+}
+
 # go test -race of every module, and of the GOEXPERIMENT=jsonv2 packages,
+# and the Valkey pass (go_test_valkey, once the root module's have ended),
 # run at the same time: the long integration tests mostly wait on servers
 # and clocks, while another module compiles. Each run's output is printed
 # as a block when it ends; every failing one is reported. vet_all has run
@@ -229,6 +305,15 @@ go_test_all() {
 			>"$tmp/${#pids[@]}" 2>&1 &
 		pids+=($!)
 	fi
+	# The Valkey pass starts when the root module's tests have ended, so
+	# that workerid and tokens, the slowest packages, never run twice at
+	# once on a 2-core machine; it overlaps the other modules' tests.
+	names+=("valkey: ${VALKEY_PACKAGES[*]}")
+	(
+		while kill -0 "${pids[0]}" 2>/dev/null; do sleep 1; done
+		go_test_valkey
+	) >"$tmp/${#pids[@]}" 2>&1 &
+	pids+=($!)
 	echo "go test: ${names[*]} (at once; each prints when it ends)"
 	for i in "${!pids[@]}"; do
 		status=0

@@ -3,13 +3,15 @@
 # they are missing, checks formatting, go vet and staticcheck, then runs
 # every module's tests with -race against real PostgreSQL, Redis and Redis
 # Cluster started by internal/testenv/cmd/testservers (staticcheck runs
-# beside the tests). Every step runs even when an earlier check failed, so
+# beside the tests), and the Redis-backed tests of workerid and tokens once
+# more against Valkey (go_test_valkey in lib.sh). Every step runs even when an earlier check failed, so
 # one run shows every problem; the exit status is non-zero if any step
 # failed. Each step says how long it took.
 #
 # Environment: GOTESTFLAGS adds flags to go test (e.g. GOTESTFLAGS=-v);
 # SNOWKEY_TEST_* point the tests at servers of one's own instead (see
-# internal/testenv). CI=true makes tests that lack a server fail, not skip.
+# internal/testenv); SNOWKEY_TEST_VALKEY_SERVER names the valkey-server of
+# the Valkey pass. CI=true makes tests that lack a server fail, not skip.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh

@@ -386,3 +386,77 @@ func BenchmarkStatsPaired(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkValidateScripts times, in every op and in rotating order on the
+// same client, a raw GET of a session key and the two forms of Validate's
+// read: "current", the script Validate runs, which receives the session
+// key alone and builds the user's index key from the record; and
+// "strict", the script that receives both keys (validateIndexedScript,
+// Validate's second try today), which is what Validate would run once a
+// token names its user's index. It reports each as a throughput ratio to
+// the GET (time of GETs / time of the script: 1 is as fast as a GET), and
+// strict against current, with 1 and 32 goroutines.
+func BenchmarkValidateScripts(b *testing.B) {
+	c := testenv.RedisClient(b)
+	ctx := context.Background()
+	gen := newGen(b)
+	m := newManager(b, c, gen, Options{})
+	type session struct{ key, index, digest, sid string }
+	sessions := make([]session, benchTokens)
+	for i := range sessions {
+		tok, s := issue(b, m, userID(b, gen), Metadata{})
+		t, ok := parseToken(m.opts.TokenPrefix, tok)
+		if !ok {
+			b.Fatal("an issued token does not parse")
+		}
+		d := m.digest(&t)
+		key := m.keys.session(t.tag, t.session)
+		sessions[i] = session{key, m.keys.index(t.tag, s.UserID), string(d[:digestLen]), m.keys.sessionID(key)}
+	}
+	s := sessions[0]
+	for name, run := range map[string]*redis.Cmd{
+		"current": m.s.validate.Run(ctx, c, []string{s.key}, s.digest, s.sid),
+		"strict":  m.s.validateIndexed.Run(ctx, c, []string{s.key, s.index}, s.digest, s.sid),
+	} {
+		if v, err := run.Text(); err != nil || len(v) != headLen {
+			b.Fatalf("%s script on a valid session: %q, %v; want its %d-byte record", name, v, err, headLen)
+		}
+	}
+	for _, g := range []int{1, 32} {
+		b.Run("goroutines="+strconv.Itoa(g), func(b *testing.B) {
+			var getNs, currentNs, strictNs atomic.Int64
+			parallel(b, g, func(i int) error {
+				s := sessions[i%benchTokens]
+				calls := [3]func() error{
+					func() error {
+						t0 := time.Now()
+						err := c.Get(ctx, s.key).Err()
+						getNs.Add(int64(time.Since(t0)))
+						return err
+					},
+					func() error {
+						t0 := time.Now()
+						err := m.s.validate.Run(ctx, c, []string{s.key}, s.digest, s.sid).Err()
+						currentNs.Add(int64(time.Since(t0)))
+						return err
+					},
+					func() error {
+						t0 := time.Now()
+						err := m.s.validateIndexed.Run(ctx, c, []string{s.key, s.index}, s.digest, s.sid).Err()
+						strictNs.Add(int64(time.Since(t0)))
+						return err
+					},
+				}
+				for k := range 3 {
+					if err := calls[(i+k)%3](); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			b.ReportMetric(float64(getNs.Load())/float64(currentNs.Load()), "current/get")
+			b.ReportMetric(float64(getNs.Load())/float64(strictNs.Load()), "strict/get")
+			b.ReportMetric(float64(currentNs.Load())/float64(strictNs.Load()), "strict/current")
+		})
+	}
+}

@@ -655,6 +655,12 @@ func TestChaosAllKeysLRU(t *testing.T) {
 			}
 		})
 		sleep(r.Rand, 1500*time.Millisecond, 2500*time.Millisecond)
+		// Eviction is the fault: go on until LRU has evicted a few
+		// hundred keys, however slowly a loaded machine (or a server
+		// that packs keys tighter, as Valkey does) fills the room.
+		for until := time.Now().Add(20 * time.Second); evictedKeys(t, junk) < 300 && time.Now().Before(until); {
+			time.Sleep(50 * time.Millisecond)
+		}
 		close(stop)
 		wait()
 		close(fill)

@@ -66,8 +66,11 @@
 // Manager.Stats returns counts of validations (OK, invalid,
 // unavailable), cache hits and misses, refreshes and failed refreshes,
 // revocations (sessions ended) and sessions issued, for an application to
-// export beside idtype's Generator.Stats and the worker lease's Status.
-// Counting takes atomic adds and no lock.
+// export beside idtype's Generator.Stats and the worker lease's Status
+// (the module extra/snowkeyprom exports all three to Prometheus).
+// Counting takes atomic adds and no lock. Options.Observer is told when
+// each call starts and ends, for tracing and timing (extra/snowkeyotel
+// implements it for OpenTelemetry).
 //
 // # The promise
 //

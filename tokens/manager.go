@@ -47,6 +47,7 @@ type Manager struct {
 	cache  *cache // nil when Options.CacheTTL is zero
 	def    defences
 	stats  counters
+	obs    Observer // Options.Observer
 }
 
 // defences are switches, one per defence of the revocation promise, that
@@ -104,6 +105,7 @@ func New(client redis.UniversalClient, gen idtype.Source, opts Options) (*Manage
 		opts:   o,
 		keys:   keys{prefix: o.KeyPrefix},
 		s:      newScripts(defences{}),
+		obs:    o.Observer,
 	}
 	if o.CacheTTL > 0 {
 		m.cache = newCache(o.CacheTTL, o.CacheSize)
@@ -126,7 +128,11 @@ func (m *Manager) Options() Options { return m.opts }
 // an Issue that revoked sessions and did not get its acknowledgements
 // fails with ErrUnavailable; the new session may exist, unused, until it
 // idles out.
-func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (string, Session, error) {
+func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (_ string, _ Session, err error) {
+	if m.obs != nil {
+		ctx = m.obs.Start(ctx, OpIssue)
+		defer func() { m.obs.End(ctx, OpIssue, err) }()
+	}
 	if userID <= 0 {
 		return "", Session{}, fmt.Errorf("%w: %d", ErrInvalidUser, userID)
 	}
@@ -213,7 +219,11 @@ func (m *Manager) digest(t *token) [sha256.Size]byte {
 // session; Stats counts the failure and a later Validate tries again.
 // With Options.CacheTTL set, a session validated within CacheTTL is
 // served from memory.
-func (m *Manager) Validate(ctx context.Context, token string) (Session, error) {
+func (m *Manager) Validate(ctx context.Context, token string) (_ Session, err error) {
+	if m.obs != nil {
+		ctx = m.obs.Start(ctx, OpValidate)
+		defer func() { m.obs.End(ctx, OpValidate, err) }()
+	}
 	t, sum, ok := parseFields(m.opts.TokenPrefix, token)
 	if !ok {
 		m.stats.validInvalid.Add(1)
@@ -365,7 +375,11 @@ func (m *Manager) refresh(ctx context.Context, t *token, digest *[sha256.Size]by
 // leaves it unknown whether the old token still works: the client should
 // retry the rotation, and log in again if that says ErrInvalidToken. It
 // takes two round trips.
-func (m *Manager) Rotate(ctx context.Context, token string) (string, Session, error) {
+func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session, err error) {
+	if m.obs != nil {
+		ctx = m.obs.Start(ctx, OpRotate)
+		defer func() { m.obs.End(ctx, OpRotate, err) }()
+	}
 	t, ok := parseToken(m.opts.TokenPrefix, token)
 	if !ok {
 		return "", Session{}, ErrInvalidToken
@@ -413,7 +427,11 @@ func (m *Manager) Rotate(ctx context.Context, token string) (string, Session, er
 // or may not have ended: retry (Revoke is safe to repeat; a repeat that
 // finds the session ended says ErrInvalidToken). It works when Redis is
 // out of memory, since it only deletes. It takes one round trip.
-func (m *Manager) Revoke(ctx context.Context, token string) error {
+func (m *Manager) Revoke(ctx context.Context, token string) (err error) {
+	if m.obs != nil {
+		ctx = m.obs.Start(ctx, OpRevoke)
+		defer func() { m.obs.End(ctx, OpRevoke, err) }()
+	}
 	t, ok := parseToken(m.opts.TokenPrefix, token)
 	if !ok {
 		return ErrInvalidToken
@@ -441,7 +459,11 @@ func (m *Manager) Revoke(ctx context.Context, token string) error {
 // An error wraps ErrUnavailable, after which the session may or may not
 // have ended: retry (a repeat reports false once it has). It works when
 // Redis is out of memory. It takes one round trip.
-func (m *Manager) RevokeSession(ctx context.Context, userID, sessionID idtype.ID) (bool, error) {
+func (m *Manager) RevokeSession(ctx context.Context, userID, sessionID idtype.ID) (_ bool, err error) {
+	if m.obs != nil {
+		ctx = m.obs.Start(ctx, OpRevokeSession)
+		defer func() { m.obs.End(ctx, OpRevokeSession, err) }()
+	}
 	if userID <= 0 {
 		return false, fmt.Errorf("%w: %d", ErrInvalidUser, userID)
 	}
@@ -484,7 +506,11 @@ func (m *Manager) RevokeSession(ctx context.Context, userID, sessionID idtype.ID
 // it again until it returns nil; a repeat that finds them ended returns
 // 0. It works when Redis is out of memory. While a Cluster slot migrates
 // the count may leave out sessions whose keys were on the other node.
-func (m *Manager) RevokeAll(ctx context.Context, userID idtype.ID, keep ...idtype.ID) (int, error) {
+func (m *Manager) RevokeAll(ctx context.Context, userID idtype.ID, keep ...idtype.ID) (_ int, err error) {
+	if m.obs != nil {
+		ctx = m.obs.Start(ctx, OpRevokeAll)
+		defer func() { m.obs.End(ctx, OpRevokeAll, err) }()
+	}
 	if userID <= 0 {
 		return 0, fmt.Errorf("%w: %d", ErrInvalidUser, userID)
 	}

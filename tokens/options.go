@@ -124,6 +124,11 @@ type Options struct {
 	// DefaultWaitTimeout, 1 second. It must be at least 1 ms and less than
 	// the client's ReadTimeout, which bounds the reply to WAIT.
 	WaitTimeout time.Duration
+
+	// Observer, when set, is told when each call of the Manager starts
+	// and ends, for metrics and tracing (see Observer). Nil observes
+	// nothing.
+	Observer Observer
 }
 
 // withDefaults fills in the zero fields and checks the result.

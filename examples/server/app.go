@@ -237,7 +237,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.dummyHash, err = hashPassword("not a password", a.argon); err != nil {
 		return nil, err
 	}
-	a.metrics = newMetrics(a)
+	if a.metrics, err = newMetrics(a); err != nil {
+		return nil, err
+	}
 	a.handler = a.routes()
 	a.ops = a.opsRoutes()
 	return a, nil

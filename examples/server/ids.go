@@ -133,7 +133,13 @@ func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtyp
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	a.log.Info("ids: fixed worker number", "worker", worker, "starts_after", floor.UTC())
+	// A fresh database has no floor: the line then says nothing of one,
+	// where a zero time would read as a wrong one.
+	attrs := []any{"worker", worker}
+	if !floor.IsZero() {
+		attrs = append(attrs, "starts_after", floor.UTC())
+	}
+	a.log.Info("ids: fixed worker number", attrs...)
 	return gen, nil
 }
 

@@ -12,7 +12,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/snowkeyhq/snowkey/extra/snowkeyotel"
+	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
@@ -157,7 +161,14 @@ func TestMetrics(t *testing.T) {
 
 // TestStatusLabel keeps the status label to numbers a server can send.
 func TestStatusLabel(t *testing.T) {
-	m := newMetrics(&App{})
+	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMetrics(&App{gen: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range []int{0, 200, 99, 600, math.MaxInt32} {
 		m.request("GET /x", s, time.Millisecond)
 	}
@@ -182,5 +193,41 @@ func TestStatusLabel(t *testing.T) {
 	}
 	if strings.Join(labels, ",") != "200,other" {
 		t.Errorf("status labels %v, want 200 and other", labels)
+	}
+}
+
+// TestTelemetry runs the server on the real servers with snowkeyotel's
+// observers on a tracer of the test's own (the Config's, in place of the
+// global providers the server uses by default): a signup and a login
+// leave the lease's Acquire and the token calls as spans.
+func TestTelemetry(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
+	spans := tracetest.NewSpanRecorder()
+	opts := snowkeyotel.Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))}
+	tokObs, err := snowkeyotel.NewTokens(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseObs, err := snowkeyotel.NewLeases(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := realServers().config(t)
+	cfg.Throttle = generous()
+	cfg.Tokens.Observer = tokObs
+	cfg.Leases.Observer = leaseObs
+	_, srv := startAppConfig(t, cfg)
+	_, tok := signupLogin(t, srv, "otel@example.com", goodPassword)
+	if r := call(t, srv, "GET", "/api/me", tok, ""); r.status != 200 {
+		t.Fatalf("/api/me: %d %s", r.status, r.body)
+	}
+	seen := map[string]int{}
+	for _, s := range spans.Ended() {
+		seen[s.Name()]++
+	}
+	for _, name := range []string{"snowkey.workerid.acquire", "snowkey.tokens.issue", "snowkey.tokens.validate"} {
+		if seen[name] == 0 {
+			t.Errorf("no %s span; spans: %v", name, seen)
+		}
 	}
 }

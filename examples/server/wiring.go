@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowkeyhq/snowkey/extra/snowkeyotel"
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/migrations"
@@ -71,12 +72,43 @@ func runPartitions(ctx context.Context, p *pgkit.Partitioner, db *sql.DB) error 
 }
 
 // postgresPool and redisPool return the pools that lease worker numbers.
+// Their Acquires and renewals are traced and timed through OpenTelemetry
+// (see leaseTelemetry).
 func postgresPool(db *sql.DB, opts workerid.Options) (*workerid.Pool, error) {
+	if err := leaseTelemetry(&opts); err != nil {
+		return nil, err
+	}
 	return workerid.Postgres(db, opts)
 }
 
 func redisPool(rdb redis.UniversalClient, opts workerid.Options) (*workerid.Pool, error) {
+	if err := leaseTelemetry(&opts); err != nil {
+		return nil, err
+	}
 	return workerid.Redis(rdb, opts)
+}
+
+// leaseTelemetry and tokenTelemetry set, unless the Config set one, an
+// observer that reports spans and durations to OpenTelemetry's global
+// providers: nowhere until the process installs an SDK
+// (otel.SetTracerProvider, otel.SetMeterProvider), which a deployment
+// does in main with the exporter it uses.
+func leaseTelemetry(opts *workerid.Options) error {
+	if opts.Observer != nil {
+		return nil
+	}
+	obs, err := snowkeyotel.NewLeases(snowkeyotel.Options{})
+	opts.Observer = obs
+	return err
+}
+
+func tokenTelemetry(opts *tokens.Options) error {
+	if opts.Observer != nil {
+		return nil
+	}
+	obs, err := snowkeyotel.NewTokens(snowkeyotel.Options{})
+	opts.Observer = obs
+	return err
 }
 
 // generatorOnLease builds the generator of a leased worker number.
@@ -93,6 +125,9 @@ func fixedGenerator(worker int64, layout idtype.Layout, notBefore time.Time, clo
 // newTokenManager builds the login-token manager on rdb, with session IDs
 // from gen.
 func newTokenManager(rdb redis.UniversalClient, gen idtype.Source, opts tokens.Options) (*tokens.Manager, error) {
+	if err := tokenTelemetry(&opts); err != nil {
+		return nil, err
+	}
 	return tokens.New(rdb, gen, opts)
 }
 

@@ -3,7 +3,9 @@ package workerid
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -214,4 +216,60 @@ func TestPostgresSkipsDatabaseReserved(t *testing.T) {
 	if _, err := p.Acquire(t.Context()); !errors.Is(err, ErrNoFreeWorker) {
 		t.Fatalf("fourth Acquire: got %v, want ErrNoFreeWorker", err)
 	}
+}
+
+// TestAcquireLogsNoZeroFloor: the "lease acquired" line of a number that
+// never had an owner names no floor (the Unix epoch there reads as a
+// wrong time, not as "none"), and the line of a number taken again names
+// the floor it starts after, so the check can see one.
+func TestAcquireLogsNoZeroFloor(t *testing.T) {
+	ctx := testenv.Deadline(t, time.Minute)
+	dsn := testenv.Postgres(t)
+	migrate(t, dsn)
+	var log testenv.LogBuffer
+	p := postgresPool(t, dsn, Options{Layout: sixBits, Reserved: allBut(sixBits, 9),
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	acquiredLine := func() string {
+		t.Helper()
+		lines := strings.Split(log.String(), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if strings.Contains(lines[i], `msg="workerid: lease acquired"`) {
+				return lines[i]
+			}
+		}
+		t.Fatalf("no lease acquired line in:\n%s", log.String())
+		return ""
+	}
+
+	l, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line := acquiredLine(); strings.Contains(line, "floor=") {
+		t.Errorf("a number without a high-water mark logs a floor: %s", line)
+	}
+	if _, err := generator(t, l).Next(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if line := acquiredLine(); !strings.Contains(line, "floor="+strconv.Itoa(time.Now().Year())) {
+		t.Errorf("a number taken again logs no floor of this year: %s", line)
+	}
+}
+
+// allBut returns every worker number of layout except those in keep, for
+// Options.Reserved of a pool that may take only keep.
+func allBut(layout idtype.Layout, keep ...int64) []int64 {
+	var r []int64
+	for w := range layout.MaxWorker() + 1 {
+		if !slices.Contains(keep, w) {
+			r = append(r, w)
+		}
+	}
+	return r
 }

@@ -168,5 +168,8 @@
 // is acquired, renewed again after failures, or released; at warn when a
 // renewal fails (the first of a row), when a lapsed lease is taken back,
 // or when the store had lost its mark; at error when the lease expires
-// (its generator stops) and when it is lost.
+// (its generator stops) and when it is lost. Options.Observer is told
+// when each Acquire and each renewal starts and ends, for tracing and
+// timing (the module extra/snowkeyotel implements it for OpenTelemetry;
+// extra/snowkeyprom exports Status to Prometheus).
 package workerid

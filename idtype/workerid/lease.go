@@ -169,7 +169,7 @@ func (l *Lease) run() {
 		case <-timer.C:
 		}
 		start := l.pool.nowMs()
-		ok := l.renew(start)
+		ok := l.observedRenew(start)
 		if l.isEnded() {
 			return
 		}
@@ -188,32 +188,48 @@ func (l *Lease) isEnded() bool {
 	return l.ended
 }
 
-// renew sends one renewal, sent at start (Unix ms), and takes the number
-// again if the store has let it go. It reports whether the lease is
-// confirmed.
-func (l *Lease) renew(start int64) bool {
+// observedRenew is renew, told to Options.Observer. It reports whether
+// the lease is confirmed.
+func (l *Lease) observedRenew(start int64) bool {
+	obs := l.pool.opts.Observer
+	if obs == nil {
+		return l.renew(l.ctx, start) == nil
+	}
+	ctx := obs.Start(l.ctx, OpRenew, l.worker)
+	err := l.renew(ctx, start)
+	obs.End(ctx, OpRenew, l.worker, err)
+	return err == nil
+}
+
+// renew sends one renewal, sent at start (Unix ms), with ctx (the
+// lease's), and takes the number again if the store has let it go. It
+// returns nil when the lease is confirmed, or what the lease recorded as
+// the failure or the loss.
+func (l *Lease) renew(ctx context.Context, start int64) error {
 	p := l.pool
 	ttl := p.opts.TTL.Milliseconds()
 	// A renewal that takes longer than RenewEvery still extends the
 	// lease; one that takes half of what a lease lasts is given up.
-	ctx, cancel := context.WithTimeout(l.ctx, max(p.opts.RenewEvery, (p.opts.TTL-p.opts.Margin)/2))
+	ctx, cancel := context.WithTimeout(ctx, max(p.opts.RenewEvery, (p.opts.TTL-p.opts.Margin)/2))
 	defer cancel()
 	r, err := p.store.renew(ctx, l.worker, l.token, ttl, p.reserve(start))
 	if err != nil {
-		l.failed(p.wrap("renew", err))
-		return false
+		err = p.wrap("renew", err)
+		l.failed(err)
+		return err
 	}
 	if p.ctl.untilFromReply {
 		start = p.nowMs()
 	}
 	if r.held {
 		l.confirmed(start, r.prev, l.heldFloor(r), l.isUnsure())
-		return true
+		return nil
 	}
 	if r.holder != "" {
-		l.lose(fmt.Errorf("%w: %w: worker %d of namespace %q is held by %q",
-			idtype.ErrLeaseLost, ErrTaken, l.worker, p.opts.Namespace, r.holder))
-		return false
+		err := fmt.Errorf("%w: %w: worker %d of namespace %q is held by %q",
+			idtype.ErrLeaseLost, ErrTaken, l.worker, p.opts.Namespace, r.holder)
+		l.lose(err)
+		return err
 	}
 	// The store has no lease on the number: it expired while this process
 	// could not renew it, or the store lost it. Take it again if free.
@@ -232,18 +248,21 @@ func (l *Lease) renew(start int64) bool {
 	}
 	switch {
 	case err != nil:
-		l.failed(p.wrap("take back", err))
-		return false
+		err = p.wrap("take back", err)
+		l.failed(err)
+		return err
 	case t.worker < 0 && t.raced:
-		l.failed(fmt.Errorf("%w: take back on %s: lost a race for worker %d", ErrStore, p.store.kind(), l.worker))
-		return false
+		err = fmt.Errorf("%w: take back on %s: lost a race for worker %d", ErrStore, p.store.kind(), l.worker)
+		l.failed(err)
+		return err
 	case t.worker < 0:
-		l.lose(fmt.Errorf("%w: %w: worker %d of namespace %q was taken over while this lease could not renew",
-			idtype.ErrLeaseLost, ErrTaken, l.worker, p.opts.Namespace))
-		return false
+		err = fmt.Errorf("%w: %w: worker %d of namespace %q was taken over while this lease could not renew",
+			idtype.ErrLeaseLost, ErrTaken, l.worker, p.opts.Namespace)
+		l.lose(err)
+		return err
 	}
 	l.confirmed(start, t.prev, p.floor(t), true)
-	return true
+	return nil
 }
 
 // heldFloor is the floor that a renewal which found the lease held
@@ -299,10 +318,10 @@ func (l *Lease) confirmed(start, found, floor int64, retaken bool) {
 	switch {
 	case retaken && unsure:
 		l.log.Warn("workerid: lease had lapsed in the store; worker number taken back (learned from a renewal: the take-back's reply was lost)",
-			"floor", unixMsTime(l.floor), "last_error", l.lastErr)
+			floorAttr(l.floor), "last_error", l.lastErr)
 	case retaken:
 		l.log.Warn("workerid: lease had lapsed in the store; worker number taken back",
-			"floor", unixMsTime(l.floor), "last_error", l.lastErr)
+			floorAttr(l.floor), "last_error", l.lastErr)
 	case wasExpired || failures > 0:
 		l.log.Info("workerid: lease renewed again", "failed_renewals", failures, "was_expired", wasExpired)
 	}

@@ -95,6 +95,10 @@ type Options struct {
 	// DefaultKeyPrefix. The namespace follows it in braces, a Redis
 	// Cluster hash tag, so that all keys of a namespace share a slot.
 	KeyPrefix string
+	// Observer, when set, is told when each Acquire and each renewal
+	// starts and ends, for metrics and tracing (see Observer). Nil
+	// observes nothing.
+	Observer Observer
 }
 
 // resolve fills in defaults and checks o.

@@ -141,7 +141,17 @@ const maxRaces = 16
 // idtype.ErrClockBehind when the clock would have to pass the high-water
 // mark for longer than Options.MaxStartWait; ErrStore or the context's
 // error otherwise. On error no lease is held.
-func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
+func (p *Pool) Acquire(ctx context.Context) (l *Lease, err error) {
+	if obs := p.opts.Observer; obs != nil {
+		ctx = obs.Start(ctx, OpAcquire, -1)
+		defer func() {
+			worker := int64(-1)
+			if l != nil {
+				worker = l.worker
+			}
+			obs.End(ctx, OpAcquire, worker, err)
+		}()
+	}
 	token := p.opts.Holder + "/" + randomHex(8)
 	start := time.Now()
 	for races := 0; ; races++ {
@@ -165,7 +175,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Lease, error) {
 				p.opts.Layout.MaxWorker()+1-int64(len(p.cands)))
 		}
 		l := newLease(p, t.worker, token, now, p.floor(t))
-		l.log.Info("workerid: lease acquired", "floor", unixMsTime(l.floor), "had_record", t.hadRecord)
+		l.log.Info("workerid: lease acquired", floorAttr(l.floor), "had_record", t.hadRecord)
 		if wait := time.Duration(l.floor-now) * time.Millisecond; wait > 0 {
 			// Say why Acquire seems to hang: on a fresh Redis every number
 			// is without a record and is waited out for one TTL.
@@ -267,3 +277,13 @@ func randomHex(n int) string {
 // unixMsTime converts Unix milliseconds, as the stores keep times, to a
 // time in UTC.
 func unixMsTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// floorAttr is the log attribute of a lease's floor (Unix ms), or none
+// when the number had no high-water mark: the Unix epoch in a log line
+// would read as a wrong time, not as "none".
+func floorAttr(ms int64) slog.Attr {
+	if ms == 0 {
+		return slog.Attr{}
+	}
+	return slog.Time("floor", unixMsTime(ms))
+}

@@ -82,7 +82,7 @@ local pick, pickKey, mark, best
 for i = 7, #ARGV do
   local w, key = ARGV[i], KEYS[i - 5]
   if prefix ~= '' then
-    key = prefix .. w
+    key = prefix .. w -- undeclared key: control run
   end
   local v = redis.call('GET', key)
   if not v then

@@ -39,33 +39,65 @@ type Module struct {
 // module cache (GOPROXY=off, GOWORK=off, GOFLAGS=-mod=mod), so that a
 // block cannot make them download anything.
 func NewModule(ctx context.Context, dir, repo string) (*Module, error) {
+	return NewModuleOf(ctx, dir, repo, repo)
+}
+
+// NewModuleOf is NewModule for blocks that build against another module
+// of the checkout, base (a directory, such as repo/examples, whose
+// go.mod replaces snowkey by the checkout): the scratch module requires
+// base's module and every module base requires, at the same versions,
+// with base's replacements (relative ones resolved against base), and
+// copies base's go.sum. A block can then import base's packages and its
+// dependencies as well as snowkey's.
+func NewModuleOf(ctx context.Context, dir, repo, base string) (*Module, error) {
 	repo, err := filepath.Abs(repo)
 	if err != nil {
 		return nil, err
 	}
+	if base, err = filepath.Abs(base); err != nil {
+		return nil, err
+	}
 	m := &Module{dir: dir, env: append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOFLAGS=-mod=mod")}
-	out, err := m.goCmd(ctx, repo, "mod", "edit", "-json")
+	root, err := m.readGoMod(ctx, repo)
 	if err != nil {
-		return nil, fmt.Errorf("readmecheck: read %s/go.mod: %v\n%s", repo, err, out)
+		return nil, err
 	}
-	var mod struct {
-		Module  struct{ Path string }
-		Go      string
-		Require []struct{ Path, Version string }
-	}
-	if err := json.Unmarshal(out, &mod); err != nil {
-		return nil, fmt.Errorf("readmecheck: read %s/go.mod: %v", repo, err)
+	mod, err := root, nil
+	if base != repo {
+		if mod, err = m.readGoMod(ctx, base); err != nil {
+			return nil, err
+		}
 	}
 	var gomod strings.Builder
 	fmt.Fprintf(&gomod, "module %s\n\ngo %s\n\nrequire (\n\t%s v0.0.0\n", modulePath, mod.Go, mod.Module.Path)
 	for _, r := range mod.Require {
-		fmt.Fprintf(&gomod, "\t%s %s\n", r.Path, r.Version)
+		if r.Path != root.Module.Path {
+			fmt.Fprintf(&gomod, "\t%s %s\n", r.Path, r.Version)
+		}
 	}
-	fmt.Fprintf(&gomod, ")\n\nreplace %s => %s\n", mod.Module.Path, repo)
+	if base != repo {
+		fmt.Fprintf(&gomod, "\t%s v0.0.0\n", root.Module.Path)
+	}
+	fmt.Fprintf(&gomod, ")\n\nreplace %s => %s\n", root.Module.Path, repo)
+	if base != repo {
+		fmt.Fprintf(&gomod, "\nreplace %s => %s\n", mod.Module.Path, base)
+	}
+	for _, r := range mod.Replace {
+		if r.Old.Path == root.Module.Path {
+			continue
+		}
+		to := r.New.Path
+		if r.New.Version != "" {
+			to += " " + r.New.Version
+		} else if !filepath.IsAbs(to) {
+			to = filepath.Join(base, to)
+		}
+		fmt.Fprintf(&gomod, "\nreplace %s => %s\n", r.Old.Path, to)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod.String()), 0o644); err != nil {
 		return nil, err
 	}
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	sum, err := os.ReadFile(filepath.Join(base, "go.sum"))
 	if err != nil {
 		return nil, err
 	}
@@ -75,12 +107,36 @@ func NewModule(ctx context.Context, dir, repo string) (*Module, error) {
 	return m, nil
 }
 
+// goMod is what NewModuleOf reads of a go.mod.
+type goMod struct {
+	Module  struct{ Path string }
+	Go      string
+	Require []struct{ Path, Version string }
+	Replace []struct {
+		Old, New struct{ Path, Version string }
+	}
+}
+
+// readGoMod reads the go.mod in dir.
+func (m *Module) readGoMod(ctx context.Context, dir string) (goMod, error) {
+	var mod goMod
+	out, err := m.goCmd(ctx, dir, "mod", "edit", "-json")
+	if err != nil {
+		return mod, fmt.Errorf("readmecheck: read %s/go.mod: %v\n%s", dir, err, out)
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return mod, fmt.Errorf("readmecheck: read %s/go.mod: %v", dir, err)
+	}
+	return mod, nil
+}
+
 // Check builds block b of the Markdown file mdPath (an absolute path,
 // which the errors name) with go build and go vet, and runs it if it is a
-// Program. A File or Program must also be gofmt-formatted. The error
-// holds the go commands' output, with positions in the Markdown file; the
-// output is what a Program printed.
-func (m *Module) Check(ctx context.Context, mdPath string, b Block) (output string, err error) {
+// Program, with env added to its environment (such as the DATABASE_URL
+// of a server for it). A File or Program must also be gofmt-formatted.
+// The error holds the go commands' output, with positions in the Markdown
+// file; the output is what a Program printed.
+func (m *Module) Check(ctx context.Context, mdPath string, b Block, env ...string) (output string, err error) {
 	src, err := Source(mdPath, b)
 	if err != nil {
 		return "", err
@@ -123,6 +179,7 @@ func (m *Module) Check(ctx context.Context, mdPath string, b Block) (output stri
 	}
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Dir = m.dir
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s:%d: the program failed: %v\n%s", mdPath, b.Line, err, out)

@@ -1,8 +1,12 @@
-// Package readmecheck keeps the Go blocks of snowkey's README true: its
-// test extracts every ```go block of README.md (or of the Markdown file
-// that SNOWKEY_README names) and builds, vets and, where asked, runs each
-// one against the checkout, in a scratch module that replaces snowkey by
-// it.
+// Package readmecheck keeps the Go blocks of snowkey's README and guides
+// true: its tests extract every ```go block of README.md (or of the
+// Markdown file that SNOWKEY_README names) and of every docs/*.md, and
+// build, vet and, where asked, run each one against the checkout, in a
+// scratch module that replaces snowkey by it. README blocks build
+// against snowkey's own dependencies; a guide's build against the
+// examples module's (examples/go.mod), so that a guide for bun, sqlc or
+// Prometheus can import them. A block marked run that reads DATABASE_URL
+// or REDIS_URL gets a fresh PostgreSQL database or the test Redis there.
 //
 // A block is a complete Go file unless the line before it says otherwise
 // in an HTML comment, which a rendered README does not show:
@@ -28,6 +32,6 @@
 // Errors point into the Markdown file (README.md:75:2: declared and not
 // used: tok), through line directives in the generated files.
 //
-//	go test ./internal/readmecheck                                  # README.md
+//	go test ./internal/readmecheck                                  # README.md and docs/*.md
 //	SNOWKEY_README=/tmp/draft.md go test ./internal/readmecheck     # a draft
 package readmecheck

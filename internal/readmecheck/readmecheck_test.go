@@ -31,13 +31,41 @@ func TestReadme(t *testing.T) {
 	if path == "" {
 		path = filepath.Join(repoRoot, "README.md")
 	}
-	checkFile(t, path, func(t *testing.T, b readmecheck.Block, out string, err error) {
-		if err != nil {
-			t.Errorf("%s block at line %d:\n%v", b.Kind, b.Line, err)
-		} else if out != "" {
-			t.Logf("the program printed:\n%s", out)
-		}
-	})
+	ctx := testenv.Deadline(t, 10*time.Minute)
+	checkFile(t, ctx, newModule(t, ctx, repoRoot), path, reportBlock)
+}
+
+// TestDocs does for every guide in docs/ what TestReadme does for the
+// README, against the examples module (examples/go.mod), so that a guide
+// may import what teams on other stacks use (bun, the code sqlc
+// generates, the Prometheus collector) as well as snowkey. Each file is a
+// subtest; a program that reads DATABASE_URL or REDIS_URL runs with a
+// fresh database or the shared Redis.
+func TestDocs(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no docs/*.md")
+	}
+	ctx := testenv.Deadline(t, 10*time.Minute)
+	m := newModule(t, ctx, filepath.Join(repoRoot, "examples"))
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			checkFile(t, ctx, m, path, reportBlock)
+		})
+	}
+}
+
+// reportBlock fails the test on a block's error and logs what a program
+// printed.
+func reportBlock(t *testing.T, b readmecheck.Block, out string, err error) {
+	if err != nil {
+		t.Errorf("%s block at line %d:\n%v", b.Kind, b.Line, err)
+	} else if out != "" {
+		t.Logf("the program printed:\n%s", out)
+	}
 }
 
 // TestCheck runs the checker on testdata/blocks.md, whose blocks say on a
@@ -53,7 +81,8 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	wants, first := wantLines(t, string(md))
-	checkFile(t, "testdata/blocks.md", func(t *testing.T, b readmecheck.Block, out string, err error) {
+	ctx := testenv.Deadline(t, 10*time.Minute)
+	checkFile(t, ctx, newModule(t, ctx, repoRoot), "testdata/blocks.md", func(t *testing.T, b readmecheck.Block, out string, err error) {
 		w, ok := wants[b.Line]
 		if !ok {
 			t.Fatalf("no want line before the block at line %d", b.Line)
@@ -77,10 +106,23 @@ func TestCheck(t *testing.T) {
 	})
 }
 
-// checkFile checks every go block of the Markdown file at path, each in a
-// subtest, and hands the outcome to f.
-func checkFile(t *testing.T, path string, f func(t *testing.T, b readmecheck.Block, out string, err error)) {
-	ctx := testenv.Deadline(t, 10*time.Minute)
+// newModule makes the scratch module for blocks that build against the
+// module in base (repoRoot, or another module of the checkout).
+func newModule(t *testing.T, ctx context.Context, base string) *readmecheck.Module {
+	t.Helper()
+	m, err := readmecheck.NewModuleOf(ctx, t.TempDir(), repoRoot, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raceEnabled {
+		m.BuildFlags = []string{"-race"}
+	}
+	return m
+}
+
+// checkFile checks every go block of the Markdown file at path in m, each
+// in a subtest, and hands the outcome to f.
+func checkFile(t *testing.T, ctx context.Context, m *readmecheck.Module, path string, f func(t *testing.T, b readmecheck.Block, out string, err error)) {
 	md, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -96,18 +138,18 @@ func checkFile(t *testing.T, path string, f func(t *testing.T, b readmecheck.Blo
 	if len(blocks) == 0 {
 		t.Fatalf("%s has no go blocks", path)
 	}
-	m, err := readmecheck.NewModule(ctx, t.TempDir(), repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if raceEnabled {
-		m.BuildFlags = []string{"-race"}
-	}
 	for _, b := range blocks {
 		t.Run("line="+strconv.Itoa(b.Line), func(t *testing.T) {
 			runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
-			out, err := m.Check(runCtx, abs, b)
+			var env []string
+			if b.Kind == readmecheck.Program && strings.Contains(b.Code, "DATABASE_URL") {
+				env = append(env, "DATABASE_URL="+testenv.Postgres(t))
+			}
+			if b.Kind == readmecheck.Program && strings.Contains(b.Code, "REDIS_URL") {
+				env = append(env, "REDIS_URL=redis://"+testenv.Redis(t)+"/0")
+			}
+			out, err := m.Check(runCtx, abs, b, env...)
 			if err != nil {
 				// Name the file as the caller did, not by its absolute path.
 				err = fmt.Errorf("%s", strings.ReplaceAll(err.Error(), abs, path))

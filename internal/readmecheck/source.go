@@ -197,7 +197,9 @@ func declaredNames(f *ast.File) map[string]bool {
 // ImportPath returns the import path of a package that a fragment names
 // by its usual name: the standard library packages a README uses,
 // snowkey's packages, and the packages of snowkey's dependencies that
-// its users meet (go-redis, GORM and its PostgreSQL driver, pgx). Extend
+// its users meet (go-redis, GORM and its PostgreSQL driver, pgx), and
+// for the guides, the observability modules and the Prometheus client,
+// which build in the examples module (see NewModuleOf). Extend
 // it when the README names another; a block that needs an unusual import
 // can be written as a complete file.
 func ImportPath(name string) (string, bool) {
@@ -241,6 +243,12 @@ func ImportPath(name string) (string, bool) {
 		return "github.com/jackc/pgx/v5/pgxpool", true
 	case "stdlib":
 		return "github.com/jackc/pgx/v5/stdlib", true
+	case "snowkeyprom", "snowkeyotel":
+		return "github.com/snowkeyhq/snowkey/extra/" + name, true
+	case "prometheus":
+		return "github.com/prometheus/client_golang/prometheus", true
+	case "promhttp":
+		return "github.com/prometheus/client_golang/prometheus/promhttp", true
 	}
 	return "", false
 }

@@ -122,6 +122,12 @@ type MigrateOptions struct {
 	// and leaves the slot migrating; MigrateSlot with the same target
 	// resumes the migration.
 	Step func(moved int) error
+	// Order, if set, puts the slot's keys in the order in which to move
+	// them, instead of the order of the server's CLUSTER GETKEYSINSLOT
+	// (which differs between Redis and its forks): MigrateSlot lists
+	// every key of the slot first, and moves keys made after that last,
+	// in the server's order. Order may reorder keys in place.
+	Order func(keys []string)
 }
 
 // MigrateSlot moves slot to the node at index to, with keys, by Redis
@@ -159,6 +165,17 @@ func (c *PrivateCluster) MigrateSlot(ctx context.Context, slot, to int, opts Mig
 		return 0, fmt.Errorf("testenv: slot %d MIGRATING on node %d: %w", slot, from, err)
 	}
 	host, port, _ := net.SplitHostPort(c.nodes[to].Addr())
+	var planned []string
+	if opts.Order != nil {
+		n, err := src.ClusterCountKeysInSlot(ctx, slot).Result()
+		if err == nil {
+			planned, err = src.ClusterGetKeysInSlot(ctx, slot, int(n)+1).Result()
+		}
+		if err != nil {
+			return 0, fmt.Errorf("testenv: list the keys of slot %d on node %d: %w", slot, from, err)
+		}
+		opts.Order(planned)
+	}
 	moved := 0
 	for {
 		if opts.Step != nil {
@@ -166,8 +183,11 @@ func (c *PrivateCluster) MigrateSlot(ctx context.Context, slot, to int, opts Mig
 				return moved, err
 			}
 		}
-		keys, err := src.ClusterGetKeysInSlot(ctx, slot, opts.Batch).Result()
-		if err != nil {
+		var keys []string
+		if len(planned) > 0 {
+			keys = planned[:min(opts.Batch, len(planned))]
+			planned = planned[len(keys):]
+		} else if keys, err = src.ClusterGetKeysInSlot(ctx, slot, opts.Batch).Result(); err != nil {
 			return moved, fmt.Errorf("testenv: GETKEYSINSLOT %d on node %d: %w", slot, from, err)
 		}
 		if len(keys) == 0 {

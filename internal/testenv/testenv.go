@@ -100,8 +100,11 @@ const (
 	// EnvRedisCluster holds the comma-separated host:port list of a Redis
 	// Cluster's nodes.
 	EnvRedisCluster = "SNOWKEY_TEST_REDIS_CLUSTER"
-	// EnvRedisServer holds the path of a redis-server binary, for
-	// StartRedis. When unset, StartRedis looks in PATH.
+	// EnvRedisServer holds the path of a redis-server binary, or of a
+	// fork's such as valkey-server, for StartRedis, StartRedisCluster and
+	// StartRedisSentinel (and for testservers' shared servers). When
+	// unset, they look for redis-server in PATH. make test sets it to
+	// valkey-server for its second pass of the Redis-backed tests.
 	EnvRedisServer = "SNOWKEY_TEST_REDIS_SERVER"
 	// EnvChromium holds the path of a Chromium binary, for the example
 	// server's browser test; scripts/lib.sh does not install chromium when

@@ -18,10 +18,13 @@ import (
 )
 
 // FindRedis returns absolute paths of redis-server and redis-cli. server,
-// if not empty, is the redis-server to use (from an environment variable);
-// else it is looked for in PATH. redis-cli is looked for beside it first,
-// so both come from the same install; cli is empty if there is none, which
-// only StartCluster minds.
+// if not empty, is the server to use (from an environment variable), a
+// redis-server or a fork of it such as valkey-server; else redis-server is
+// looked for in PATH. The client is looked for beside the server first,
+// under the server's own family name (valkey-cli beside valkey-server),
+// then as redis-cli beside it and in PATH, so both come from the same
+// install where they can; cli is empty if there is none, which only
+// StartCluster minds.
 func FindRedis(server string) (serverPath, cli string, err error) {
 	if server == "" {
 		if server, err = exec.LookPath("redis-server"); err != nil {
@@ -32,11 +35,15 @@ func FindRedis(server string) (serverPath, cli string, err error) {
 	if server, err = filepath.Abs(server); err != nil {
 		return "", "", err
 	}
-	cli = filepath.Join(filepath.Dir(server), "redis-cli")
-	if _, err := os.Stat(cli); err != nil {
-		if cli, err = exec.LookPath("redis-cli"); err != nil {
-			cli = ""
+	dir := filepath.Dir(server)
+	for _, name := range []string{strings.TrimSuffix(filepath.Base(server), "-server") + "-cli", "redis-cli"} {
+		cli = filepath.Join(dir, name)
+		if _, err := os.Stat(cli); err == nil {
+			return server, cli, nil
 		}
+	}
+	if cli, err = exec.LookPath("redis-cli"); err != nil {
+		cli = ""
 	}
 	return server, cli, nil
 }

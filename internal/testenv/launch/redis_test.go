@@ -2,6 +2,8 @@ package launch_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,5 +38,26 @@ func TestDoAndInfo(t *testing.T) {
 	info, err := launch.Info(ctx, addr, "replication")
 	if err != nil || info["role"] != "master" {
 		t.Errorf("INFO replication: %v, %v", info, err)
+	}
+}
+
+// TestFindRedisFork: beside a fork's server, the fork's own client is
+// found, not redis-cli, so that the two come from one install.
+func TestFindRedisFork(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"valkey-server", "valkey-cli", "redis-cli"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	server, cli, err := launch.FindRedis(filepath.Join(dir, "valkey-server"))
+	if err != nil || server != filepath.Join(dir, "valkey-server") || cli != filepath.Join(dir, "valkey-cli") {
+		t.Errorf("FindRedis = %q, %q, %v; want valkey-cli beside valkey-server", server, cli, err)
+	}
+	if err := os.Remove(filepath.Join(dir, "valkey-cli")); err != nil {
+		t.Fatal(err)
+	}
+	if _, cli, _ := launch.FindRedis(filepath.Join(dir, "valkey-server")); cli != filepath.Join(dir, "redis-cli") {
+		t.Errorf("without valkey-cli: client %q, want the redis-cli beside the server", cli)
 	}
 }
