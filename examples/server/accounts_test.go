@@ -17,7 +17,9 @@ func TestPasswordChange(t *testing.T) {
 		t.Run(map[bool]string{false: "others end", true: "control"}[control], func(t *testing.T) {
 			testenv.Deadline(t, time.Minute)
 			cfg := Config{Throttle: generous()}
-			cfg.keepOtherSessions = control
+			if control {
+				cfg.keepingOtherSessions()
+			}
 			_, srv := startAppConfig(t, cfg)
 			const email = "pat@example.com"
 			_, phone := signupLogin(t, srv, email, goodPassword)

@@ -574,7 +574,7 @@ func TestSignupEnumeration(t *testing.T) {
 	}{
 		{"verified sign-ups", nil},
 		{"control: 409 for a taken address", func(c *Config) { c.revealTaken = true }},
-		{"control: no verification", func(c *Config) { c.noVerification = true }},
+		{"control: no verification", (*Config).withoutVerification},
 	} {
 		t.Run(run.name, func(t *testing.T) {
 			cfg := Config{Throttle: generous()}

@@ -231,7 +231,7 @@ func TestBrowserCookie(t *testing.T) {
 		control func(*Config)
 	}{
 		{"defended", nil},
-		{"control: token in the body", func(c *Config) { c.tokenInBody = true }},
+		{"control: token in the body", (*Config).withTokenInBody},
 		{"control: the attacker's origin trusted", func(c *Config) { c.Cookie.TrustedOrigins = []string{attacker.URL} }},
 	} {
 		t.Run(run.name, func(t *testing.T) {

@@ -122,7 +122,7 @@ func (d *devices) recognize(r *http.Request, email string) (string, error) {
 	if err != nil {
 		return "", errNoDevice
 	}
-	v, err := base64.RawURLEncoding.DecodeString(ck.Value)
+	v, err := base64.RawURLEncoding.Strict().DecodeString(ck.Value)
 	if err != nil || len(v) != deviceValueLen {
 		return "", errNoDevice
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/hmac"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -38,7 +40,9 @@ func TestDeviceLockout(t *testing.T) {
 			testenv.Deadline(t, 2*time.Minute)
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t)}
 			cfg.Argon2 = Argon2Params{Memory: 1024, Time: 1, Threads: 1} // the counts are under test, not the cost
-			cfg.noDeviceCookies = control
+			if control {
+				cfg.withoutDeviceCookies()
+			}
 			app, _ := startAppConfig(t, cfg)
 			const owner = "owner@example.com"
 			_, device := signupVerified(t, app, "198.51.100.7:1", owner, goodPassword)
@@ -108,4 +112,33 @@ func TestDeviceLockout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzDeviceCookie feeds the device cookie's reader any value: it never
+// panics, recognizes a value only if it carries the key's MAC of the rest
+// for the account, and never for another account.
+func FuzzDeviceCookie(f *testing.F) {
+	d := &devices{key: []byte("0123456789abcdef0123456789abcdef")}
+	rec := httptest.NewRecorder()
+	d.issue(rec, "owner@example.com")
+	signed := rec.Result().Cookies()[0].Value
+	f.Add(signed)
+	f.Add("")
+	f.Add(strings.Repeat("A", 96))
+	f.Add(signed[:len(signed)-1] + "B")
+	f.Fuzz(func(t *testing.T, v string) {
+		r := httptest.NewRequest("POST", "/api/login", nil)
+		r.Header.Set("Cookie", deviceCookieName+"="+v)
+		if _, err := d.recognize(r, "owner@example.com"); err == nil {
+			b, derr := base64.RawURLEncoding.Strict().DecodeString(v)
+			acct := accountDigest("owner@example.com")
+			if derr != nil || len(b) != deviceValueLen || !hmac.Equal(b[len(b)-deviceMACLen:], d.mac(b[:len(b)-deviceMACLen])) ||
+				!hmac.Equal(b[:deviceAccountLen], acct[:]) {
+				t.Errorf("recognized %q, which is not signed for the account", v)
+			}
+		}
+		if _, err := d.recognize(r, "other@example.com"); err == nil {
+			t.Errorf("recognized %q for another account", v)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -85,7 +86,7 @@ func (a *App) devOutbox(w http.ResponseWriter, r *http.Request) *apiError {
 func verifyMessage(to, link string) Message {
 	return Message{To: to, Subject: "Finish signing up to the snowkey example", Body: "Someone, probably you, signed up to the snowkey example with this address.\n\n" +
 		"To finish, open this link and type the password you chose:\n\n" + link + "\n\n" +
-		"The link works once, for " + verifyTTL.String() + ". If it was not you, ignore this mail: no account is made.\n"}
+		"The link works once, for " + strconv.Itoa(int(verifyTTL.Hours())) + " hours. If it was not you, ignore this mail: no account is made.\n"}
 }
 
 // takenMessage is the mail to the owner of an address that someone tried
