@@ -1,5 +1,5 @@
 // Command loginflood measures what a flood does to the example server and
-// to a legitimate user's login meanwhile. It signs up a victim and ten
+// to a legitimate user's login meanwhile. It signs up a victim and 40
 // bystanders (following the links of the server's development outbox
 // when sign-ups need them), then sends -n flood requests at -c
 // concurrency from -addresses loopback addresses, and meanwhile logs
@@ -110,7 +110,7 @@ func run(args []string, out io.Writer) error {
 	user := func(i int) *http.Client { return clientFrom(fmt.Sprintf("127.0.1.%d", 1+i%250), 1) }
 	stamp := time.Now().UnixNano()
 	victim := fmt.Sprintf("victim-%d@example.com", stamp)
-	const bystanders = 10
+	const bystanders = 40 // each within the per-account limits during a flood of a minute
 	bystander := func(i int) string { return fmt.Sprintf("bystander-%d-%d@example.com", i%bystanders, stamp) }
 	const good = "plum-kite-orbit-93"
 	for i, e := range append([]string{victim}, func() []string {
