@@ -491,13 +491,9 @@ func (a *App) changePassword(w http.ResponseWriter, r *http.Request, s tokens.Se
 	if e := checkPasswordField("new_password", in.New); e != nil {
 		return e
 	}
-	var u User
-	err := a.db.WithContext(r.Context()).Take(&u, "id = ?", s.UserID).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return &apiError{status: http.StatusUnauthorized, msg: "the session's user no longer exists"}
-	}
-	if err != nil {
-		return a.internal(r.Context(), "password: find user", err)
+	u, e := a.sessionUser(r.Context(), "password", s)
+	if e != nil {
+		return e
 	}
 	if e := a.throttled(r, loginAccountIP, accountKey(u.Email)+":"+addressKey(clientIP(r))); e != nil {
 		return e
@@ -517,6 +513,7 @@ func (a *App) changePassword(w http.ResponseWriter, r *http.Request, s tokens.Se
 		return a.internal(r.Context(), "password: save", err)
 	}
 	n := 0
+	var err error
 	if !a.defences.keepOtherSessions {
 		// The password changed whatever happens here; a failure says so,
 		// and the client retries the logout of the other sessions.

@@ -147,15 +147,24 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// me: GET /api/me -> the user and the current session.
-func (a *App) me(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+// sessionUser reads the user of a session: 401 if the account is gone.
+func (a *App) sessionUser(ctx context.Context, op string, s tokens.Session) (User, *apiError) {
 	var u User
-	err := a.db.WithContext(r.Context()).Take(&u, "id = ?", s.UserID).Error
+	err := a.db.WithContext(ctx).Take(&u, "id = ?", s.UserID).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return &apiError{status: http.StatusUnauthorized, msg: "the session's user no longer exists"}
+		return u, &apiError{status: http.StatusUnauthorized, msg: "the session's user no longer exists"}
 	}
 	if err != nil {
-		return a.internal(r.Context(), "me: find user", err)
+		return u, a.internal(ctx, op+": find user", err)
+	}
+	return u, nil
+}
+
+// me: GET /api/me -> the user and the current session.
+func (a *App) me(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+	u, e := a.sessionUser(r.Context(), "me", s)
+	if e != nil {
+		return e
 	}
 	writeJSON(w, http.StatusOK, struct {
 		userJSON
