@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -112,6 +113,68 @@ func BenchmarkNextParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// contention is how many goroutines the contention benchmarks run: on a
+// 2-core machine 2 is one a core, and 8 and 64 queue for the cores as a
+// busy server's request goroutines do.
+var contention = []int{2, 8, 64}
+
+// BenchmarkContention is Next under contention: in every op, G goroutines
+// take IDs from one snowkey generator and G goroutines from one bwmarrin
+// node, one side after the other in alternating order (benchpair), so the
+// ratio compares the same moments of a noisy machine. Each side issues a
+// few milliseconds' worth of IDs an op, so that starting its goroutines
+// is lost in the ratio: on 41/1/21 the sequence is never the limit and the
+// generators run flat out; on the default 41/10/12 both run at the
+// layout's ceiling of 4,096 IDs a millisecond.
+func BenchmarkContention(b *testing.B) {
+	for _, layout := range []struct {
+		name string
+		l    idtype.Layout
+		ids  int // a side's IDs per op
+	}{{"wide", wideLayout, 1 << 17}, {"strict", idtype.DefaultLayout, 1 << 14}} {
+		for _, goroutines := range contention {
+			b.Run(fmt.Sprintf("%s/%d", layout.name, goroutines), func(b *testing.B) {
+				g := snowkeyGen(b, idtype.GeneratorOptions{Worker: 1, Layout: layout.l})
+				n := bwmarrinNode(b, layout.l)
+				each := layout.ids / goroutines
+				ours := benchpair.Parallel(goroutines, func() {
+					for range each {
+						if _, err := g.Next(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				theirs := benchpair.Parallel(goroutines, func() {
+					for range each {
+						n.Generate()
+					}
+				})
+				pairedRatio(b, ours, theirs, each*goroutines)
+			})
+		}
+	}
+}
+
+// BenchmarkClock is the cost of the clock reading each library takes per
+// ID: snowkey's SystemClock, and the monotonic reading of time.Since that
+// bwmarrin takes. It is the floor under one goroutine's time per ID, and
+// what a lock that holds the reading inside it serializes.
+func BenchmarkClock(b *testing.B) {
+	b.Run("snowkey", func(b *testing.B) {
+		c := idtype.SystemClock()
+		for b.Loop() {
+			c.UnixNano()
+		}
+	})
+	b.Run("since", func(b *testing.B) {
+		start := time.Now()
+		for b.Loop() {
+			_ = time.Since(start)
+		}
+	})
 }
 
 // BenchmarkNextN takes batches of 1,000 IDs, as an insert of 1,000 rows

@@ -9,8 +9,8 @@ import "gorm.io/gorm/schema"
 // not a 64-bit integer; every create of such a model fails with it.
 //
 // It is for code that fills keys without going through GORM's create
-// callbacks, such as pgkit's bulk loads, so that they pick exactly the
-// fields a create would.
+// callbacks, such as the loads of package bulk (pgkit/bulk), so that they
+// pick exactly the fields a create would.
 func KeyFields(s *schema.Schema, onlyTagged bool) ([]*schema.Field, error) {
 	p := newPlan(s, onlyTagged)
 	return p.fields, p.err

@@ -52,12 +52,12 @@ func SystemClock() Clock {
 // anchoredClock is SystemClock with its time source injectable, so tests
 // can give it a wall clock that jumps while monotonic time runs evenly.
 type anchoredClock struct {
-	src      timeSource // nil: the real clocks, read without an interface call
-	anchor   time.Time  // carries the monotonic reading elapsed time is measured from
-	anchorNs int64      // wall time at the anchor
-	// ahead is how far (ns) the wall clock has been found ahead of
-	// anchorNs plus monotonic elapsed time. It only grows.
-	ahead atomic.Int64
+	src    timeSource // nil: the real clocks, read without an interface call
+	anchor time.Time  // carries the monotonic reading elapsed time is measured from
+	// base is the reckoning at the anchor: the wall time at the anchor,
+	// plus how far the wall clock has since been found ahead of it and
+	// monotonic elapsed time. It only grows.
+	base atomic.Int64
 	// nextCheck is the elapsed time (ns) at which to look at the wall
 	// clock again.
 	nextCheck atomic.Int64
@@ -77,10 +77,10 @@ func newAnchoredClock(src timeSource) *anchoredClock {
 	c := &anchoredClock{src: src}
 	if src == nil {
 		c.anchor = time.Now()
-		c.anchorNs = c.anchor.UnixNano()
+		c.base.Store(c.anchor.UnixNano())
 	} else {
 		wall, elapsed := src.read()
-		c.anchorNs = wall - elapsed
+		c.base.Store(wall - elapsed)
 	}
 	return c
 }
@@ -109,20 +109,14 @@ func (c *anchoredClock) UnixNano() int64 {
 	if elapsed >= c.nextCheck.Load() {
 		c.followWall()
 	}
-	return c.anchorNs + elapsed + c.ahead.Load()
+	return c.base.Load() + elapsed
 }
 
 // followWall moves the reckoning forward to the wall clock when the wall
 // clock is ahead of it; it never moves it back.
 func (c *anchoredClock) followWall() {
 	wall, elapsed := c.read()
-	gap := wall - (c.anchorNs + elapsed)
-	for {
-		old := c.ahead.Load()
-		if gap <= old || c.ahead.CompareAndSwap(old, gap) {
-			break
-		}
-	}
+	raiseMax(&c.base, wall-elapsed)
 	c.nextCheck.Store(elapsed + wallCheckEvery)
 }
 

@@ -305,23 +305,26 @@ func TestGateNextNStopsAtUntil(t *testing.T) {
 	}
 }
 
-// TestGateStopIsFinal runs goroutines issuing IDs while the lease is lost:
-// the time the lost grant returns bounds every ID ever issued, and none is
-// issued after it.
+// TestGateStopIsFinal runs goroutines issuing IDs while the lease is lost
+// (once each has issued some): the time the lost grant returns bounds every
+// ID ever issued, and none is issued after it.
 func TestGateStopIsFinal(t *testing.T) {
 	for _, nx := range nexters {
 		t.Run(nx.name, func(t *testing.T) {
+			watchdog(t, time.Minute)
 			g, gate, err := NewGatedGenerator(GeneratorOptions{Worker: 5})
 			if err != nil {
 				t.Fatal(err)
 			}
 			gate.Grant(Grant{Until: time.Now().Add(time.Minute)})
 			var (
-				wg     sync.WaitGroup
-				mu     sync.Mutex
-				issued []ID
-				start  = make(chan struct{})
+				wg      sync.WaitGroup
+				running sync.WaitGroup // each goroutine has issued
+				mu      sync.Mutex
+				issued  []ID
+				start   = make(chan struct{})
 			)
+			running.Add(4)
 			for range 4 {
 				wg.Add(1)
 				go func() {
@@ -330,10 +333,16 @@ func TestGateStopIsFinal(t *testing.T) {
 					var mine []ID
 					for {
 						ids, err := nx.next(g)
+						if len(mine) == 0 && len(ids) > 0 {
+							running.Done()
+						}
 						mine = append(mine, ids...)
 						if err != nil {
 							if !errors.Is(err, ErrLeaseLost) {
 								t.Errorf("got %v, want ErrLeaseLost", err)
+							}
+							if len(mine) == 0 {
+								running.Done() // nothing issued: the test fails, without waiting on it
 							}
 							break
 						}
@@ -344,7 +353,7 @@ func TestGateStopIsFinal(t *testing.T) {
 				}()
 			}
 			close(start)
-			time.Sleep(20 * time.Millisecond)
+			running.Wait()
 			final := gate.Grant(Grant{Err: fmt.Errorf("%w: closed", ErrLeaseLost)})
 			after := g.Stats().IDs
 			wg.Wait()
@@ -360,5 +369,167 @@ func TestGateStopIsFinal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGrantJudgesReservation: a grant made while a call holds a
+// reservation it has not yet judged, or between the call's look at the
+// grant and its reservation, binds that call. A floor raised after the
+// reservation refuses it (the call then waits for the floor: MaxWait is
+// negative here, so it fails with ErrClockBehind), a limit dropped after it
+// refuses it, and a stop before it refuses it with the stop's error. The
+// controls, which issue what they reserved without judging it, issue an ID
+// at the floor, past the limit, or after the stop's final time.
+func TestGrantJudgesReservation(t *testing.T) {
+	lost := fmt.Errorf("%w: taken by another owner", ErrLeaseLost)
+	expired := fmt.Errorf("%w: renewal failed", ErrLeaseExpired)
+	tests := []struct {
+		name  string
+		after bool // the grant comes after the reservation, else before it
+		grant func(now time.Time) Grant
+		want  error
+		// broken says what is wrong with an ID at the time at, issued by
+		// the call, given the grant and the time Grant returned; "" when
+		// nothing is.
+		broken func(at, final time.Time, gr Grant) string
+	}{
+		{"floor raised after the reservation", true,
+			func(now time.Time) Grant { return Grant{NotBefore: now.Add(time.Second), Until: now.Add(time.Minute)} },
+			ErrClockBehind,
+			func(at, _ time.Time, gr Grant) string {
+				if !at.After(gr.NotBefore.Truncate(time.Millisecond)) {
+					return "at or before the floor " + gr.NotBefore.String()
+				}
+				return ""
+			}},
+		{"limit dropped after the reservation", true,
+			func(now time.Time) Grant { return Grant{Until: now.Add(-time.Millisecond), Err: expired} },
+			expired,
+			func(at, _ time.Time, gr Grant) string {
+				if at.After(gr.Until) {
+					return "past the limit " + gr.Until.String()
+				}
+				return ""
+			}},
+		{"stopped before the reservation", false,
+			func(time.Time) Grant { return Grant{Err: lost} },
+			lost,
+			func(_, final time.Time, _ Grant) string {
+				return "issued by a call that reserved it after the stop (final time " + final.String() + ")"
+			}},
+	}
+	for _, tt := range tests {
+		for _, nx := range nexters {
+			for _, control := range []bool{false, true} {
+				name := tt.name + "/" + nx.name
+				if control {
+					name += "/control"
+				}
+				t.Run(name, func(t *testing.T) {
+					g, gate, clock := newGated(t, GeneratorOptions{MaxWait: -1})
+					g.defences.noGrantJudge = control
+					if _, err := nx.next(g); err != nil {
+						t.Fatal(err)
+					}
+					var (
+						gr       Grant
+						final    time.Time
+						reserved int64 = -1 // the state the grant met, after a reservation
+					)
+					run := func() {
+						g.defences.hooks = nil
+						gr = tt.grant(clock.Now())
+						if tt.after {
+							reserved = g.state.Load()
+						}
+						final = gate.Grant(gr)
+					}
+					if tt.after {
+						g.defences.hooks = &hooks{afterReserve: run}
+					} else {
+						g.defences.hooks = &hooks{beforeReserve: run}
+					}
+					ids, err := nx.next(g)
+					if final.IsZero() {
+						t.Fatal("the hook never ran: the call reserved nothing")
+					}
+					if tt.after && tt.broken(DefaultLayout.Decode(g.compose(reserved)).Time, final, gr) == "" {
+						t.Fatalf("the grant met a reservation at %s, which it allows: no fault", DefaultLayout.Decode(g.compose(reserved)).Time)
+					}
+					var faults []string
+					for _, id := range ids {
+						if f := tt.broken(DefaultLayout.Decode(id).Time, final, gr); f != "" {
+							faults = append(faults, fmt.Sprintf("ID %d %s", id, f))
+						}
+					}
+					switch {
+					case control && len(faults) == 0:
+						t.Fatalf("control: got %v, %v; want an ID the grant forbids", ids, err)
+					case control:
+						t.Logf("control: %s", strings.Join(faults, "; "))
+					case len(faults) > 0:
+						t.Fatal(strings.Join(faults, "; "))
+					case !errors.Is(err, tt.want) || len(ids) != 0:
+						t.Fatalf("got %v, %v; want no ID and %v", ids, err, tt.want)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestStopLine: a stop that comes while a call holds a reservation it has
+// not yet judged lets the call issue it, as the grant before the stop
+// allows, and counts it in Stats when Grant returns; the final time Grant
+// returns bounds it. The control, which judges every reservation by the
+// stop, refuses that one after Grant returned, so Stats counted an ID that
+// was never issued.
+func TestStopLine(t *testing.T) {
+	for _, nx := range nexters {
+		for _, control := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/control=%v", nx.name, control), func(t *testing.T) {
+				g, gate, _ := newGated(t, GeneratorOptions{})
+				g.defences.noStopLine = control
+				first, err := nx.next(g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var (
+					final   time.Time
+					counted int64 = -1
+				)
+				g.defences.hooks = &hooks{afterReserve: func() {
+					g.defences.hooks = nil
+					final = gate.Grant(Grant{Err: fmt.Errorf("%w: closed", ErrLeaseLost)})
+					counted = g.Stats().IDs
+				}}
+				ids, err := nx.next(g)
+				if counted < 0 {
+					t.Fatal("the hook never ran: the call reserved nothing")
+				}
+				issued := int64(len(first) + len(ids))
+				if control {
+					if errors.Is(err, ErrLeaseLost) && counted != issued {
+						t.Logf("control: Stats counted %d IDs when the stop returned; %d were issued", counted, issued)
+						return
+					}
+					t.Fatalf("control: got %v, %v and Stats %d of %d; want the reservation refused after Stats counted it", ids, err, counted, issued)
+				}
+				if err != nil || len(ids) == 0 {
+					t.Fatalf("got %v, %v; want the reservation made before the stop issued", ids, err)
+				}
+				if counted != issued {
+					t.Fatalf("Stats counted %d IDs when the stop returned; %d were issued", counted, issued)
+				}
+				for _, id := range ids {
+					if at := DefaultLayout.Decode(id).Time; at.After(final) {
+						t.Fatalf("ID %d at %s is after the stop's final time %s", id, at, final)
+					}
+				}
+				if _, err := nx.next(g); !errors.Is(err, ErrLeaseLost) {
+					t.Fatalf("after the stop: %v; want ErrLeaseLost", err)
+				}
+			})
+		}
 	}
 }

@@ -120,29 +120,56 @@ const cachePad = 128
 // Its invariant: every ID it returns is greater than every ID it returned
 // before, whatever the interleaving of goroutines and whatever its Clock
 // does. It keeps one word of state, the millisecond and sequence of the
-// last ID issued, and moves it only forward with compare-and-swap:
+// last ID reserved, which only ever grows. Each state value is reserved by
+// exactly one atomic step, so no two calls get the same one, and an ID is
+// the value's millisecond and sequence with the worker number between:
 //
 //   - When the clock reads a later millisecond than the state, the next ID
 //     takes that millisecond with sequence 0 (or a random start, with
-//     RandomSequenceStart).
+//     RandomSequenceStart): the call moves the state there with
+//     compare-and-swap. This happens once a millisecond however busy the
+//     generator is, and a call whose swap fails looks at the state again
+//     with the clock reading it already has: the failure means another
+//     call moved the state, not that time has passed.
 //   - Otherwise the next ID is the state plus one: the next sequence in the
 //     same millisecond, or, when the sequence is spent, sequence 0 of the
 //     millisecond after. That is how a frozen or backward-stepping clock is
-//     absorbed: the generator keeps counting from its own time.
-//   - A next ID whose millisecond is later than the clock (plus MaxDrift)
-//     is not issued: the call waits for the clock, up to MaxWait, or fails
-//     with ErrClockBehind. No ID is ever issued at or before NotBefore.
-//   - A gated generator (NewGatedGenerator) issues no ID in a millisecond
-//     past its Gate's latest Grant.Until, and the state only moves forward
-//     when a grant raises the floor. The grant is one atomic word, loaded
-//     after the state, so the check costs one load and compare.
+//     absorbed: the generator keeps counting from its own time. A call that
+//     has seen room for it reserves it with one atomic add, which never
+//     fails however many goroutines add at once, so the millisecond's IDs
+//     cost no retries.
+//   - A reservation is judged after it is made. An add can carry the state
+//     past what the call saw (others added in between, and took the rest
+//     of the millisecond): no ID is issued in a millisecond later than the
+//     clock plus MaxDrift, so the call holds its reservation and waits for
+//     the clock, up to MaxWait; past that it drops it and fails with
+//     ErrClockBehind. Then the reservation is judged by the grant in force
+//     (below); one refused is never issued. What is never issued is
+//     counted as skipped. No ID is ever issued at or before NotBefore.
+//   - A gated generator (NewGatedGenerator) issues no ID outside its Gate's
+//     latest grant: after Grant.NotBefore's millisecond and no later than
+//     Grant.Until's. The grant is one immutable record behind an atomic
+//     pointer, read before a reservation (so that a call does not reserve
+//     what it may not issue) and again after it (so that a grant made in
+//     between is obeyed). A grant that ends the generator (ErrLeaseLost)
+//     draws a line at the state: what was reserved at or below it is
+//     judged by the grant before, and nothing above it is ever issued (see
+//     Gate.Grant).
 //
 // With SystemClock (the default) the clock itself never steps back (see
 // SystemClock), so waits happen only when a millisecond's 2^SequenceBits
 // IDs are spent, and last until the next millisecond.
+//
+// What every call touches is laid out for many cores: the state alone on
+// its cache lines, written by every call; the configuration and the grant
+// pointer on lines that are only read; what changes once a millisecond or
+// more rarely (the clock's high mark, the statistics) on lines of their
+// own, so that the writes of one core do not evict what the others read.
 type Generator struct {
-	// Read-only after NewGenerator; laid out before the contended state.
+	// Read-only after NewGenerator, and grant, which only a Gate's Grant
+	// changes: lines every call reads and almost never written.
 	clock      Clock
+	sys        *anchoredClock // the clock when it is SystemClock's, read without an interface call
 	layout     Layout
 	worker     int64
 	seqBits    uint
@@ -155,40 +182,81 @@ type Generator struct {
 	maxWait    time.Duration // < 0: never wait
 	initState  int64
 	spread     int64 // mask of the random sequence start; 0: off
-	spreadAll  bool  // tests' control: a random start even after a spent millisecond
+	defences   defences
+	grant      atomic.Pointer[grant]
 
-	// The padding keeps the read-only fields above and the statistics
-	// below off the cache lines of state and limit, which every call of
-	// every goroutine touches and whose compare-and-swap would otherwise
-	// evict them from the other cores. Without it the layout, and with it
-	// the speed on all cores, changed with any field added.
 	_ [cachePad]byte
 
-	// state is (ms since epoch << SequenceBits) | sequence of the last ID
-	// issued, or initState before the first.
+	// state is (ms since epoch << SequenceBits) | sequence of the last
+	// value reserved, or initState before the first.
 	state atomic.Int64
-	// limit is the last millisecond (since the epoch) an ID may take: the
-	// layout's last, or less when a Gate grants less; -1 allows nothing.
-	// It shares state's cache line, which every call touches anyway.
-	limit atomic.Int64
+
+	_ [cachePad]byte
+
 	// clockHigh is the highest clock reading seen (ms since epoch); a
 	// reading below it is a backward step.
 	clockHigh atomic.Int64
 	behind    atomic.Bool // the clock is below clockHigh now
 
-	_ [cachePad]byte
-
-	// skipped counts state values passed over when the state jumps to a
-	// new millisecond, so that IDs issued = state - initState - skipped
-	// without a counter on the hot path.
+	// skipped counts state values never issued: passed over when the
+	// state jumps to a new millisecond or a floor, or reserved and then
+	// refused, so that IDs issued = state - initState - skipped without a
+	// counter on the hot path.
 	skipped       atomic.Int64
 	waits         atomic.Int64
 	backwardSteps atomic.Int64
 	maxBackward   atomic.Int64 // ms
 	maxDrift      atomic.Int64 // ms
 
-	// gateErr is why a Gate stopped the generator (Grant.Err), or nil.
-	gateErr atomic.Pointer[error]
+	_ [cachePad]byte
+}
+
+// defences switches a generator's defences off one at a time, for the
+// controls of the tests that prove each, and holds the tests' hooks. The
+// zero value, every defence on and no hook, is every generator's outside
+// the tests.
+type defences struct {
+	// spreadAfterSpent draws a random start even for the millisecond after
+	// a spent one (RandomSequenceStart).
+	spreadAfterSpent bool
+	// noClockJudge issues a reservation an add carried past the clock
+	// without waiting for the clock to reach it.
+	noClockJudge bool
+	// noGrantJudge issues a reservation without judging it by the grant in
+	// force after it was made.
+	noGrantJudge bool
+	// noStopLine judges a reservation made before a stop by the stop, not
+	// by the grant before it.
+	noStopLine bool
+	// hooks, when set, run a test's code where a call reserves state
+	// values.
+	hooks *hooks
+}
+
+// hooks run a test's code just before and just after a call reserves
+// state values, so that the test can make another call or a Grant happen
+// exactly there.
+type hooks struct {
+	beforeReserve, afterReserve func()
+}
+
+// add is state.Add(1) between the hooks.
+func (h *hooks) add(state *atomic.Int64) int64 {
+	h.before()
+	defer h.after()
+	return state.Add(1)
+}
+
+func (h *hooks) before() {
+	if h.beforeReserve != nil {
+		h.beforeReserve()
+	}
+}
+
+func (h *hooks) after() {
+	if h.afterReserve != nil {
+		h.afterReserve()
+	}
 }
 
 // NewGenerator checks opts and returns a generator. The error wraps
@@ -230,6 +298,9 @@ func newGenerator(opts GeneratorOptions, gated bool) (*Generator, error) {
 	if g.clock == nil {
 		g.clock = SystemClock()
 	}
+	if c, ok := g.clock.(*anchoredClock); ok && c.src == nil {
+		g.sys = c
+	}
 	if opts.RandomSequenceStart {
 		g.spread = spreadMask(l)
 	}
@@ -258,9 +329,9 @@ func newGenerator(opts GeneratorOptions, gated bool) (*Generator, error) {
 	}
 	g.state.Store(g.initState)
 	if gated {
-		g.limit.Store(-1) // nothing until the first Grant
+		g.grant.Store(g.newGrant(-1, floor, nil)) // nothing until the first Grant
 	} else {
-		g.limit.Store(g.maxTime)
+		g.grant.Store(g.newGrant(g.maxTime, floor, nil))
 	}
 	return g, nil
 }
@@ -274,7 +345,11 @@ func (g *Generator) Layout() Layout { return g.layout }
 // now reads the clock as milliseconds since the epoch, and the raw
 // nanoseconds for precise waits.
 func (g *Generator) now() (ms, ns int64) {
-	ns = g.clock.UnixNano()
+	if c := g.sys; c != nil {
+		ns = c.UnixNano()
+	} else {
+		ns = g.clock.UnixNano()
+	}
 	return (ns - g.epochNs) / int64(time.Millisecond), ns
 }
 
@@ -308,8 +383,15 @@ func raiseMax(m *atomic.Int64, v int64) {
 
 // compose turns a state value into the ID it stands for.
 func (g *Generator) compose(state int64) ID {
-	return ID((state>>g.seqBits)<<g.timeShift | g.workerPart | state&g.seqMask)
+	return ID(g.msOf(state)<<(g.timeShift&63) | g.workerPart | state&g.seqMask)
 }
+
+// msOf is the millisecond (since the epoch) of a state value, and
+// stateAt the state value of sequence 0 in millisecond ms. The shifts
+// are masked to what a layout allows, so that they compile to one
+// instruction each.
+func (g *Generator) msOf(state int64) int64 { return state >> (g.seqBits & 63) }
+func (g *Generator) stateAt(ms int64) int64 { return ms << (g.seqBits & 63) }
 
 // Next returns a new ID, greater than every ID the generator returned
 // before. It waits for the clock when the current millisecond's sequence is
@@ -318,45 +400,167 @@ func (g *Generator) compose(state int64) ID {
 // time. On error nothing was issued.
 func (g *Generator) Next() (ID, error) {
 	var waited time.Duration
+	// A turn of the loop that fails (a lost swap, a refused reservation)
+	// reuses the clock reading: it means another call moved the state, not
+	// that time passed. Only a wait decision reads the clock again (see
+	// catchUp). Each reading is observed (clock steps, for Stats) once, on
+	// the turn it was taken for: a reading kept while other calls moved
+	// the clock's high mark on is not a step back.
+	//
+	// The system clock's common case is read here rather than through
+	// now, which the compiler does not inline: a call less on the path
+	// every ID takes (see anchoredClock.UnixNano).
+	var now, nowNs int64
+	if c := g.sys; c != nil {
+		if e := int64(time.Since(c.anchor)); e < c.nextCheck.Load() {
+			nowNs = c.base.Load() + e
+			now = (nowNs - g.epochNs) / int64(time.Millisecond)
+		} else {
+			now, nowNs = g.now()
+		}
+	} else {
+		now, nowNs = g.now()
+	}
+	observed := false
 	for {
-		now, nowNs := g.now()
 		old := g.state.Load()
-		if now != old>>g.seqBits {
+		gr := g.grant.Load()
+		oldMs := g.msOf(old)
+		if now != oldMs && !observed {
 			g.observe(now)
 		}
-		var next int64
-		if now > old>>g.seqBits {
-			if now > g.limit.Load() {
-				return 0, g.pastLimit(now)
+		observed = true
+		if old < gr.floorState {
+			g.raiseFloor(gr.floorState)
+			continue
+		}
+		if now > oldMs {
+			// The clock has moved past the state: the crossing into its
+			// millisecond, once a millisecond, by compare-and-swap.
+			if now > gr.limit {
+				return 0, g.pastLimit(gr, now)
 			}
-			next = now << g.seqBits
+			next := g.stateAt(now)
 			if g.spread != 0 {
 				next = g.firstOf(now, old, nowNs)
 			}
+			g.hookBefore()
 			if !g.state.CompareAndSwap(old, next) {
 				continue
 			}
-			g.skipped.Add(next - old - 1)
+			g.hookAfter()
+			if ok, err := g.judge(old, next, next); !ok {
+				if err != nil {
+					return 0, err
+				}
+				continue
+			}
 			return g.compose(next), nil
 		}
-		next = old + 1
-		t := next >> g.seqBits
-		if t > now+g.maxDriftMs {
-			if err := g.wait(t-g.maxDriftMs, nowNs, &waited); err != nil {
+		want := g.msOf(old + 1)
+		if want > now+g.maxDriftMs {
+			var err error
+			if now, nowNs, err = g.catchUp(want, &waited); err != nil {
 				return 0, err
 			}
+			observed = false
 			continue
 		}
-		if t > g.limit.Load() {
-			return 0, g.pastLimit(t)
+		if want > gr.limit {
+			return 0, g.pastLimit(gr, want)
 		}
-		if g.state.CompareAndSwap(old, next) {
-			if t > now {
-				raiseMax(&g.maxDrift, t-now)
+		// Within the clock's millisecond (or the drift allowed): one add.
+		var v int64
+		if h := g.defences.hooks; h == nil {
+			v = g.state.Add(1)
+		} else {
+			v = h.add(&g.state)
+		}
+		t := g.msOf(v)
+		// The common case judged here: the grant checked above is still in
+		// force, and v is in the millisecond the call saw room in. v lies
+		// above old, so after the floor; t is old+1's millisecond, so
+		// within the clock (plus MaxDrift) and the grant's limit.
+		if g.grant.Load() != gr || t != want || g.defences.hooks != nil {
+			if t > now+g.maxDriftMs && !g.defences.noClockJudge {
+				// Others took the rest of the millisecond between the
+				// look and the add: hold the reservation until the clock
+				// reaches its millisecond.
+				var err error
+				if now, nowNs, err = g.catchUp(t, &waited); err != nil {
+					g.drop(v-1, v)
+					return 0, err
+				}
 			}
-			return g.compose(next), nil
+			if ok, err := g.judge(v-1, v, v); !ok {
+				if err != nil {
+					return 0, err
+				}
+				continue
+			}
+		}
+		if t > now {
+			raiseMax(&g.maxDrift, t-now)
+		}
+		return g.compose(v), nil
+	}
+}
+
+// hookBefore and hookAfter run a test's hooks around a compare-and-swap
+// that reserves state values (see hooks).
+func (g *Generator) hookBefore() {
+	if h := g.defences.hooks; h != nil {
+		h.before()
+	}
+}
+
+func (g *Generator) hookAfter() {
+	if h := g.defences.hooks; h != nil {
+		h.after()
+	}
+}
+
+// judge decides whether the state values first..last, reserved by moving
+// the state from old to last in one atomic step, may be issued, and keeps
+// skipped: the values from old to first were passed over, and refused
+// values are never issued.
+//
+// They are refused when they fall outside the grant in force now: at or
+// before its floor, or after its limit. A stopped generator (see
+// Gate.Grant) judges values at or below its line by the grant before the
+// stop, and refuses the rest with the stop's error (see drop).
+func (g *Generator) judge(old, first, last int64) (bool, error) {
+	if !g.defences.noGrantJudge {
+		gr := g.grant.Load()
+		if gr.before != nil {
+			switch {
+			case g.defences.noStopLine:
+				g.skipped.Add(last - old)
+				return false, gr.err
+			case first > g.lineOf(gr):
+				return false, gr.err
+			}
+			gr = gr.before
+		}
+		if g.msOf(last) > gr.limit || g.msOf(first) <= gr.floor {
+			g.skipped.Add(last - old)
+			return false, nil
 		}
 	}
+	if gap := first - old - 1; gap > 0 {
+		g.skipped.Add(gap)
+	}
+	return true, nil
+}
+
+// drop counts the state values old+1..last, reserved or passed over and
+// never issued, as skipped, unless they lie above a stop's line: Stats
+// ignores the state above it, so they are not counted at all.
+func (g *Generator) drop(old, last int64) {
+	if gr := g.grant.Load(); gr.before != nil && old >= g.lineOf(gr) {
+		return
+	}
+	g.skipped.Add(last - old)
 }
 
 // NextN fills dst with new IDs in increasing order, each greater than
@@ -367,46 +571,60 @@ func (g *Generator) Next() (ID, error) {
 // of Next; on error, dst may be partly filled and the rest left as it was.
 func (g *Generator) NextN(dst []ID) error {
 	var waited time.Duration
+	now, nowNs := g.now() // reused, and observed once, as in Next
+	observed := false
 	for len(dst) > 0 {
-		now, nowNs := g.now()
 		old := g.state.Load()
-		if now != old>>g.seqBits {
+		gr := g.grant.Load()
+		oldMs := g.msOf(old)
+		if now != oldMs && !observed {
 			g.observe(now)
 		}
+		observed = true
+		if old < gr.floorState {
+			g.raiseFloor(gr.floorState)
+			continue
+		}
 		first := old + 1
-		lim := g.limit.Load()
-		if now > old>>g.seqBits {
-			if now > lim {
-				return g.pastLimit(now)
+		if now > oldMs {
+			if now > gr.limit {
+				return g.pastLimit(gr, now)
 			}
-			first = now << g.seqBits
+			first = g.stateAt(now)
 			if g.spread != 0 {
 				first = g.firstOf(now, old, nowNs)
 			}
 		}
 		// The last state the clock allows: the end of the millisecond
-		// now+MaxDrift, or of the layout or the Gate's grant.
-		limitT := min(now+g.maxDriftMs, lim)
-		limit := (limitT+1)<<g.seqBits - 1
+		// now+MaxDrift, or of the layout or the grant.
+		limitT := min(now+g.maxDriftMs, gr.limit)
+		limit := g.stateAt(limitT+1) - 1
 		if first > limit {
-			t := first >> g.seqBits
-			if t > lim {
-				return g.pastLimit(t)
+			t := g.msOf(first)
+			if t > gr.limit {
+				return g.pastLimit(gr, t)
 			}
-			if err := g.wait(t-g.maxDriftMs, nowNs, &waited); err != nil {
+			var err error
+			if now, nowNs, err = g.catchUp(t, &waited); err != nil {
 				return err
 			}
+			observed = false
 			continue
 		}
 		n := min(int64(len(dst)), limit-first+1)
 		last := first + n - 1
+		g.hookBefore()
 		if !g.state.CompareAndSwap(old, last) {
 			continue
 		}
-		if first != old+1 {
-			g.skipped.Add(first - old - 1)
+		g.hookAfter()
+		if ok, err := g.judge(old, first, last); !ok {
+			if err != nil {
+				return err
+			}
+			continue
 		}
-		if t := last >> g.seqBits; t > now {
+		if t := g.msOf(last); t > now {
 			raiseMax(&g.maxDrift, t-now)
 		}
 		// Within a millisecond consecutive states are consecutive IDs, so
@@ -423,6 +641,23 @@ func (g *Generator) NextN(dst []ID) error {
 		dst = dst[n:]
 	}
 	return nil
+}
+
+// catchUp is called when the next ID falls in millisecond t (since the
+// epoch), past a reading of the clock plus MaxDrift. It reads the clock
+// again, after the state was loaded, so that a call delayed between its
+// reading and its look at the state does not wait for time that has
+// already passed; if the clock still does not allow t, it waits for it
+// (see wait). It returns the reading to go on with.
+func (g *Generator) catchUp(t int64, waited *time.Duration) (now, nowNs int64, err error) {
+	now, nowNs = g.now()
+	if t > now+g.maxDriftMs {
+		if err := g.wait(t-g.maxDriftMs, nowNs, waited); err != nil {
+			return 0, 0, err
+		}
+		now, nowNs = g.now()
+	}
+	return now, nowNs, nil
 }
 
 // wait sleeps until the clock reaches the millisecond untilMs (since the
@@ -452,10 +687,17 @@ func (g *Generator) exhausted(t int64) error {
 
 // Stats returns a snapshot of the generator's counters.
 func (g *Generator) Stats() Stats {
-	// Read skipped first: a jump adds to state before skipped, so this
-	// order can only overcount IDs transiently, never go negative.
+	// Read skipped first: a reservation moves the state before skipped
+	// counts what it passed over or refused, so this order can only
+	// overcount IDs transiently, never go negative.
 	skipped := g.skipped.Load()
 	state := g.state.Load()
+	if gr := g.grant.Load(); gr.before != nil {
+		// Stopped: nothing above the line is ever issued or counted.
+		if line := gr.line.Load(); line != noLine {
+			state = min(state, line)
+		}
+	}
 	return Stats{
 		IDs:           state - g.initState - skipped,
 		Waits:         g.waits.Load(),

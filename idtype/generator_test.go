@@ -2,11 +2,12 @@ package idtype
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,6 +25,20 @@ func newTestGenerator(t testing.TB, cfg GeneratorOptions) (*Generator, *fakeCloc
 		t.Fatal(err)
 	}
 	return g, clock
+}
+
+// watchdog ends the test binary, with every goroutine's stack, if t has
+// not finished within d: the bound on a test that waits for goroutines.
+// (internal/testenv's Deadline does this elsewhere; idtype's tests use the
+// standard library alone, so that a module importing only idtype needs no
+// other module.)
+func watchdog(t *testing.T, d time.Duration) {
+	name := t.Name()
+	timer := time.AfterFunc(d, func() {
+		debug.SetTraceback("all")
+		panic(fmt.Sprintf("%s did not finish within %v", name, d))
+	})
+	t.Cleanup(func() { timer.Stop() })
 }
 
 // issuer checks, as IDs come out of a generator, that each is greater than
@@ -461,16 +476,18 @@ func TestConcurrentUnique(t *testing.T) {
 	}
 }
 
-// TestConcurrentChaoticClock runs goroutines against a clock that another
-// goroutine throws forward and back by up to an hour.
+// TestConcurrentChaoticClock runs goroutines against a clock that throws
+// itself forward and back by up to an hour (chaosClock).
 //
 // The generators never go back, so they make progress only while the
 // clock is at the highest it has been (or within MaxWait of it). A
 // symmetric random walk returns to its maximum after a heavy-tailed time,
 // so this test, which once let the clock walk, could run for ever. Here
 // the clock's high only rises by construction: a jump forward is kept,
-// and every step back is undone after a few yields, before the next
-// step. The test still bounds its own time and says so when it runs out.
+// and a step back lasts for one to four readings. The steps come from the
+// readings themselves, one in 16 on average, so the generators meet the
+// chaos at the same pace however the goroutines are scheduled. The test
+// still bounds its own time and says so when it runs out.
 func TestConcurrentChaoticClock(t *testing.T) {
 	perGoroutine := 200_000
 	if raceEnabled || testing.Short() {
@@ -479,68 +496,28 @@ func TestConcurrentChaoticClock(t *testing.T) {
 	const (
 		goroutines = 8
 		timeLimit  = 2 * time.Minute
-		// maxJumped keeps the forward jumps from running the clock past
-		// the layout's end (2080) however long the test runs.
-		maxJumped = 20 * 365 * 24 * time.Hour
 		// The goroutines issue until the clock has been stepped this often
 		// (and they have their IDs), so that they meet the chaos even when
 		// they would otherwise be done before it started.
 		minRounds = 500
 	)
 	deadline := time.Now().Add(timeLimit)
-	clock := newFakeClock(testStart)
+	clock := &chaosClock{ns: testStart.UnixNano(), r: rand.New(rand.NewPCG(1, 2))}
 	g, err := NewGenerator(GeneratorOptions{Clock: clock, MaxWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	stepped := make(chan struct{})
-	var backSteps, forwardJumps int
-	var rounds atomic.Int64
-	go func() {
-		defer close(stepped)
-		r := rand.New(rand.NewPCG(1, 2))
-		steps := []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second, time.Minute, time.Hour}
-		var jumped time.Duration
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			d := steps[r.IntN(len(steps))]
-			if r.IntN(2) == 0 {
-				if jumped+d > maxJumped {
-					d = time.Millisecond
-				}
-				jumped += d
-				forwardJumps++
-				clock.Add(d)
-			} else {
-				backSteps++
-				clock.Add(-d)
-				for range 1 + r.IntN(4) {
-					runtime.Gosched()
-				}
-				clock.Add(d)
-			}
-			rounds.Add(1)
-			runtime.Gosched()
-		}
-	}()
 	ids := make([][]ID, goroutines)
 	var wg sync.WaitGroup
 	for w := range goroutines {
 		wg.Go(func() {
 			out := make([]ID, 0, perGoroutine)
 			batch := make([]ID, 1+w*50)
-			// ... and until the generator has seen a step back: a step
-			// back lasts a few yields, which on a loaded machine could all
-			// pass with no goroutine reading the clock.
-			for len(out) < perGoroutine || rounds.Load() < minRounds || g.backwardSteps.Load() == 0 {
+			// ... and until the generator has seen a step back.
+			for len(out) < perGoroutine || clock.rounds() < minRounds || g.backwardSteps.Load() == 0 {
 				if time.Now().After(deadline) {
 					t.Errorf("goroutine %d issued %d of %d IDs in %v, with the clock stepped %d times: the generator stalled",
-						w, len(out), perGoroutine, timeLimit, rounds.Load())
+						w, len(out), perGoroutine, timeLimit, clock.rounds())
 					return
 				}
 				if w%2 == 0 {
@@ -565,17 +542,72 @@ func TestConcurrentChaoticClock(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	close(done)
-	<-stepped
 	if t.Failed() {
 		return
 	}
 	checkUniqueAndIncreasing(t, ids)
 	st := g.Stats()
-	t.Logf("%d steps back, %d jumps forward; %+v", backSteps, forwardJumps, st)
+	t.Logf("%d steps back, %d jumps forward; %+v", clock.backSteps, clock.forwardJumps, st)
 	if st.BackwardSteps == 0 {
-		t.Errorf("Stats() = %+v; the chaos goroutine stepped the clock back %d times but none was seen", st, backSteps)
+		t.Errorf("Stats() = %+v; the clock stepped back %d times but the generator saw none", st, clock.backSteps)
 	}
+}
+
+// chaosClock is a Clock that steps itself at random, on one reading in 16
+// on average: forward by 1 ms to an hour, kept, or back by as much for the
+// next one to four readings. Sleep moves it forward by the time slept.
+type chaosClock struct {
+	mu                      sync.Mutex
+	r                       *rand.Rand
+	ns                      int64
+	jumped                  time.Duration
+	back                    int64 // how far the next backReads readings lie behind ns
+	backReads               int
+	backSteps, forwardJumps int
+}
+
+// chaosSteps are the sizes of a chaosClock's steps. chaosMaxJumped keeps
+// the forward jumps from running the clock past the layout's end (2080)
+// however long a test runs.
+var chaosSteps = []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second, time.Minute, time.Hour}
+
+const chaosMaxJumped = 20 * 365 * 24 * time.Hour
+
+func (c *chaosClock) UnixNano() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.backReads == 0 && c.r.IntN(16) == 0 {
+		d := chaosSteps[c.r.IntN(len(chaosSteps))]
+		if c.r.IntN(2) == 0 {
+			if c.jumped+d > chaosMaxJumped {
+				d = time.Millisecond
+			}
+			c.jumped += d
+			c.ns += int64(d)
+			c.forwardJumps++
+		} else {
+			c.back, c.backReads = int64(d), 1+c.r.IntN(4)
+			c.backSteps++
+		}
+	}
+	if c.backReads > 0 {
+		c.backReads--
+		return c.ns - c.back
+	}
+	return c.ns
+}
+
+func (c *chaosClock) Sleep(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ns += int64(d)
+}
+
+// rounds is how many times the clock has stepped.
+func (c *chaosClock) rounds() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.backSteps + c.forwardJumps
 }
 
 // checkUniqueAndIncreasing checks that each goroutine's IDs increase and
@@ -608,4 +640,145 @@ func sum(ds []time.Duration) time.Duration {
 		total += d
 	}
 	return total
+}
+
+// TestCrossingJudgedByClock: a call that saw room in the clock's
+// millisecond and then reserved with an add can find that others took
+// the rest of it in between, so that its add carried the state into the
+// next millisecond. The generator judges the reservation after the add:
+// strict, it holds it and waits for the clock to reach its millisecond
+// before it issues it. The control, which does not wait, issues the ID a
+// millisecond ahead of the clock.
+func TestCrossingJudgedByClock(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		clock := newStepClock(testStart)
+		g, err := NewGenerator(GeneratorOptions{Worker: 3, Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.defences.noClockJudge = control
+		perMs := int(DefaultLayout.MaxSequence()) + 1
+		if err := g.NextN(make([]ID, perMs-1)); err != nil {
+			t.Fatal(err)
+		}
+		// The call about to add has seen one ID left; another call takes
+		// it before the add.
+		var took ID
+		g.defences.hooks = &hooks{beforeReserve: func() {
+			g.defences.hooks = nil
+			if took, err = g.Next(); err != nil {
+				t.Error(err)
+			}
+		}}
+		id, err := g.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := DefaultLayout.Decode(took); !p.Time.Equal(testStart) || p.Sequence != int64(perMs-1) {
+			t.Fatalf("control %v: the other call took %+v; want the last sequence of the clock's millisecond", control, p)
+		}
+		p, now := DefaultLayout.Decode(id), clock.Now().UTC()
+		switch {
+		case control && p.Time.After(now):
+			continue // the fault: an ID ahead of the clock
+		case control:
+			t.Fatalf("control: Next gave %+v with the clock at %s; want an ID ahead of the clock", p, now)
+		case p.Time.After(now):
+			t.Fatalf("Next gave %+v, ahead of the clock at %s", p, now)
+		case !p.Time.Equal(testStart.Add(time.Millisecond)) || p.Sequence != 0 || g.Stats().Waits != 1:
+			// The met fault: the call reserved sequence 0 of the next
+			// millisecond, and waited for the clock to reach it.
+			t.Fatalf("Next gave %+v after %d waits; want sequence 0 of the next millisecond after one wait", p, g.Stats().Waits)
+		}
+		if st := g.Stats(); st.IDs != int64(perMs+1) {
+			t.Fatalf("Stats().IDs = %d; want %d", st.IDs, perMs+1)
+		}
+	}
+}
+
+// TestCrossingStress runs goroutines through many millisecond crossings
+// at once, with Next and NextN, on a sequence of 8 IDs a millisecond and a
+// clock that another goroutine moves forward one millisecond at a time
+// (run it with -race). Every ID is unique, each goroutine's increase, none
+// is ahead of the clock (plus MaxDrift) when its call returns, and Stats
+// counts exactly the IDs issued.
+func TestCrossingStress(t *testing.T) {
+	watchdog(t, 2*time.Minute)
+	perGoroutine := 20_000
+	if raceEnabled || testing.Short() {
+		perGoroutine = 3_000
+	}
+	l := Layout{Epoch: DefaultLayout.Epoch, WorkerBits: 10, SequenceBits: 3}
+	for _, drift := range []time.Duration{0, 3 * time.Millisecond} {
+		t.Run(fmt.Sprintf("MaxDrift=%v", drift), func(t *testing.T) {
+			clock := newStepClock(testStart)
+			g, err := NewGenerator(GeneratorOptions{Worker: 7, Layout: l, Clock: clock, MaxDrift: drift})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const goroutines = 8
+			done := make(chan struct{})
+			ticked := make(chan struct{})
+			go func() {
+				defer close(ticked)
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					clock.Add(time.Millisecond)
+					runtime.Gosched()
+				}
+			}()
+			ids := make([][]ID, goroutines)
+			var wg sync.WaitGroup
+			for w := range goroutines {
+				wg.Go(func() {
+					out := make([]ID, 0, perGoroutine)
+					batch := make([]ID, 1+w%4*3)
+					for len(out) < perGoroutine {
+						var got []ID
+						if w%2 == 0 {
+							id, err := g.Next()
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							got = []ID{id}
+						} else {
+							if err := g.NextN(batch); err != nil {
+								t.Error(err)
+								return
+							}
+							got = batch
+						}
+						now := clock.Now()
+						for _, id := range got {
+							if at := l.Decode(id).Time; at.After(now.Add(drift)) {
+								t.Errorf("ID %d at %s is ahead of the clock's %s plus MaxDrift %v", id, at, now, drift)
+								return
+							}
+						}
+						out = append(out, got...)
+					}
+					ids[w] = out
+				})
+			}
+			wg.Wait()
+			close(done)
+			<-ticked
+			if t.Failed() {
+				return
+			}
+			checkUniqueAndIncreasing(t, ids)
+			total := 0
+			for _, out := range ids {
+				total += len(out)
+			}
+			if st := g.Stats(); st.IDs != int64(total) {
+				t.Errorf("Stats().IDs = %d; %d were issued", st.IDs, total)
+			}
+		})
+	}
 }

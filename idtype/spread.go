@@ -50,8 +50,8 @@ func spreadMask(l Layout) int64 {
 // share a start unless they share a nanosecond, and a caller that comes
 // back every 5 ms on the dot still reads distinct times.
 func (g *Generator) firstOf(now, old, nowNs int64) int64 {
-	next := now << g.seqBits
-	if old&g.seqMask == g.seqMask && old>>g.seqBits == now-1 && !g.spreadAll {
+	next := g.stateAt(now)
+	if old&g.seqMask == g.seqMask && g.msOf(old) == now-1 && !g.defences.spreadAfterSpent {
 		return next
 	}
 	x := uint64(nowNs) ^ uint64(g.workerPart)*0x9e3779b97f4a7c15

@@ -13,21 +13,22 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/snowkeyhq/snowkey/pgkit"
+	"github.com/snowkeyhq/snowkey/pgkit/adopt"
 )
 
 const adoptHelp = `Usage: snowkey adopt [flags] <table>...
 
 Moves the tables' serial, bigserial or identity primary keys onto
-snowflakes (pgkit.PlanAdopt): widens the keys and every foreign-key column
+snowflakes (adopt.NewPlan): widens the keys and every foreign-key column
 that holds them to bigint, replaces the keys' defaults with snowflake_id()
 (or drops them, --app-keys) and detaches the old sequences, keeping every
 row and constraint. It prints the SQL it would run, each statement with the
 locks it takes, asks, and applies it in one transaction.
 
-snowflake_id() must be installed (migrations.Up) unless --app-keys. The
-layout flags name the layout of the keys to come: every existing key must
-be below its first ID of now.
+snowflake_id() must be installed (migrations.Up) unless --app-keys. Every
+existing key must be below the first key new rows would get now: those of
+snowflake_id() (the default layout, on the database's clock; unless
+--app-keys), and those of the app, whose layout the layout flags name.
 
 `
 
@@ -38,7 +39,7 @@ func adoptCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	dryRun := fs.Bool("dry-run", false, "print the SQL and the locks it takes; change nothing")
 	yes := fs.Bool("yes", false, "apply without asking")
 	appKeys := fs.Bool("app-keys", false, "drop the keys' defaults instead of setting snowflake_id(): the app brings every key")
-	lockTimeout := fs.Duration("lock-timeout", pgkit.DefaultAdoptLockTimeout, "give up when a lock takes longer than this")
+	lockTimeout := fs.Duration("lock-timeout", adopt.DefaultLockTimeout, "give up when a lock takes longer than this")
 	layout := layoutFlags(fs)
 	tables, err := parseArgs(fs, args, stdout)
 	if err != nil {
@@ -69,7 +70,7 @@ func adoptCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --database: %v", errUsage, err)
 	}
 	defer db.Close()
-	plan, err := pgkit.PlanAdopt(ctx, db, tables, pgkit.AdoptOptions{AppKeys: *appKeys, LockTimeout: *lockTimeout, Layout: l})
+	plan, err := adopt.NewPlan(ctx, db, tables, adopt.Options{AppKeys: *appKeys, LockTimeout: *lockTimeout, Layout: l})
 	if err != nil {
 		return err
 	}

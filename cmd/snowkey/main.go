@@ -1,7 +1,7 @@
 // Command snowkey decodes, generates and bounds snowflake IDs from the
 // shell, and moves a database's serial keys onto snowflakes. It only calls
-// snowkey's packages (idtype; pgkit for adopt); every layout flag maps to a
-// field of idtype.Layout.
+// snowkey's packages (idtype; pgkit/adopt for adopt); every layout flag
+// maps to a field of idtype.Layout.
 //
 //	snowkey decode 2116681624581046272 [--json]
 //	snowkey gen -n 5 --worker 3      (--worker is required)

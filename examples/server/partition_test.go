@@ -15,8 +15,8 @@ import (
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
-// monthPartition is the partition that pgkit names for the month (UTC)
-// of id's time, written out here rather than asked of pgkit, so that the
+// monthPartition is the partition that package partition names for the month (UTC)
+// of id's time, written out here rather than asked of it, so that the
 // test checks the naming too.
 func monthPartition(id idtype.ID) string {
 	return "posts_p" + idtype.DefaultLayout.Decode(id).Time.UTC().Format("200601")

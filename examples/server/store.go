@@ -17,8 +17,6 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-
-	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 // dbKind is the database a DATABASE_URL names.
@@ -124,42 +122,17 @@ func (a *App) openDatabase(ctx context.Context, dsn string, kind dbKind) (*gorm.
 // before the server takes a request, so that this month's posts land in
 // this month's partition, not the default one, and keeps them made from
 // then on: Run maintains every hour in the background until Close. Every
-// instance does it; pgkit's advisory lock makes that safe.
+// instance does it; the maintenance's advisory lock makes that safe.
 //
 // A database upgraded by migration 00003 has all its old posts in the
-// default partition, and Maintain makes partitions only from the newest
-// it finds (or the current month) on. So while the default partition
-// holds a post older than this month, a Partitioner whose clock stands at
-// that post's time makes its month's partition, moving the month's posts
-// into it; the Maintain after them fills the months from the newest on.
+// default partition: Maintain makes each of their months' partitions and
+// moves them there. Posts that other rows refer to stay in the default
+// partition when the database role may not set session_replication_role;
+// they are logged, and stay readable.
 func (a *App) keepPostsPartitioned(ctx context.Context, sqlDB *sql.DB) error {
 	parts, err := postsPartitioner(a.layout, nil, a.log)
 	if err != nil {
 		return err
-	}
-	from, _ := parts.Bounds(time.Now())
-	for prev := idtype.ID(-1); ; {
-		var oldest sql.NullInt64
-		if err := sqlDB.QueryRowContext(ctx, "SELECT min(id) FROM ONLY posts_default").Scan(&oldest); err != nil {
-			return fmt.Errorf("partitions of %s: %w", postsTable, err)
-		}
-		id := idtype.ID(oldest.Int64)
-		if !oldest.Valid || id >= from {
-			break
-		}
-		if id == prev { // its month's partition was made, yet it stayed
-			return fmt.Errorf("partitions of %s: post %d stays in the default partition", postsTable, id)
-		}
-		prev = id
-		back, err := backfillPartitioner(a.layout, a.layout.Decode(id).Time)
-		if err != nil {
-			return err
-		}
-		rep, err := maintainPartitions(ctx, back, sqlDB)
-		if err != nil {
-			return fmt.Errorf("partitions of %s: %w", postsTable, err)
-		}
-		a.log.Info("partition made for old posts", "table", postsTable, "created", rep.Created, "moved_rows", rep.Moved)
 	}
 	rep, err := maintainPartitions(ctx, parts, sqlDB)
 	if err != nil {
@@ -167,6 +140,9 @@ func (a *App) keepPostsPartitioned(ctx context.Context, sqlDB *sql.DB) error {
 	}
 	if len(rep.Created) > 0 {
 		a.log.Info("partitions made", "table", postsTable, "created", rep.Created, "moved_rows", rep.Moved)
+	}
+	for _, l := range rep.Left {
+		a.log.Warn("posts left in the default partition", "table", postsTable, "left", l.String())
 	}
 	// Run outlives Open's context: it stops when Close cancels its own.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -255,10 +231,3 @@ func migrate(ctx context.Context, db *gorm.DB, kind dbKind, log *slog.Logger) er
 	}
 	return nil
 }
-
-// fixedClock is an idtype.Clock that stands still at a time.
-type fixedClock time.Time
-
-func (c fixedClock) UnixNano() int64 { return time.Time(c).UnixNano() }
-
-func (fixedClock) Sleep(d time.Duration) { time.Sleep(d) }

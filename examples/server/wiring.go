@@ -13,7 +13,7 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/migrations"
-	"github.com/snowkeyhq/snowkey/pgkit"
+	"github.com/snowkeyhq/snowkey/pgkit/partition"
 	"github.com/snowkeyhq/snowkey/tokens"
 )
 
@@ -49,25 +49,17 @@ const postsTable = "posts"
 // premake, four months), never removed, since the example keeps every
 // post (zero Retention). A nil clock means the system clock; Run logs to
 // log.
-func postsPartitioner(layout idtype.Layout, clock idtype.Clock, log *slog.Logger) (*pgkit.Partitioner, error) {
-	return pgkit.NewPartitioner(postsTable, layout, pgkit.PartitionOptions{Period: pgkit.Month, Clock: clock, Logger: log})
-}
-
-// backfillPartitioner builds a Partitioner of the posts table whose clock
-// stands at t and which makes no partition ahead: its Maintain makes t's
-// month's partition alone and moves that month's rows out of the default
-// partition.
-func backfillPartitioner(layout idtype.Layout, t time.Time) (*pgkit.Partitioner, error) {
-	return pgkit.NewPartitioner(postsTable, layout, pgkit.PartitionOptions{Period: pgkit.Month, Premake: -1, Clock: fixedClock(t)})
+func postsPartitioner(layout idtype.Layout, clock idtype.Clock, log *slog.Logger) (*partition.Table, error) {
+	return partition.New(postsTable, layout, partition.Options{Period: partition.Month, Clock: clock, Logger: log})
 }
 
 // maintainPartitions runs one maintenance of p's table now; runPartitions
 // runs it every hour until ctx ends.
-func maintainPartitions(ctx context.Context, p *pgkit.Partitioner, db *sql.DB) (pgkit.PartitionReport, error) {
+func maintainPartitions(ctx context.Context, p *partition.Table, db *sql.DB) (partition.Report, error) {
 	return p.Maintain(ctx, db)
 }
 
-func runPartitions(ctx context.Context, p *pgkit.Partitioner, db *sql.DB) error {
+func runPartitions(ctx context.Context, p *partition.Table, db *sql.DB) error {
 	return p.Run(ctx, db)
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/benchpair"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
@@ -50,8 +51,9 @@ func seedMarks(b *testing.B, p *Pool) {
 }
 
 // BenchmarkNext compares Next on a leased generator with Next on a
-// fixed-number one: the lease adds one atomic load and compare to the hot
-// path, and its renewals run in the background meanwhile. On 41/10/12 a
+// fixed-number one: both take the same path (a fixed generator's grant
+// allows the layout's whole time), and the lease's renewals run in the
+// background meanwhile. On 41/10/12 a
 // single goroutine runs at the layout's ceiling of 4,096 IDs per ms.
 func BenchmarkNext(b *testing.B) {
 	for _, layout := range []struct {
@@ -79,6 +81,40 @@ func BenchmarkNext(b *testing.B) {
 						}
 					}
 				})
+			})
+		}
+	}
+}
+
+// BenchmarkNextPaired is Next on a leased generator against Next on a
+// fixed-worker one under contention: in every op, G goroutines take IDs
+// from one and then G from the other, in alternating order
+// (internal/benchpair), so the ratio compares the same moments of a noisy
+// machine. "leased/fixed-ids/s" is the leased generator's IDs a second
+// over the fixed one's. Each side issues a few milliseconds' worth of IDs
+// an op (on 41/10/12 both run at the layout's ceiling).
+func BenchmarkNextPaired(b *testing.B) {
+	for _, layout := range []struct {
+		name string
+		l    idtype.Layout
+		ids  int // a side's IDs per op
+	}{{"41-10-12", idtype.DefaultLayout, 1 << 14}, {"41-1-21", wideLayout, 1 << 17}} {
+		fixed, leased := benchGenerators(b, layout.l)
+		for _, goroutines := range []int{1, 2, 8, 64} {
+			b.Run(fmt.Sprintf("%s/%d", layout.name, goroutines), func(b *testing.B) {
+				each := layout.ids / goroutines
+				side := func(g *idtype.Generator) func() {
+					return benchpair.Parallel(goroutines, func() {
+						for range each {
+							if _, err := g.Next(); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				tLeased, tFixed := benchpair.Times(b, side(leased), side(fixed))
+				b.ReportMetric(tFixed.Seconds()/tLeased.Seconds(), "leased/fixed-ids/s")
 			})
 		}
 	}

@@ -36,8 +36,9 @@
 //     the last confirmed renewal was sent, by the lease's own clock. When
 //     renewals fail it stops with idtype.ErrLeaseExpired, Margin (TTL/5)
 //     before the store could hand the number to anyone else, and goes on
-//     by itself once a renewal gets through. The check is one atomic load
-//     and compare in Next; the store is never touched on that path.
+//     by itself once a renewal gets through. The check reads the grant in
+//     Next, one pointer load before the reservation and one after; the
+//     store is never touched on that path.
 //  2. Every renewal also raises the number's high-water mark in the store
 //     to TTL after it was sent (two TTLs in Redis; see below): no ID of
 //     the owner can be later. The mark outlives the lease (a hash in

@@ -5,6 +5,7 @@
 package benchpair
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -28,4 +29,20 @@ func Times(b *testing.B, x, y func()) (tx, ty time.Duration) {
 		op++
 	}
 	return tx, ty
+}
+
+// Parallel returns a function that runs body on goroutines goroutines at
+// once and returns when every one has returned: one side of a paired
+// benchmark under contention, for Times. body holds its own loop, so that
+// the measured work pays no call per iteration; starting the goroutines
+// costs both sides alike, so make each side's work long (a millisecond or
+// more) for it to vanish in the ratio.
+func Parallel(goroutines int, body func()) func() {
+	return func() {
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(body)
+		}
+		wg.Wait()
+	}
 }

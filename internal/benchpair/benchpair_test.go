@@ -1,8 +1,11 @@
 package benchpair
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 func TestTimes(t *testing.T) {
@@ -19,5 +22,24 @@ func TestTimes(t *testing.T) {
 	}
 	if r := res.Extra["ratio"]; r <= 1 {
 		t.Errorf("ratio of a 2ms sleep to nothing = %v; want above 1", r)
+	}
+}
+
+// TestParallel: every goroutine runs body, and all of them are running at
+// once (each waits until all have started), before the function returns.
+func TestParallel(t *testing.T) {
+	testenv.Deadline(t, 30*time.Second)
+	const goroutines = 8
+	var started, done atomic.Int64
+	all := make(chan struct{})
+	Parallel(goroutines, func() {
+		if started.Add(1) == goroutines {
+			close(all)
+		}
+		<-all
+		done.Add(1)
+	})()
+	if n := done.Load(); n != goroutines {
+		t.Errorf("%d goroutines finished before Parallel returned; want %d", n, goroutines)
 	}
 }

@@ -39,6 +39,9 @@ type Row struct {
 	IDs int64 `json:"ids"`
 	// Tokens counts the sessions (or histories) checked, in all runs.
 	Tokens int64 `json:"tokens"`
+	// Rows counts the table rows checked (for kinds whose promise is
+	// about rows, such as partition maintenance), in all runs.
+	Rows int64 `json:"rows,omitempty"`
 	// Seed is the seed the scenario began with.
 	Seed int64 `json:"seed"`
 	// Seconds is how long the scenario ran.
@@ -130,9 +133,9 @@ func Report(t testing.TB, row Row) {
 func logRow(t testing.TB, r Row) {
 	t.Helper()
 	t.Logf("chaos %s: runs=%d met=%d violations=%d control_runs=%d control_met=%d control_violations=%d "+
-		"control_needed=%d ids=%d tokens=%d seed=%d %.1fs",
+		"control_needed=%d ids=%d tokens=%d rows=%d seed=%d %.1fs",
 		r.name(), r.Runs, r.Met, r.Violations, r.ControlRuns, r.ControlMet, r.ControlViolations, r.ControlNeeded,
-		r.IDs, r.Tokens, r.Seed, r.Seconds)
+		r.IDs, r.Tokens, r.Rows, r.Seed, r.Seconds)
 }
 
 // writeRow appends row as one JSON line to the file CHAOS_REPORT names,

@@ -10,7 +10,9 @@ import (
 	_ "github.com/snowkeyhq/snowkey/idtype"
 	_ "github.com/snowkeyhq/snowkey/idtype/workerid"
 	_ "github.com/snowkeyhq/snowkey/migrations"
-	_ "github.com/snowkeyhq/snowkey/pgkit"
+	_ "github.com/snowkeyhq/snowkey/pgkit/adopt"
+	_ "github.com/snowkeyhq/snowkey/pgkit/bulk"
+	_ "github.com/snowkeyhq/snowkey/pgkit/partition"
 	_ "github.com/snowkeyhq/snowkey/sqltype"
 	_ "github.com/snowkeyhq/snowkey/tokens"
 )

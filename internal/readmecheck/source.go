@@ -225,8 +225,10 @@ func ImportPath(name string) (string, bool) {
 		return "github.com/snowkeyhq/snowkey/idtype", true
 	case "workerid":
 		return "github.com/snowkeyhq/snowkey/idtype/workerid", true
-	case "gormplugin", "sqltype", "migrations", "tokens", "pgkit":
+	case "gormplugin", "sqltype", "migrations", "tokens":
 		return "github.com/snowkeyhq/snowkey/" + name, true
+	case "partition", "bulk", "adopt":
+		return "github.com/snowkeyhq/snowkey/pgkit/" + name, true
 	case "redis":
 		return "github.com/redis/go-redis/v9", true
 	case "gorm":

@@ -1,15 +1,15 @@
 -- Posts become a table partitioned by the time in their key: one partition
 -- per calendar month (UTC), whose bounds are the first IDs of the month,
 -- so that a month's posts are one table that a time-bounded read alone
--- visits. The partitions themselves are pgkit's to make (pgkit.Partitioner
--- with Period Month, run at start-up and every hour, see store.go); this
--- migration makes the partitioned table and its default partition, which
--- holds any row whose month has no partition yet, and which pgkit moves
--- rows out of when it makes their month.
+-- visits. The partitions themselves are package partition's to make
+-- (pgkit/partition, with Period Month, run at start-up and every hour, see
+-- store.go); this migration makes the partitioned table and its default
+-- partition, which holds any row whose month has no partition yet, and
+-- which the maintenance moves rows out of when it makes their month.
 --
--- PostgreSQL cannot partition a table in place, and pgkit does not convert
--- one (its Maintain refuses a plain table, its CreateTable would build the
--- table from the GORM model, not from these migrations), so an existing
+-- PostgreSQL cannot partition a table in place, and package partition does
+-- not convert one (its Maintain refuses a plain table, its Create would
+-- build the table from the GORM model, not from these migrations), so an existing
 -- database is upgraded here: the plain table is renamed away, the
 -- partitioned one made under the old name, every row copied into it (all
 -- land in the default partition; the app's start-up gives each past month

@@ -10,7 +10,8 @@
 // It reads the files named, or standard input, adds up the rows of each
 // package, fault kind, store and defence, and prints one Markdown table
 // with, for each side (defence on, control), the runs, how many met their
-// fault and how many missed it, and the violations found. It exits 1
+// fault and how many missed it, the violations found, and the IDs,
+// tokens and table rows checked. It exits 1
 // when a row breaks the rules of faults.Row.Problems: a violation with
 // the defence on; no control run that met the fault and found a
 // violation; fewer defended runs that met the fault than the control
@@ -133,6 +134,7 @@ func sum(rows []faults.Row) []faults.Row {
 		}
 		t.Runs += r.Runs
 		t.Met += r.Met
+		t.Rows += r.Rows
 		t.Violations += r.Violations
 		t.ControlRuns += r.ControlRuns
 		t.ControlMet += r.ControlMet
@@ -164,8 +166,8 @@ func orDash(s string) string {
 // write prints the table and returns what is wrong, one line per problem.
 func write(w io.Writer, rows []faults.Row) []string {
 	fmt.Fprintln(w, "| package | fault kind | store | defence | runs | met | missed | violations | "+
-		"control runs | met | missed | control violations | IDs checked | tokens checked | seconds | verdict |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+		"control runs | met | missed | control violations | IDs checked | tokens checked | rows checked | seconds | verdict |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 	var broken []string
 	var total faults.Row
 	bad := 0
@@ -180,22 +182,23 @@ func write(w io.Writer, rows []faults.Row) []string {
 					r.Package, r.Fault, orDash(r.Store), orDash(r.Defence), p, r.Seed))
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %.0f | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %.0f | %s |\n",
 			r.Package, r.Fault, orDash(r.Store), orDash(r.Defence),
 			r.Runs, r.Met, r.Runs-r.Met, r.Violations,
 			r.ControlRuns, r.ControlMet, r.ControlRuns-r.ControlMet, r.ControlViolations,
-			r.IDs, r.Tokens, r.Seconds, mark)
+			r.IDs, r.Tokens, r.Rows, r.Seconds, mark)
 		total.Runs += r.Runs
 		total.Met += r.Met
 		total.ControlRuns += r.ControlRuns
 		total.ControlMet += r.ControlMet
 		total.IDs += r.IDs
 		total.Tokens += r.Tokens
+		total.Rows += r.Rows
 	}
 	// The totals add runs and what was checked; violations are judged
 	// row by row only.
-	fmt.Fprintf(w, "| **all** | %d rows, %d broken | | | %d | %d | %d | | %d | %d | %d | | %d | %d | | |\n",
+	fmt.Fprintf(w, "| **all** | %d rows, %d broken | | | %d | %d | %d | | %d | %d | %d | | %d | %d | %d | | |\n",
 		len(rows), bad, total.Runs, total.Met, total.Runs-total.Met,
-		total.ControlRuns, total.ControlMet, total.ControlRuns-total.ControlMet, total.IDs, total.Tokens)
+		total.ControlRuns, total.ControlMet, total.ControlRuns-total.ControlMet, total.IDs, total.Tokens, total.Rows)
 	return broken
 }

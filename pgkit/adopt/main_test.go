@@ -1,0 +1,21 @@
+package adopt
+
+import (
+	"flag"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
+)
+
+// TestMain runs the tests under testenv.Main's budget, and benchmarks
+// (which run as long as they are asked to, minutes at the sizes of make
+// bench) under go test's -timeout alone.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run())
+	}
+	os.Exit(testenv.Main(m, 6*time.Minute))
+}
