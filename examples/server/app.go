@@ -98,6 +98,7 @@ type defences struct {
 	noDeviceCookies    bool         // no login is recognized as coming from the owner's known device
 	keepOtherSessions  bool         // a password change leaves the user's other sessions alive
 	tokenInBody        bool         // a cookie login also sends the token in the answer's body
+	openEmbeddedRedis  bool         // the embedded Redis answers any local client, with no password
 	noPartitions       bool         // PostgreSQL's posts get no partitions made: all land in the default one
 	clock              idtype.Clock // of a fixed worker's generator; nil: the system clock
 }

@@ -17,3 +17,6 @@ func (c *Config) keepingOtherSessions() { c.keepOtherSessions = true }
 
 // withTokenInBody sends the token in the body of a cookie login too.
 func (c *Config) withTokenInBody() { c.tokenInBody = true }
+
+// withOpenEmbeddedRedis starts the embedded Redis without a password.
+func (c *Config) withOpenEmbeddedRedis() { c.openEmbeddedRedis = true }

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/internal/testenv"
@@ -14,37 +14,57 @@ import (
 
 // TestEmbeddedRedisAuth starts the embedded Redis of make run and talks to
 // it as another process of the machine would: without the password, and
-// with a wrong one, every command is refused; the App, which holds the
-// password, is served. The control is a miniredis started as the
-// embedded one once was, which the same client writes a session into.
+// with a wrong one, it can neither read the App's secrets (the key that
+// signs device cookies) nor write a key the App reads; the server itself
+// refuses it (NOAUTH, WRONGPASS), so the stranger did reach it. The App,
+// which holds the password, is served. In the control run the embedded
+// Redis has no password, and the same stranger reads the signing key and
+// plants a key that the App then reads.
 func TestEmbeddedRedisAuth(t *testing.T) {
-	ctx := testenv.Deadline(t, time.Minute)
-	app, srv := startApp(t, embedded())
-	if r := call(t, srv, "GET", "/readyz", "", ""); r.status != 200 {
-		t.Fatalf("the App cannot use its Redis: %d %s", r.status, r.body)
-	}
-	addr := app.rdb.(*redis.Client).Options().Addr
-	if host, _, _ := net.SplitHostPort(addr); host != "127.0.0.1" {
-		t.Errorf("the embedded Redis listens on %s, not on loopback", addr)
-	}
-	stranger := func(addr, password string) error {
-		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1})
-		defer c.Close()
-		return c.Set(ctx, "tok:forged-session", "for any user", 0).Err()
-	}
-	for _, pw := range []string{"", "guess", strings.Repeat("0", 64)} {
-		err := stranger(addr, pw)
-		if err == nil || !(strings.Contains(err.Error(), "NOAUTH") || strings.Contains(err.Error(), "WRONGPASS") || strings.Contains(err.Error(), "invalid password")) {
-			t.Errorf("another local client with password %q: %v; want it refused", pw, err)
-		}
-	}
-	if n, err := app.rdb.Exists(ctx, "tok:forged-session").Result(); err != nil || n != 0 {
-		t.Errorf("the forged key: %d, %v; want none", n, err)
-	}
-
-	// Control: a miniredis without a password takes the stranger's write.
-	open := miniredis.RunT(t)
-	if err := stranger(open.Addr(), ""); err != nil || !open.Exists("tok:forged-session") {
-		t.Errorf("control: a Redis without a password refused the write (%v); the test proves nothing", err)
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "password", true: "control"}[control], func(t *testing.T) {
+			ctx := testenv.Deadline(t, time.Minute)
+			cfg := Config{Throttle: generous()}
+			if control {
+				cfg.withOpenEmbeddedRedis()
+			}
+			app, srv := startAppConfig(t, cfg)
+			if r := call(t, srv, "GET", "/readyz", "", ""); r.status != 200 {
+				t.Fatalf("the App cannot use its Redis: %d %s", r.status, r.body)
+			}
+			addr := app.rdb.(*redis.Client).Options().Addr
+			if host, _, _ := net.SplitHostPort(addr); host != "127.0.0.1" {
+				t.Errorf("the embedded Redis listens on %s, not on loopback", addr)
+			}
+			deviceKey, err := app.rdb.Get(ctx, defaultKeyPrefix+"device-key").Result()
+			if err != nil {
+				t.Fatalf("the App's device-cookie key: %v", err)
+			}
+			const planted = defaultKeyPrefix + "planted"
+			for _, pw := range []string{"", "guess", strings.Repeat("0", 64)} {
+				c := redis.NewClient(&redis.Options{Addr: addr, Password: pw, MaxRetries: -1})
+				read, rerr := c.Get(ctx, defaultKeyPrefix+"device-key").Result()
+				werr := c.Set(ctx, planted, "by a stranger", 0).Err()
+				c.Close()
+				if control {
+					if rerr != nil || read != deviceKey || werr != nil {
+						t.Errorf("control: a client with password %q read %q (%v), wrote (%v); want the App's key read and the write taken", pw, read, rerr, werr)
+					}
+					continue
+				}
+				for _, err := range []error{rerr, werr} {
+					if err == nil || !(strings.Contains(err.Error(), "NOAUTH") || strings.Contains(err.Error(), "WRONGPASS") || strings.Contains(err.Error(), "invalid password")) {
+						t.Errorf("another local client with password %q: %v; want the server's refusal", pw, err)
+					}
+				}
+			}
+			got, err := app.rdb.Get(ctx, planted).Result()
+			switch {
+			case control && got != "by a stranger":
+				t.Errorf("control: the App reads %q (%v) where the stranger wrote; the test proves nothing", got, err)
+			case !control && !errors.Is(err, redis.Nil):
+				t.Errorf("the App reads %q (%v) where a stranger tried to write; want nothing", got, err)
+			}
+		})
 	}
 }
