@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // twoTo53 is where JavaScript numbers stop holding every integer.
@@ -558,15 +559,17 @@ func TestCrossOriginSignup(t *testing.T) {
 	}
 }
 
-// TestSignupEnumeration is the attack of the issue, in two requests each:
-// sign up an address with a password of one's own, then log in with it.
+// TestSignupEnumeration is account enumeration and squatting, in two
+// requests each: sign up an address with a password of one's own, then log in with it.
 // For an address with an account and for a fresh one, every answer must
 // be the same, and the fresh address's owner must still be able to sign
-// up: an attacker learns nothing and squats nothing. Two control runs
-// bring back what the server once did, and the comparison catches each:
-// a sign-up that answers 409 for a taken address, and a sign-up that
-// makes a usable account at once (202 then 401 for a taken address, 202
-// then 200, the attacker's account, for a fresh one).
+// up: an attacker learns nothing and squats nothing. The mail goes
+// through a real SMTP server started by the test, from which the owners
+// read their links; the defended run sees the attack met (the owner of
+// the taken address got a notice, the fresh address a link). Two control
+// runs each switch one defence off, and the comparison catches each: a sign-up that answers 409 for a taken address, and a sign-up
+// that makes a usable account at once (202 then 401 for a taken address,
+// 202 then 200, the attacker's account, for a fresh one).
 func TestSignupEnumeration(t *testing.T) {
 	for _, run := range []struct {
 		name    string
@@ -577,17 +580,30 @@ func TestSignupEnumeration(t *testing.T) {
 		{"control: no verification", (*Config).withoutVerification},
 	} {
 		t.Run(run.name, func(t *testing.T) {
-			cfg := Config{Throttle: generous()}
+			testenv.Deadline(t, 2*time.Minute)
+			sink := startSMTP(t, "", "", nil)
+			mailer, err := NewSMTPMailer("smtp://"+sink.addr, "noreply@example.test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{Throttle: generous(), Mailer: mailer}
 			if run.control != nil {
 				run.control(&cfg)
 			}
 			app, srv := startAppConfig(t, cfg)
+			verify := func(email, password string, want int) {
+				t.Helper()
+				r := call(t, srv, "POST", "/api/verify", "", mustJSON(t, map[string]string{"token": sink.token(t, email), "password": password}))
+				if r.status != want {
+					t.Fatalf("verify %s: %d %s, want %d", email, r.status, r.body, want)
+				}
+			}
 			owner := `{"email":"owner@example.com","password":"` + goodPassword + `","name":"Owner"}`
 			if r := call(t, srv, "POST", "/api/signup", "", owner); r.status != 202 {
 				t.Fatalf("the owner's sign-up: %d %s", r.status, r.body)
 			}
 			if !cfg.noVerification {
-				verifyAs(t, srv, "owner@example.com", goodPassword, 200)
+				verify("owner@example.com", goodPassword, 200)
 			}
 
 			attack := func(email string) (signup, login response) {
@@ -595,6 +611,7 @@ func TestSignupEnumeration(t *testing.T) {
 				login = call(t, srv, "POST", "/api/login", "", `{"email":"`+email+`","password":"`+attackerPassword+`"}`)
 				return signup, login
 			}
+			mailed, _ := sink.received()
 			takenSignup, takenLogin := attack("Owner@Example.com")
 			freshSignup, freshLogin := attack("fresh@example.com")
 			same := func(a, b response) bool { return a.status == b.status && bytes.Equal(a.body, b.body) }
@@ -611,18 +628,27 @@ func TestSignupEnumeration(t *testing.T) {
 			if !same(takenLogin, freshLogin) || takenLogin.status != 401 {
 				t.Errorf("logins after them: taken %d %s, fresh %d %s; want one 401", takenLogin.status, takenLogin.body, freshLogin.status, freshLogin.body)
 			}
+			// The attack met the defence: the server took both sign-ups and
+			// mailed each address, a notice to the owner and a link to the
+			// fresh address, which the attacker does not read.
+			all, _ := sink.received()
+			if sent := all[len(mailed):]; len(sent) != 2 ||
+				sent[0].to != "owner@example.com" || verifyTokenRE.MatchString(sent[0].body) || !strings.Contains(sent[0].body, "has an account already") ||
+				sent[1].to != "fresh@example.com" || !verifyTokenRE.MatchString(sent[1].body) {
+				t.Errorf("the attack's sign-ups mailed %d messages: %+v; want a notice to the owner and a link to the fresh address", len(sent), sent)
+			}
 			// The fresh address's owner signs up with a password of their
 			// own and gets in; the attacker's password never works there,
 			// not even through the link of the attacker's own sign-up,
 			// which went to the owner.
-			attackerLink := outboxToken(t, srv.URL, "fresh@example.com")
+			attackerLink := sink.token(t, "fresh@example.com")
 			if r := call(t, srv, "POST", "/api/signup", "", `{"email":"fresh@example.com","password":"`+goodPassword+`","name":"Fresh"}`); r.status != 202 {
 				t.Fatalf("the real owner's sign-up: %d %s", r.status, r.body)
 			}
 			if r := call(t, srv, "POST", "/api/verify", "", mustJSON(t, map[string]string{"token": attackerLink, "password": goodPassword})); r.status != 401 {
 				t.Errorf("the owner following the attacker's link with their own password: %d %s, want 401", r.status, r.body)
 			}
-			verifyAs(t, srv, "fresh@example.com", goodPassword, 200)
+			verify("fresh@example.com", goodPassword, 200)
 			if r := call(t, srv, "POST", "/api/login", "", `{"email":"fresh@example.com","password":"`+attackerPassword+`"}`); r.status != 401 {
 				t.Errorf("the attacker's password on the verified address: %d, want 401", r.status)
 			}
@@ -638,14 +664,3 @@ func TestSignupEnumeration(t *testing.T) {
 // attackerPassword is a strong password of somebody who is not the
 // address's owner.
 const attackerPassword = "quartz-wombat-ledger-58"
-
-// verifyAs follows the newest sign-up link to email in the outbox with
-// password, and fails unless the answer has the status want.
-func verifyAs(t *testing.T, srv *httptest.Server, email, password string, want int) response {
-	t.Helper()
-	r := call(t, srv, "POST", "/api/verify", "", mustJSON(t, map[string]string{"token": outboxToken(t, srv.URL, email), "password": password}))
-	if r.status != want {
-		t.Fatalf("verify %s: %d %s, want %d", email, r.status, r.body, want)
-	}
-	return r
-}

@@ -93,8 +93,8 @@ type defences struct {
 	noContentTypeCheck bool         // accept any Content-Type as JSON
 	noRedaction        bool         // log and return secrets as they are
 	noSessionFloor     bool         // a fixed worker's restart floor ignores sessions
-	revealTaken        bool         // signup answers 409 for a registered email, as it once did
-	noVerification     bool         // signup makes a usable account at once, with no mail, as it once did
+	revealTaken        bool         // signup answers 409 for a registered email
+	noVerification     bool         // signup makes a usable account at once, with no mail
 	noDeviceCookies    bool         // no login is recognized as coming from the owner's known device
 	keepOtherSessions  bool         // a password change leaves the user's other sessions alive
 	tokenInBody        bool         // a cookie login also sends the token in the answer's body

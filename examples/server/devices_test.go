@@ -29,7 +29,7 @@ func fromWith(t *testing.T, app *App, ip, method, path, body string, cookies ...
 	return response{rec.Code, rec.Result().Header, rec.Body.Bytes()}
 }
 
-// TestDeviceLockout is the lockout of the issue: 10 addresses guess at one
+// TestDeviceLockout is a lockout by strangers: 10 addresses guess at one
 // account until each is refused, with the default limits' bursts. That
 // locks the account for every device its owner never logged in from (a
 // fresh address with the right password gets 429), and the owner's own

@@ -110,7 +110,7 @@ func TestPasswordPolicyBound(t *testing.T) {
 }
 
 // policyWorstInputs are the costliest passwords found for the strength
-// check: the issue's l33t password, every l33t character zxcvbn knows
+// check: a password of l33t characters after a common one, every l33t character zxcvbn knows
 // (the most substitutions to combine), and the worst of a random search
 // over keyboard walks, shifted keys, l33t characters, words and dates
 // (the keyboard-pattern matcher's cost grows with the walks it finds).
@@ -119,7 +119,7 @@ func policyWorstInputs() map[string]string {
 	// its unit alone (see repeatUnit).
 	every := "4@8({[<369!|1705$+%2" + "2%+$5071|!963<[{(8@4" + "369!|1705$+%24@8({[<" + "(2@9"
 	return map[string]string{
-		"issue-l33t":       ("p@$$w0rd1|7!8({[<369%2+" + strings.Repeat("x", 64))[:64],
+		"leet-password":    ("p@$$w0rd1|7!8({[<369%2+" + strings.Repeat("x", 64))[:64],
 		"every-l33t":       every,
 		"keyboard-l33t":    "741lkjASD!!QA|fghfghrty@%QWE2ws7",
 		"keyboard-shift":   "QWER7892wswsx@14712341qazzxc@WS1",

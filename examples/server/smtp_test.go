@@ -91,6 +91,21 @@ func (s *smtpSink) received() ([]sunkMail, <-chan struct{}) {
 	return append([]sunkMail(nil), s.mail...), s.arrived
 }
 
+// token returns the token of the newest sign-up link the sink took for
+// email, or fails the test. The mailer's send ends when the server has
+// taken the mail, so a link is here once the sign-up has answered.
+func (s *smtpSink) token(t *testing.T, email string) string {
+	t.Helper()
+	got, _ := s.received()
+	for i := len(got) - 1; i >= 0; i-- {
+		if tok := verifyTokenRE.FindStringSubmatch(got[i].body); got[i].to == email && tok != nil {
+			return tok[1]
+		}
+	}
+	t.Fatalf("no sign-up link to %s among the %d mails the SMTP server took", email, len(got))
+	return ""
+}
+
 type sinkSession struct {
 	sink     *smtpSink
 	authed   string
