@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
-
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
@@ -115,25 +113,6 @@ func TestDeviceLockout(t *testing.T) {
 			}
 		})
 	}
-}
-
-// defaultBursts returns login limits with the bursts of the default
-// limits (see ThrottleOptions), what an attack spends before it is
-// refused, that refill one request a day: a test of what the bursts let
-// through sees the same counts however long a busy machine takes to run
-// it, since nothing refills meanwhile. Signups stay generous.
-func defaultBursts(t *testing.T) ThrottleOptions {
-	t.Helper()
-	def, err := newThrottle(ThrottleOptions{}, "", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := func(r rule) redis_rate.Limit {
-		return redis_rate.Limit{Rate: 1, Period: 24 * time.Hour, Burst: def.limits[r].Burst}
-	}
-	o := generous()
-	o.LoginPerIP, o.LoginPerAccountPerIP, o.LoginPerAccount, o.LoginPerDevice = l(loginIP), l(loginAccountIP), l(loginAccount), l(loginDevice)
-	return o
 }
 
 // FuzzDeviceCookie feeds the device cookie's reader any value: it never
