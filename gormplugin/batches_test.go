@@ -4,11 +4,13 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // errSourceDown is what failingSource returns once it has failed.
@@ -41,6 +43,7 @@ func (s *failingSource) Layout() idtype.Layout { return s.gen.Layout() }
 // batches. The failing batch and the ones after it keep zero keys; what the
 // first batch leaves depends on the transaction, as the package doc says.
 func TestCreateInBatchesSourceFails(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	for _, skip := range []bool{false, true} {
 		name := "transaction"
 		if skip {

@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // TestCreatePaths creates rows in every way GORM can, and checks each in
 // the database: the row's key equals the struct's, non-zero and unique.
 func TestCreatePaths(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 	db := e.db
 	var want []idtype.ID
@@ -126,6 +129,7 @@ func TestCreatePaths(t *testing.T) {
 }
 
 func TestCreateMaps(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 	db := e.db
 	preset := idtype.ID(777)
@@ -180,6 +184,7 @@ func TestCreateMaps(t *testing.T) {
 }
 
 func TestAssociations(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 	db := e.db
 	en := Language{Code: "en"}
@@ -249,6 +254,7 @@ func TestAssociations(t *testing.T) {
 }
 
 func TestRules(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 	db := e.db
 
@@ -393,6 +399,7 @@ func TestRules(t *testing.T) {
 }
 
 func TestRulesOnlyTagged(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t, gormplugin.Options{OnlyTagged: true})
 	c := Company{ID: 3, Name: "untagged key: mine"}
 	o := Order{ID: 4}
@@ -409,6 +416,7 @@ func TestRulesOnlyTagged(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 
 	t.Run("generator fails", func(t *testing.T) {
@@ -484,6 +492,7 @@ func TestErrors(t *testing.T) {
 // TestConcurrentCreates: 8 goroutines x 500 single-row creates through one
 // plugin; no key collides.
 func TestConcurrentCreates(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 	const workers, each = 8, 500
 	var (
@@ -519,6 +528,7 @@ func TestConcurrentCreates(t *testing.T) {
 // TestAutoMigrateTypes reads back from information_schema what AutoMigrate
 // made of snowflake keys: plain bigint, no sequence behind them.
 func TestAutoMigrateTypes(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 	tests := []struct {
 		table, column string

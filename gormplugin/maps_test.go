@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/sqltype"
 )
 
@@ -16,6 +18,7 @@ import (
 // in many ways besides nil and idtype.ID(0). Each is treated as unassigned
 // and filled, as the struct path fills a zero key: no row gets key 0.
 func TestCreateMapsZeroSpellings(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 	var zeroID idtype.ID
 	var zeroInt int64
@@ -61,6 +64,7 @@ func TestCreateMapsZeroSpellings(t *testing.T) {
 // create with ErrKeyValue and write nothing, where PostgreSQL would have
 // cast some of them ("-5", " 12", 1.5) into a key.
 func TestCreateMapsKeyText(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 	for _, tc := range []struct {
 		in   any

@@ -3,11 +3,13 @@ package gormplugin_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // Member has a snowflake that is not its key: a public ID, filled on
@@ -39,6 +41,7 @@ func memberRow(t *testing.T, e *env, email string) (id idtype.ID, public int64, 
 // row's other columns but never its snowflake fields, on every create path,
 // and the struct ends up holding the row's real values.
 func TestUpsertKeepsSnowflakeFields(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 	if err := e.db.AutoMigrate(&Member{}, &Ticket{}); err != nil {
 		t.Fatal(err)

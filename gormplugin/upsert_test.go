@@ -2,10 +2,12 @@ package gormplugin_test
 
 import (
 	"testing"
+	"time"
 
 	"gorm.io/gorm/clause"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // accountIDs reads email -> key from the table.
@@ -29,6 +31,7 @@ func accountIDs(t *testing.T, e *env) map[string]idtype.ID {
 }
 
 func TestUpsert(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	e := newEnv(t)
 	db := e.db
 	first := Account{Email: "ada@example.com", Name: "Ada"}

@@ -435,6 +435,7 @@ func TestNextN(t *testing.T) {
 }
 
 func TestConcurrentUnique(t *testing.T) {
+	watchdog(t, 2*time.Minute)
 	perGoroutine := 1_000_000
 	if raceEnabled || testing.Short() {
 		perGoroutine = 25_000
@@ -489,6 +490,7 @@ func TestConcurrentUnique(t *testing.T) {
 // chaos at the same pace however the goroutines are scheduled. The test
 // still bounds its own time and says so when it runs out.
 func TestConcurrentChaoticClock(t *testing.T) {
+	watchdog(t, 2*time.Minute)
 	perGoroutine := 200_000
 	if raceEnabled || testing.Short() {
 		perGoroutine = 10_000

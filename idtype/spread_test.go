@@ -273,6 +273,7 @@ func TestRandomSequenceStartSaturated(t *testing.T) {
 // increasing per goroutine, keep their worker, and never pass the
 // layout's sequence.
 func TestRandomSequenceStartPromises(t *testing.T) {
+	watchdog(t, 2*time.Minute)
 	g, clock := newTestGenerator(t, GeneratorOptions{Worker: 9, RandomSequenceStart: true})
 	stop := make(chan struct{})
 	var ticker sync.WaitGroup

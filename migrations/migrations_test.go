@@ -79,6 +79,7 @@ func TestFS(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx := context.Background()
 	db := openDB(t, "postgres://nowhere.invalid/x") // never reached: options fail first
 	for _, tc := range []struct {
@@ -108,6 +109,7 @@ func TestOptions(t *testing.T) {
 }
 
 func TestUp(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
 	url := testenv.Postgres(t)
 	db := openDB(t, url)
@@ -159,6 +161,7 @@ func TestUp(t *testing.T) {
 // and calls Up at the same moment; all succeed and the migrations run
 // once.
 func TestUpConcurrent(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	url := testenv.Postgres(t)
 	const instances = 4
 	dbs := make([]*sql.DB, instances)
@@ -193,6 +196,7 @@ func TestUpConcurrent(t *testing.T) {
 }
 
 func TestReservedWorker(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
 	db, _ := migrated(t)
 
@@ -273,6 +277,7 @@ func ids(ctx context.Context, conn *sql.Conn, n int) ([]idtype.ID, error) {
 // session's IDs increase, and an ID issued after all of them is greater
 // than all of them.
 func TestSnowflakeIDConcurrent(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	db, _ := migrated(t)
 	ctx := t.Context()
 	const sessions, calls = 8, 1500
@@ -354,6 +359,7 @@ func epochMs(t time.Time) int64 {
 // call does not wrap to sequence 0 of the same millisecond, it takes
 // sequence 0 of the next one and waits until the clock gets there.
 func TestSnowflakeIDWaitsForNextMillisecond(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	db, _ := migrated(t)
 	const ahead = 80 * time.Millisecond
 	full := epochMs(time.Now().Add(ahead))
@@ -377,21 +383,23 @@ func TestSnowflakeIDWaitsForNextMillisecond(t *testing.T) {
 	}
 }
 
-// TestSnowflakeIDClockBehind moves the state 5 s ahead of the clock, as a
-// database clock set back would: the call fails at once with
-// SQLStateClockBehind instead of waiting, and issues nothing.
+// TestSnowflakeIDClockBehind moves the state a minute ahead of the clock,
+// as a database clock set back would: the call fails with
+// SQLStateClockBehind instead of waiting, and returns before the clock
+// reaches the state it would have waited for.
 func TestSnowflakeIDClockBehind(t *testing.T) {
+	ctx := testenv.Deadline(t, 2*time.Minute)
 	db, _ := migrated(t)
-	ahead := epochMs(time.Now().Add(5 * time.Second))
-	setState(t, db, ahead, 0)
-	start := time.Now()
-	_, err := db.Exec("SELECT snowflake_id()")
+	state := time.Now().Add(time.Minute)
+	setState(t, db, epochMs(state), 0)
+	_, err := db.ExecContext(ctx, "SELECT snowflake_id()")
+	returned := time.Now()
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != migrations.SQLStateClockBehind {
-		t.Fatalf("with the clock 5 s behind: %v, want SQLSTATE %s", err, migrations.SQLStateClockBehind)
+		t.Fatalf("with the clock a minute behind: %v, want SQLSTATE %s", err, migrations.SQLStateClockBehind)
 	}
-	if took := time.Since(start); took > 500*time.Millisecond {
-		t.Errorf("the refusal took %v; it should not wait", took)
+	if !returned.Before(state) {
+		t.Errorf("the refusal came at %v, after the clock reached the state at %v: it waited", returned, state)
 	}
 	if !strings.Contains(pgErr.Message, "ms behind the last ID") {
 		t.Errorf("message %q does not say what is wrong", pgErr.Message)
@@ -403,8 +411,8 @@ func TestSnowflakeIDClockBehind(t *testing.T) {
 // does not block another session; one that rolls back does not hand its
 // IDs out again.
 func TestSnowflakeIDNoLockHeld(t *testing.T) {
+	ctx := testenv.Deadline(t, 2*time.Minute)
 	db, _ := migrated(t)
-	ctx := t.Context()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -422,17 +430,12 @@ func TestSnowflakeIDNoLockHeld(t *testing.T) {
 		t.Errorf("the transaction still holds %d advisory locks after snowflake_id() returned", locks)
 	}
 
-	short, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var other idtype.ID
-	if err := db.QueryRowContext(short, "SELECT snowflake_id()").Scan(&other); err != nil {
-		t.Fatalf("another session while a transaction that used snowflake_id() is open: %v", err)
-	}
+	other := issueUnblocked(ctx, t, db, "another session while a transaction that used snowflake_id() is open")
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
 	var after idtype.ID
-	if err := db.QueryRow("SELECT snowflake_id()").Scan(&after); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT snowflake_id()").Scan(&after); err != nil {
 		t.Fatal(err)
 	}
 	if !(inTx < other && other < after) {
@@ -440,33 +443,81 @@ func TestSnowflakeIDNoLockHeld(t *testing.T) {
 	}
 }
 
+// issueUnblocked calls snowflake_id() and returns its ID. It fails the
+// test as soon as PostgreSQL shows the call waiting for a lock, as it
+// would behind a lock left held, rather than after a timeout.
+func issueUnblocked(ctx context.Context, t *testing.T, db *sql.DB, what string) idtype.ID {
+	t.Helper()
+	type result struct {
+		id  idtype.ID
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = db.QueryRowContext(ctx, "SELECT snowflake_id() -- issueUnblocked").Scan(&r.id)
+		done <- r
+	}()
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatalf("%s: %v", what, r.err)
+			}
+			return r.id
+		case <-time.After(10 * time.Millisecond):
+		}
+		var waiting int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%-- issueUnblocked'`).
+			Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			t.Fatalf("%s: snowflake_id() waits for a lock", what)
+		}
+	}
+}
+
 // TestSnowflakeIDCancel cancels calls while they wait for the clock and
 // checks that nothing is left locked behind them.
 func TestSnowflakeIDCancel(t *testing.T) {
+	ctx := testenv.Deadline(t, 2*time.Minute)
 	db, _ := migrated(t)
-	ctx := t.Context()
-	for range 3 {
-		setState(t, db, epochMs(time.Now().Add(900*time.Millisecond)), 0)
+	// Each call waits for a state 900 ms ahead, set by the statement
+	// before it on the server's own clock, and is cancelled by
+	// statement_timeout after 30 ms. A call that found the clock already
+	// past the state (a machine stalled for 900 ms between the two
+	// statements) did not wait: it is not counted, and another is made.
+	canceled, tries := 0, 0
+	for ; canceled < 3 && tries < 20; tries++ {
 		conn, err := db.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := conn.ExecContext(ctx, "SET statement_timeout = 30"); err != nil {
-			t.Fatal(err)
-		}
-		_, err = conn.ExecContext(ctx, "SELECT snowflake_id()")
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "57014" { // query_canceled
-			t.Fatalf("a call stopped by statement_timeout: %v", err)
+		_, err = conn.ExecContext(ctx, `SET statement_timeout = 30;
+			SELECT setval('snowflake_id_state', (floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - `+
+			strconv.FormatInt(idtype.DefaultLayout.Epoch.UnixMilli(), 10)+` + 900) << 12);
+			SELECT snowflake_id()`)
+		if _, rerr := conn.ExecContext(ctx, "RESET statement_timeout"); rerr != nil {
+			t.Fatal(rerr)
 		}
 		conn.Close()
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			t.Logf("a call did not wait for the state 900 ms ahead: not counted")
+		case errors.As(err, &pgErr) && pgErr.Code == "57014": // query_canceled
+			canceled++
+		default:
+			t.Fatalf("a call stopped by statement_timeout: %v", err)
+		}
+	}
+	if canceled < 3 {
+		t.Fatalf("%d of %d calls waited for the clock and were cancelled; want 3", canceled, tries)
 	}
 	setState(t, db, epochMs(time.Now()), 0)
-	short, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := db.ExecContext(short, "SELECT snowflake_id()"); err != nil {
-		t.Fatalf("snowflake_id() after cancelled calls: %v", err)
-	}
+	issueUnblocked(ctx, t, db, "snowflake_id() after cancelled calls")
 }
 
 // TestSnowflakeIDWithApp inserts rows into one table from the app, with
@@ -474,6 +525,7 @@ func TestSnowflakeIDCancel(t *testing.T) {
 // snowflake_id(), all at once: no key collides, and each row's key
 // decodes to the worker that made it.
 func TestSnowflakeIDWithApp(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	db, _ := migrated(t)
 	ctx := t.Context()
 	if _, err := db.Exec("CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_id(), source text NOT NULL)"); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -114,6 +115,7 @@ func wantConflict(t *testing.T, err error, mention ...string) {
 // creates nothing, and works with another worker; the two streams then
 // never issue one ID.
 func TestUpTwoSchemas(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
 	base := testenv.Postgres(t)
 	db := openDB(t, base)
@@ -157,6 +159,7 @@ func TestUpTwoSchemas(t *testing.T) {
 // default search_path is "$user", public, so once a schema named after the
 // role exists, Up as that role migrates there instead of in public.
 func TestUpUserSchema(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
 	base := testenv.Postgres(t)
 	admin := openDB(t, base)
@@ -215,6 +218,7 @@ func mustParse(t *testing.T, raw string) *url.URL {
 // TestUpTwoDatabases: databases of one cluster in one ID space never get
 // one reserved worker; databases in different spaces, or in none, may.
 func TestUpTwoDatabases(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
 	space := randomName("orders_")
 	url1, url2, url3 := testenv.Postgres(t), testenv.Postgres(t), testenv.Postgres(t)
@@ -254,6 +258,7 @@ func TestUpTwoDatabases(t *testing.T) {
 // moment never both get one worker: at least one Up refuses, and a refused
 // Up leaves no record behind, so a later Up finds the database free.
 func TestUpTwoDatabasesRace(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
 	for round := range 4 {
 		space := randomName("race_")
@@ -298,6 +303,7 @@ func TestUpTwoDatabasesRace(t *testing.T) {
 // allow it, and nothing is created; granted the setting, it migrates. Up
 // without an ID space needs no such right.
 func TestUpIDSpacePrivileges(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
 	base := testenv.Postgres(t)
 	admin := openDB(t, base)
@@ -348,6 +354,7 @@ func TestUpIDSpacePrivileges(t *testing.T) {
 }
 
 func TestUpWithoutIDSpaceNeedsNoGrant(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
 	base := testenv.Postgres(t)
 	admin := openDB(t, base)
@@ -382,6 +389,7 @@ func TestUpWithoutIDSpaceNeedsNoGrant(t *testing.T) {
 // TestReservedWorkers lists what an app's leases must skip: every schema
 // of the database and every database of its space.
 func TestReservedWorkers(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
 	space := randomName("list_")
 	url1, url2 := testenv.Postgres(t), testenv.Postgres(t)

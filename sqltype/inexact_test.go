@@ -6,10 +6,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/sqltype"
 )
 
@@ -54,6 +56,7 @@ var inexactPaths = []string{"pgx binary", "pgx text", "pgx registered binary", "
 // value and says it came from a floating-point or fractional column, and
 // the destination keeps what it held.
 func TestInexactNeverBecomesID(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := openPaths(t)
 	for _, q := range inexactQueries {
 		for _, path := range inexactPaths {
@@ -109,6 +112,7 @@ func inexactDest(into string) (dest, value any) {
 // TestFailedScanLeavesIDs: an array scan that fails on an element leaves
 // the destination as it was, on every path, instead of half filled.
 func TestFailedScanLeavesIDs(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := openPaths(t)
 	for _, tc := range []struct {
 		sql  string

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -157,6 +158,7 @@ var readers = map[string]reader{
 var pathNames = []string{"pgx", "pgx registered", "stdlib", "gorm"}
 
 func TestRoundTrip(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := openPaths(t)
 	if err := p.gorm.AutoMigrate(&row{}); err != nil {
 		t.Fatal(err)
@@ -204,6 +206,7 @@ func short(ids sqltype.IDs) string {
 
 // TestColumnTypes reads back what AutoMigrate made of GormDataType.
 func TestColumnTypes(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := openPaths(t)
 	if err := p.gorm.AutoMigrate(&row{}); err != nil {
 		t.Fatal(err)
@@ -234,6 +237,7 @@ func TestColumnTypes(t *testing.T) {
 
 // TestAny uses IDs as the one argument of "= ANY(?)" on every path.
 func TestAny(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := openPaths(t)
 	if err := p.gorm.AutoMigrate(&row{}); err != nil {
 		t.Fatal(err)
@@ -303,6 +307,7 @@ func TestAny(t *testing.T) {
 // TestBinaryFormat checks that pgx writes and reads IDs as a binary int8[]
 // (the format code it chose), not through the text form.
 func TestBinaryFormat(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := openPaths(t)
 	m := p.pgx.TypeMap()
 	oid := uint32(1016) // _int8
@@ -334,6 +339,7 @@ func TestBinaryFormat(t *testing.T) {
 // panic, and where snowkey's types find the fault the error says which
 // value and which kind of fault.
 func TestJunk(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := openPaths(t)
 	if _, err := p.sql.Exec(`CREATE TABLE junk (
 		k int PRIMARY KEY, txt text, num numeric, neg bigint, f float8, arr bigint[], arr2 bigint[], tarr text[], i4 int4)`); err != nil {

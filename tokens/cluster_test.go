@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
@@ -25,6 +26,7 @@ import (
 // missed valid: the authoritative index is the defence the migration
 // needs.
 func TestRevokeAllMidMigration(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
 		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
 			t.Parallel()

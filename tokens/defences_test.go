@@ -30,6 +30,7 @@ func reprefix(t testing.TB, tok, from, to string) string {
 // TestPrefixBound: a token validates only under the prefix it was issued
 // with, even when the two Managers share their keys.
 func TestPrefixBound(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -179,24 +180,21 @@ func raceRevocation(ctx context.Context, t *testing.T, m *Manager, gen *idtype.G
 			// Race the revocation. Only a Validate that asks Redis can
 			// race it, and only until an answer is cached, so one each.
 			validate()
-			select {
-			case <-revoked:
-			case <-ctx.Done():
-				return
-			}
-			// Begun after the revocation returned: it must fail, and it
-			// shows that this goroutine's racing Validates have ended.
-			if validate() {
-				bad.Store(true)
-			}
-			drained.Done()
-			select {
-			case <-checking:
-			case <-ctx.Done():
-				return
-			}
-			if validate() {
-				bad.Store(true)
+			// Then one Validate after the revocation returned, which
+			// shows that this goroutine's racing one has ended, and one
+			// once every goroutine has shown that: both must fail.
+			drain := sync.OnceFunc(drained.Done)
+			defer drain()
+			for _, after := range []chan struct{}{revoked, checking} {
+				select {
+				case <-after:
+				case <-ctx.Done():
+					return
+				}
+				if validate() {
+					bad.Store(true)
+				}
+				drain()
 			}
 		})
 	}
@@ -240,6 +238,7 @@ func raceRevocation(ctx context.Context, t *testing.T, m *Manager, gen *idtype.G
 // hide it from List and RevokeSession: the index is the authority, and a
 // session missing from it is logged out.
 func TestLostIndex(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -315,6 +314,7 @@ func TestLostIndex(t *testing.T) {
 // was evicted and whose key was not are the fault; without the index
 // check (the control) they survive RevokeAll.
 func TestEvictionFailsClosed(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
 		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
 			t.Parallel()
@@ -434,6 +434,7 @@ func evictedKeys(t testing.TB, c *redis.Client) int64 {
 // the failed refresh is counted and retried on a later Validate, and
 // revocations still work.
 func TestRefreshUnderOOM(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	_, c := startMaxmemoryRedis(t, "4mb", "noeviction")
 	ctx := t.Context()
 	gen := newGen(t)
@@ -501,6 +502,7 @@ func TestRefreshUnderOOM(t *testing.T) {
 // once, although its RevokeAll no longer finds the session in the index.
 // (Found by TestChaosProxyDelay.)
 func TestRevokeAllDropsStaleCache(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)

@@ -17,6 +17,7 @@ import (
 // every deadline, because the machine is shared and noisy.
 
 func TestIdleTimeout(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, realBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -34,6 +35,7 @@ func TestIdleTimeout(t *testing.T) {
 }
 
 func TestSlidingRefresh(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, realBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -65,6 +67,7 @@ func TestSlidingRefresh(t *testing.T) {
 }
 
 func TestRefreshIsThrottled(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -114,6 +117,7 @@ func TestRefreshIsThrottled(t *testing.T) {
 }
 
 func TestAbsoluteLifetime(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, realBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -148,6 +152,7 @@ func TestAbsoluteLifetime(t *testing.T) {
 // same token, each due for a refresh: once Revoke has returned, no
 // validation may succeed and the key must stay gone.
 func TestNoResurrection(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -193,6 +198,7 @@ func TestNoResurrection(t *testing.T) {
 // goroutines while RevokeAll runs: every session whose Issue returned
 // before RevokeAll began must be dead when it returns.
 func TestRevokeAllVsIssue(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -292,6 +298,7 @@ func TestRevokeAllVsIssue(t *testing.T) {
 // with a cache, keeps validating it: the other must stop accepting it
 // within CacheTTL, and accept it meanwhile without asking Redis.
 func TestCacheStaleness(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, realBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -343,6 +350,7 @@ func TestCacheStaleness(t *testing.T) {
 // TestCacheHit checks that a cached Validate sends nothing to Redis and
 // still checks the secret.
 func TestCacheHit(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	c := miniClient(t)
 	hook := &roundTrips{}
 	c.AddHook(hook)
@@ -429,6 +437,7 @@ func TestCacheBound(t *testing.T) {
 // ErrUnavailable, the Middleware answers 503, and all works again when the
 // server is back.
 func TestServerKilled(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	srv := startPersistentRedis(t)
 	c := clientFor(t, srv.Addr())
 	gen := newGen(t)
@@ -477,6 +486,7 @@ func TestServerKilled(t *testing.T) {
 // RDB snapshots alone (the control) a restart loads the snapshot taken
 // before the revocation, and the revoked token validates again.
 func TestRestartKeepsRevocations(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	for _, tc := range []struct {
 		name      string
 		args      []string

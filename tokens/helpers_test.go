@@ -52,7 +52,11 @@ func forEach(t *testing.T, backends []backend, f func(t *testing.T, b backend)) 
 
 func miniClient(t testing.TB) redis.UniversalClient {
 	mr := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	// No timeouts of its own, as testenv.RedisClient: miniredis runs in
+	// this process, whose goroutines a busy machine may hold up for
+	// seconds, and a timed-out Issue retried by go-redis finds its own
+	// session already there.
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), ReadTimeout: -1, WriteTimeout: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/snowkeyhq/snowkey/internal/faults"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // quietLogger drops go-redis's own log lines (Sentinel chatter, reconnects
@@ -14,7 +18,10 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
+// TestMain bounds the package's tests as a whole (testenv.Main): several
+// times their usual time on a busy machine, and the chaos schedule on top
+// in the long run (faults.MainBudget).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m, faults.MainBudget(4*time.Minute)))
 }

@@ -12,9 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 func TestIssueValidate(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -58,6 +60,7 @@ func TestIssueValidate(t *testing.T) {
 }
 
 func TestValidateRejects(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -103,6 +106,7 @@ func TestValidateRejects(t *testing.T) {
 }
 
 func TestRevoke(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -139,6 +143,7 @@ func TestRevoke(t *testing.T) {
 }
 
 func TestRevokeSession(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -173,6 +178,7 @@ func TestRevokeSession(t *testing.T) {
 }
 
 func TestRevokeAll(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -214,6 +220,7 @@ func TestRevokeAll(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -254,6 +261,7 @@ func TestList(t *testing.T) {
 }
 
 func TestRotate(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -312,6 +320,7 @@ func TestRotate(t *testing.T) {
 }
 
 func TestMaxSessions(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
@@ -335,6 +344,7 @@ func TestMaxSessions(t *testing.T) {
 }
 
 func TestBadUser(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	m := newManager(t, miniClient(t), newGen(t), Options{})
 	ctx := t.Context()
 	for _, u := range []idtype.ID{0, -1} {
@@ -385,6 +395,7 @@ func (h *roundTrips) take() []string {
 }
 
 func TestRoundTrips(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)

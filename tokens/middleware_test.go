@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // serve sends one request with a Bearer token through m's middleware,
@@ -31,6 +32,7 @@ func serve(m *Manager, tok string) int {
 }
 
 func TestMiddleware(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, []backend{miniBackend, singleBackend, clusterBackend}, func(t *testing.T, b backend) {
 		gen := newGen(t)
 		var logs bytes.Buffer
@@ -126,6 +128,7 @@ func TestMiddleware(t *testing.T) {
 }
 
 func TestMiddlewareUnavailable(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	// Nothing listens on port 1: every call fails at once.
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
@@ -219,6 +222,7 @@ func TestFromContext(t *testing.T) {
 // middleware of the zero MiddlewareOptions: Bearer only, realm "api",
 // slog.Default().
 func TestMiddlewareZeroOptions(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	gen := newGen(t)
 	m := newManager(t, miniClient(t), gen, Options{})
 	user := userID(t, gen)
@@ -264,6 +268,7 @@ func TestMiddlewareZeroOptions(t *testing.T) {
 }
 
 func TestMiddlewareOptions(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	m := newManager(t, miniClient(t), newGen(t), Options{})
 	logger := slog.New(slog.DiscardHandler)
 	mw, err := newMiddleware(m, MiddlewareOptions{Header: "x-session-token", Realm: "example", Logger: logger})

@@ -9,9 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 func TestOptionsDefaults(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	m, err := New(redis.NewClient(&redis.Options{}), newGen(t), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +39,7 @@ func TestOptionsDefaults(t *testing.T) {
 }
 
 func TestOptionsInvalid(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	tests := []struct {
 		name  string
 		opts  Options

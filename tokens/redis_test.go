@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -105,6 +106,7 @@ func TestKeys(t *testing.T) {
 // TestSameSlot checks on the real cluster that a user's keys and the
 // keys built from a token land in one slot.
 func TestSameSlot(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	c := testenv.RedisClusterClient(t)
 	ctx := t.Context()
 	k := keys{prefix: testenv.KeyPrefix(t)}
@@ -134,6 +136,7 @@ func TestSameSlot(t *testing.T) {
 // TestNoSecretInRedis issues sessions and reads back every key and value
 // the Manager wrote: none may hold a secret or a token, in any encoding.
 func TestNoSecretInRedis(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, []backend{miniBackend, singleBackend, clusterBackend}, func(t *testing.T, b backend) {
 		ctx := t.Context()
 		c := b.client(t)
@@ -205,6 +208,7 @@ func TestNoSecretInRedis(t *testing.T) {
 // record's user bytes is the one Go builds from the user ID, for IDs
 // whose bytes hit every edge of the two 32-bit halves.
 func TestIndexKeyInLua(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, []backend{miniBackend, singleBackend}, func(t *testing.T, b backend) {
 		c := b.client(t)
 		k := keys{prefix: "tok:"}

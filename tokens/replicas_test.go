@@ -51,6 +51,7 @@ func (p laggingPair) failover(t *testing.T, revoke func() error) error {
 // replica is back, it succeeds, and the token stays revoked across the
 // next failover.
 func TestFailoverLaggingReplica(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	t.Run("control", func(t *testing.T) {
 		t.Parallel()
 		p := startLaggingPair(t)
@@ -177,6 +178,7 @@ func TestFailoverLaggingReplica(t *testing.T) {
 // after it moved (MOVED), apply there, and fail for too few replicas, not
 // for a redirection.
 func TestWaitReplicasCluster(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	cl := testenv.StartRedisCluster(t, 3)
 	ctx := t.Context()
 	gen := newGen(t)

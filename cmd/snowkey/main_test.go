@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -244,4 +245,10 @@ func TestGenWriteError(t *testing.T) {
 	if code := run([]string{"decode", "5"}, failWriter{}, &errb); code != 1 {
 		t.Fatalf("decode into a failing writer = exit %d; want 1, the error of the final flush", code)
 	}
+}
+
+// TestMain bounds the package's tests as a whole (testenv.Main): several
+// times their usual time on a busy machine.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, 3*time.Minute))
 }

@@ -531,6 +531,7 @@ func pageAll(t *testing.T, srv *httptest.Server, tok string) []string {
 // the control run, without the Content-Type check, the sign-up goes
 // through and its mail goes out.
 func TestCrossOriginSignup(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
 			cfg := Config{Throttle: generous()}

@@ -94,6 +94,7 @@ func startBrowser(t *testing.T) context.Context {
 // another device out, log out, and see the cookie gone and the API refuse
 // its token.
 func TestBrowser(t *testing.T) {
+	testenv.Deadline(t, 6*time.Minute)
 	app, srv := startApp(t, realServers())
 	ctx := startBrowser(t)
 	shot := screenshotter(t, ctx)
@@ -322,6 +323,7 @@ func TestBrowserCookie(t *testing.T) {
 // guesses a password on the page until the rate limit answers 429, and
 // sees the page show the wait the server asked for.
 func TestBrowserInspector(t *testing.T) {
+	testenv.Deadline(t, 6*time.Minute)
 	ctx := startBrowser(t)
 	shot := screenshotter(t, ctx)
 	cli := buildSnowkey(t)

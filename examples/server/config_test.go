@@ -7,10 +7,12 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 func TestPassword(t *testing.T) {
@@ -182,6 +184,7 @@ func TestRunFlags(t *testing.T) {
 // TestNarrowLayoutWorker runs a fixed worker on a layout without 1023:
 // its largest number is allowed there.
 func TestNarrowLayoutWorker(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	l := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 4, SequenceBits: 12}
 	app, srv := startAppConfig(t, Config{Worker: 15, Layout: l, Throttle: generous()})
 	id, _ := signupLogin(t, srv, "narrow@example.com", goodPassword)
@@ -195,6 +198,7 @@ func TestNarrowLayoutWorker(t *testing.T) {
 }
 
 func TestPageURL(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	for _, tc := range []struct {
 		addr net.Addr
 		want string

@@ -38,6 +38,7 @@ func findNode(t *testing.T) string {
 // BigInt, against the server on real PostgreSQL and Redis, and checks that
 // every ID Node saw equals the database's exactly.
 func TestNode(t *testing.T) {
+	testenv.Deadline(t, 3*time.Minute)
 	node := findNode(t)
 	app, srv := startApp(t, realServers())
 	// A post with an ID that a JS number rounds, by another user.

@@ -102,6 +102,7 @@ func testRedaction(t *testing.T, control bool, leaked *atomic.Int64) {
 // TestRedactedLogger checks the log handler on its own: a secret in the
 // message, a string, an error, a group and a handler's own attributes.
 func TestRedactedLogger(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	r := newRedactor("postgres://u:pg-secret@h/db", "redis://:rd-secret@h/0")
 	var buf testenv.LogBuffer
 	l := r.logger(slog.New(slog.NewTextHandler(&buf, nil))).With("dsn", "postgres://u:pg-secret@h/db")

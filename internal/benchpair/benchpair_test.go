@@ -9,6 +9,7 @@ import (
 )
 
 func TestTimes(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	var nx, ny int
 	res := testing.Benchmark(func(b *testing.B) {
 		tx, ty := Times(b, func() { nx++; time.Sleep(2 * time.Millisecond) }, func() { ny++ })

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // hist builds a history by hand: times are milliseconds after t0.
@@ -200,6 +202,7 @@ func TestViolationString(t *testing.T) {
 // TestHistoryRecording records concurrent calls through Begin and End and
 // checks them.
 func TestHistoryRecording(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	errDown := errors.New("down")
 	h := NewHistory(func(err error) Outcome {
 		if errors.Is(err, errDown) {

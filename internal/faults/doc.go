@@ -54,7 +54,7 @@
 //   - r.Violation, for every breach the checks found (an ID issued twice,
 //     a revoked session that validated). On the defended side each one
 //     fails the run.
-//   - r.CountIDs and r.CountTokens, what the checks covered.
+//   - r.CountIDs, r.CountTokens and r.CountRows, what the checks covered.
 //
 // Scenario.Run then keeps each side going until it has its evidence: the
 // control side a violation, the defended side at least as many runs that

@@ -5,6 +5,9 @@ import (
 	"io"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -21,5 +24,5 @@ func TestMain(m *testing.M) {
 			return 3
 		},
 	})
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m, 3*time.Minute))
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // resp encodes a command as a client sends it.
@@ -19,6 +22,7 @@ func resp(args ...string) string {
 }
 
 func TestMatchRedisScript(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	const src = "return redis.call('INCR', KEYS[1])"
 	sum := sha1.Sum([]byte(src))
 	sha := hex.EncodeToString(sum[:])

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // procState returns the state letter of pid from /proc (R, S, T, …).
@@ -54,6 +56,7 @@ func waitReady(t *testing.T, p *Process) {
 }
 
 func TestProcessStopContFinish(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := StartHelper(t, "sleeper", "SLEEPER_NOTE=hello")
 	waitReady(t, p)
 	p.Stop()
@@ -74,6 +77,7 @@ func TestProcessStopContFinish(t *testing.T) {
 }
 
 func TestProcessKill(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := StartHelper(t, "sleeper")
 	waitReady(t, p)
 	p.Stop() // SIGKILL ends a stopped process too
@@ -91,6 +95,7 @@ func TestProcessKill(t *testing.T) {
 }
 
 func TestProcessFailure(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := StartHelper(t, "exit3")
 	err := p.Wait(30 * time.Second)
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "failing on purpose") {
@@ -99,6 +104,7 @@ func TestProcessFailure(t *testing.T) {
 }
 
 func TestProcessUnknownHelper(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	p := StartHelper(t, "no-such-helper")
 	err := p.Wait(30 * time.Second)
 	if err == nil || !strings.Contains(err.Error(), "names no helper") {
@@ -109,6 +115,7 @@ func TestProcessUnknownHelper(t *testing.T) {
 // TestProcessKilledAtCleanup: a helper left running is killed when its
 // test ends.
 func TestProcessKilledAtCleanup(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	var p *Process
 	t.Run("leaves it running", func(t *testing.T) {
 		p = StartHelper(t, "sleeper")

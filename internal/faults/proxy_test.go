@@ -123,6 +123,7 @@ func mustSend(t *testing.T, lc *lineClient, req string) {
 }
 
 func TestProxyForwards(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	p := StartProxy(t, s.Addr())
 	lc := dialLine(t, p.Addr())
@@ -135,6 +136,7 @@ func TestProxyForwards(t *testing.T) {
 }
 
 func TestProxyCutRestore(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	p := StartProxy(t, s.Addr())
 	lc := dialLine(t, p.Addr())
@@ -155,6 +157,7 @@ func TestProxyCutRestore(t *testing.T) {
 }
 
 func TestProxyRetarget(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	a, b := startLineServer(t), startLineServer(t)
 	p := StartProxy(t, a.Addr())
 	old := dialLine(t, p.Addr())
@@ -200,6 +203,7 @@ func TestProxyFreezeThaw(t *testing.T) {
 }
 
 func TestProxyDelay(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	p := StartProxy(t, s.Addr())
 	lc := dialLine(t, p.Addr())
@@ -218,6 +222,7 @@ func TestProxyDelay(t *testing.T) {
 // TestProxyDropRepliesSplit drops the reply to a request that reaches the
 // proxy in two reads, after the server got it whole.
 func TestProxyDropRepliesSplit(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	p := StartProxy(t, s.Addr())
 	p.DropReplies(MatchBytes("SET x\n"), 1)
@@ -246,6 +251,7 @@ func TestProxyDropRepliesSplit(t *testing.T) {
 // TestProxyDropRateDeterministic: one seed, one sequence of requests, the
 // same replies dropped.
 func TestProxyDropRateDeterministic(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	pattern := func(seed int64) string {
 		p := StartProxy(t, s.Addr())

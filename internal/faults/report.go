@@ -39,8 +39,8 @@ type Row struct {
 	IDs int64 `json:"ids"`
 	// Tokens counts the sessions (or histories) checked, in all runs.
 	Tokens int64 `json:"tokens"`
-	// Rows counts the table rows checked (for kinds whose promise is
-	// about rows, such as partition maintenance), in all runs.
+	// Rows counts the table rows checked, in all runs, for kinds whose
+	// promise is about rows (partition maintenance).
 	Rows int64 `json:"rows,omitempty"`
 	// Seed is the seed the scenario began with.
 	Seed int64 `json:"seed"`

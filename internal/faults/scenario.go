@@ -3,7 +3,6 @@ package faults
 import (
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +13,13 @@ import (
 // zero. A side whose runs meet their fault half the time misses its goal
 // in all of them about once in 2,000 scenarios.
 const DefaultRetries = 10
+
+// OneRun is a Scenario.Budget that every run outlasts: each side makes
+// one run, and more only while it has not reached its goal (up to
+// Retries). The short schedule of a package whose runs take seconds each
+// uses it, so that make test proves each side once without a budget to
+// fill.
+const OneRun = time.Nanosecond
 
 // maxShown bounds the violations a run prints; it counts them all.
 const maxShown = 10
@@ -81,6 +87,7 @@ type Run struct {
 	shown      []string
 	ids        int64
 	tokens     int64
+	rows       int64
 }
 
 // Met records that the run met its fault, with what the scenario observed
@@ -120,6 +127,13 @@ func (r *Run) CountTokens(n int) {
 	r.tokens += int64(n)
 }
 
+// CountRows adds n to the table rows the run checked.
+func (r *Run) CountRows(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rows += int64(n)
+}
+
 // side is what one side of a Scenario did.
 type side struct {
 	runs, met, violations int
@@ -128,6 +142,7 @@ type side struct {
 	needed  int
 	ids     int64
 	tokens  int64
+	rows    int64
 	leftOut bool // go test -run picked none of its runs
 }
 
@@ -151,7 +166,7 @@ func (s Scenario) Run(t *testing.T, run func(t *testing.T, r *Run)) Row {
 		Package: s.Package, Fault: s.Fault, Store: s.Store, Defence: s.Defence,
 		Runs: on.runs, Met: on.met, Violations: on.violations,
 		ControlRuns: off.runs, ControlMet: off.met, ControlViolations: off.violations, ControlNeeded: off.needed,
-		IDs: on.ids + off.ids, Tokens: on.tokens + off.tokens,
+		IDs: on.ids + off.ids, Tokens: on.tokens + off.tokens, Rows: on.rows + off.rows,
 		Seed: seed, Seconds: time.Since(start).Seconds(),
 	}
 	logRow(t, row)
@@ -202,7 +217,6 @@ func (s Scenario) side(t *testing.T, name string, control bool, seed int64, shar
 		}
 		return res.met >= need
 	}
-	parent := t.Name()
 	start := time.Now()
 	filtered, extra := 0, 0
 	for i := 0; ; i++ {
@@ -212,23 +226,15 @@ func (s Scenario) side(t *testing.T, name string, control bool, seed int64, shar
 			}
 			extra++
 		}
-		runSeed := seed
-		seed = nextSeed(seed)
-		ran := false
-		ok := t.Run(name+strconv.Itoa(i), func(t *testing.T) {
-			ran = true
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rerun with %s=%d go test -race -run '^%s$/^%s0$'", EnvSeed, runSeed, runPattern(parent), name)
-				}
-			})
-			r := &Run{Control: control, Rand: Rand(runSeed)}
+		ran, ok := runSeeded(t, name, i, seed, func(t *testing.T, rng *rand.Rand) {
+			r := &Run{Control: control, Rand: rng}
 			run(t, r)
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			res.runs++
 			res.ids += r.ids
 			res.tokens += r.tokens
+			res.rows += r.rows
 			met := len(r.met) > 0 || r.violations > 0
 			if met {
 				res.met++
@@ -256,6 +262,7 @@ func (s Scenario) side(t *testing.T, name string, control bool, seed int64, shar
 				t.Logf("… %d violations in all", r.violations)
 			}
 		})
+		seed = nextSeed(seed)
 		if !ran {
 			// go test -run left this run out. Go on (keeping the seed
 			// chain) to the run it picks, but not for ever.

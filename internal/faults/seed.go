@@ -94,6 +94,19 @@ func Budget(t testing.TB) time.Duration {
 	return d
 }
 
+// MainBudget returns the testenv.Main budget of a package with chaos
+// tests: base, the package's budget on the short schedule, plus, on the
+// long one, twice CHAOS_TIME (its chaos tests share CHAOS_TIME, and each
+// may overrun its share by some runs). A CHAOS_TIME that is not a
+// positive duration adds nothing here; Budget fails the tests for it.
+func MainBudget(base time.Duration) time.Duration {
+	d, err := time.ParseDuration(strings.TrimSpace(os.Getenv(EnvTime)))
+	if err != nil || d <= 0 {
+		return base
+	}
+	return base + 2*d
+}
+
 // Long reports whether CHAOS_TIME asks for the long schedule.
 func Long() bool {
 	return strings.TrimSpace(os.Getenv(EnvTime)) != ""
@@ -114,21 +127,10 @@ func Repeat(t *testing.T, name string, budget time.Duration, minRuns int, run fu
 	t.Helper()
 	seed := baseSeed(t)
 	t.Logf("chaos seed %d, budget %v", seed, budget)
-	parent := t.Name()
 	start := time.Now()
 	n, filtered := 0, 0
 	for i := 0; i < minRuns || time.Since(start) < budget || (filtered > 0 && n == 0); i++ {
-		runSeed := seed
-		ran := false
-		ok := t.Run(name+strconv.Itoa(i), func(t *testing.T) {
-			ran = true
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rerun with %s=%d go test -race -run '^%s$/^%s0$'", EnvSeed, runSeed, runPattern(parent), name)
-				}
-			})
-			run(t, Rand(runSeed))
-		})
+		ran, ok := runSeeded(t, name, i, seed, run)
 		seed = nextSeed(seed)
 		if !ran {
 			// go test -run left this run out. Skip on (keeping the seed
@@ -144,6 +146,25 @@ func Repeat(t *testing.T, name string, budget time.Duration, minRuns int, run fu
 		}
 	}
 	return n
+}
+
+// runSeeded runs f as t's subtest name+i with the random source of seed;
+// if it fails, it logs the CHAOS_SEED and -run pattern that replay it (the
+// first run of the name replays that seed). It reports whether go test
+// -run let the subtest run, and whether it passed.
+func runSeeded(t *testing.T, name string, i int, seed int64, f func(t *testing.T, rng *mrand.Rand)) (ran, ok bool) {
+	t.Helper()
+	parent := t.Name()
+	ok = t.Run(name+strconv.Itoa(i), func(t *testing.T) {
+		ran = true
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("rerun with %s=%d go test -race -run '^%s$/^%s0$'", EnvSeed, seed, runPattern(parent), name)
+			}
+		})
+		f(t, Rand(seed))
+	})
+	return ran, ok
 }
 
 // maxFiltered bounds how many runs Repeat skips looking for the one that

@@ -17,6 +17,7 @@ import (
 // new to the server, so the first EVALSHA gets NOSCRIPT, which the proxy
 // lets through; the EVAL that follows loses its reply.
 func TestProxyRedisLostScriptReply(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	key := testenv.KeyPrefix(t) + "n"
@@ -51,6 +52,7 @@ func TestProxyRedisLostScriptReply(t *testing.T) {
 // real PostgreSQL, in exec mode so that every execution carries its SQL
 // text: the client gets an error, yet the row is there.
 func TestProxyPostgresLostReply(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	dsn := testenv.Postgres(t)

@@ -36,7 +36,7 @@ func StartRedisCluster(t testing.TB, n int, extraArgs ...string) *PrivateCluster
 			"(Debian: apt-get install redis-tools), or run `make test`")
 	}
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	ctx, cancel := opContext(2 * opTimeout)
 	defer cancel()
 	nodes, err := launch.StartCluster(ctx, launch.ClusterConfig{Bin: bin, Cli: cli, Dir: dir, Nodes: n, Args: extraArgs})
 	if err != nil {

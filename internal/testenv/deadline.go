@@ -2,9 +2,13 @@ package testenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
+	"runtime"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +20,7 @@ type watch struct {
 	name  string
 	start time.Time
 	d     time.Duration
-	timer *time.Timer
+	timer *stretchTimer
 }
 
 var watches sync.Map // testing.TB -> *watch
@@ -30,15 +34,19 @@ var watches sync.Map // testing.TB -> *watch
 // stacks show where it waits. (Output that t logged is lost unless go
 // test runs with -v, as with -timeout.)
 //
-// It returns t.Context() limited to d minus a grace of a tenth of d (at
-// most 5s), so that a test that passes the context to what it waits on
-// fails first on its own, with a context error and its own message; the
+// d is counted in a machine's own time: on a machine with more runnable
+// work than CPUs, the budget stretches with the load (see Main), so that
+// a slow machine is not taken for a hang.
+//
+// It returns t.Context(), ended with context.DeadlineExceeded d minus a
+// grace of a tenth of d (at most 5s) after the call, stretched the same
+// way, so that a test that passes the context to what it waits on fails
+// first on its own, with a context error and its own message; the
 // watchdog is for code that ignores its context. Called again for the
 // same t, it replaces the budget, counted from the new call.
 //
 // Call it first in a test that waits on anything, with a budget several
-// times the test's usual time, because the machine is shared and -race
-// slows code down:
+// times the test's usual time, because -race slows code down:
 //
 //	func TestFailover(t *testing.T) {
 //		ctx := testenv.Deadline(t, 30*time.Second)
@@ -61,16 +69,113 @@ func Deadline(t testing.TB, d time.Duration) context.Context {
 			}
 		})
 	}
-	w.timer = time.AfterFunc(d, func() {
+	w.timer = afterStretched(d, stretch, func() {
 		expire(fmt.Sprintf("%s did not end within its deadline of %v (testenv.Deadline)", w.name, d))
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), d-min(d/10, 5*time.Second))
-	t.Cleanup(cancel)
-	return ctx
+	ctx, cancel := context.WithCancelCause(t.Context())
+	ends := afterStretched(d-min(d/10, 5*time.Second), stretch, func() { cancel(context.DeadlineExceeded) })
+	t.Cleanup(func() {
+		ends.Stop()
+		cancel(nil)
+	})
+	return budgetCtx{ctx}
+}
+
+// budgetCtx is a context that a stretched timer ends: its Err is
+// context.DeadlineExceeded then, as a context with a deadline's is.
+type budgetCtx struct{ context.Context }
+
+func (c budgetCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// maxStretch bounds how many times a budget stretches on an overloaded
+// machine; go test's -timeout is the last bound beyond it.
+const maxStretch = 8
+
+// stretch returns how many times its own time a budget may take now: the
+// machine's 1-minute load average per CPU (/proc/loadavg), between 1 and
+// maxStretch; 1 where the load cannot be read. A machine with two CPUs
+// and a load of 12 runs each runnable thread about a sixth of the time.
+func stretch() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 1
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 1
+	}
+	load, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return 1
+	}
+	return min(max(load/float64(runtime.NumCPU()), 1), maxStretch)
+}
+
+// stretchTimer calls a function once a budget, stretched by the machine's
+// load, has passed (afterStretched).
+type stretchTimer struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+}
+
+// afterStretched calls f once d, stretched by load, has passed: when d
+// has passed, it asks load how many times longer the budget may be now,
+// and if d times that has not passed yet, it waits for the rest and asks
+// again; on an idle machine that is d. f runs in its own goroutine.
+func afterStretched(d time.Duration, load func() float64, f func()) *stretchTimer {
+	st := &stretchTimer{}
+	start := time.Now()
+	var check func()
+	check = func() {
+		left := time.Duration(float64(d)*load()) - time.Since(start)
+		st.mu.Lock()
+		if st.stopped {
+			st.mu.Unlock()
+			return
+		}
+		if left > 0 {
+			st.timer = time.AfterFunc(left, check)
+			st.mu.Unlock()
+			return
+		}
+		st.stopped = true
+		st.mu.Unlock()
+		f()
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.timer = time.AfterFunc(d, check)
+	return st
+}
+
+// Stop stops the timer and reports whether f was still to be called.
+func (st *stretchTimer) Stop() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.stopped {
+		return false
+	}
+	st.stopped = true
+	st.timer.Stop()
+	return true
 }
 
 // Main runs m's tests under a watchdog for the package as a whole: if they
-// have not ended within budget, it stops the binary as Deadline does. A
+// have not ended within budget, it stops the binary as Deadline does.
+//
+// Budgets are counted in the machine's own time: when a budget has
+// passed on a machine whose load average is above its number of CPUs,
+// the watchdog gives it that many times its length (at most 8), asks
+// again when that has passed, and fires only once the budget stretched by
+// the load of the moment has passed. So a machine busy with other work
+// makes the tests slower, never red; a hang still ends, later. A
 // budget fitted to the package (a few times its usual time) fails a hang in
 // a test that set no Deadline of its own sooner than go test's -timeout,
 // which one script sets for every package, and holds when the package is
@@ -80,8 +185,20 @@ func Deadline(t testing.TB, d time.Duration) context.Context {
 //	func TestMain(m *testing.M) {
 //		os.Exit(testenv.Main(m, 3*time.Minute))
 //	}
+//
+// Benchmarks and fuzzing (-test.bench, -test.fuzz) run as long as they are
+// asked to: with either flag, the budget does not apply, and go test's
+// -timeout is the bound.
 func Main(m *testing.M, budget time.Duration) int {
-	timer := time.AfterFunc(budget, func() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	for _, name := range []string{"test.bench", "test.fuzz"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return m.Run()
+		}
+	}
+	timer := afterStretched(budget, stretch, func() {
 		expire(fmt.Sprintf("the package's tests did not end within their budget of %v (testenv.Main)", budget))
 	})
 	defer timer.Stop()
@@ -98,7 +215,7 @@ func expire(what string) {
 		return true
 	})
 	sort.Strings(running)
-	msg := "testenv: " + what
+	msg := fmt.Sprintf("testenv: %s; the machine's load stretches budgets %.1f times now", what, stretch())
 	if len(running) > 0 {
 		msg += "\ntests still running under a Deadline:\n" + strings.Join(running, "\n")
 	}

@@ -20,6 +20,7 @@ import (
 // took meanwhile is not on the new primary.
 func TestRedisReplicaLagAndPromote(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	primary := testenv.StartRedis(t)
@@ -76,6 +77,7 @@ func TestRedisReplicaLagAndPromote(t *testing.T) {
 // TestRedisConfigSetMaxmemory fills a private server under noeviction.
 func TestRedisConfigSetMaxmemory(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	s := testenv.StartRedis(t)
@@ -95,6 +97,7 @@ func TestRedisConfigSetMaxmemory(t *testing.T) {
 // another and, between batches, reads and writes keys on both sides.
 func TestRedisClusterMigrateSlot(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	c := testenv.StartRedisCluster(t, 3)
@@ -175,6 +178,7 @@ func TestRedisClusterMigrateSlot(t *testing.T) {
 // and resumes it.
 func TestRedisClusterMigrateResume(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	c := testenv.StartRedisCluster(t, 3)
@@ -233,6 +237,7 @@ func TestRedisClusterMigrateResume(t *testing.T) {
 // the master the Sentinel monitors.
 func TestRedisSentinel(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	master := testenv.StartRedis(t)
@@ -264,6 +269,7 @@ func TestRedisSentinel(t *testing.T) {
 // TestStartPostgres kills a private PostgreSQL and restarts it.
 func TestStartPostgres(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	s := testenv.StartPostgres(t)

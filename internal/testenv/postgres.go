@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -91,7 +90,7 @@ func StartPostgres(t testing.TB) *PostgresServer {
 		t.Fatalf("testenv: %v", err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	ctx, cancel := opContext(2 * opTimeout)
 	defer cancel()
 	pg, err := launch.StartPostgres(ctx, filepath.Join(dir, "pg"))
 	if err != nil {
@@ -130,7 +129,7 @@ func (s *PostgresServer) Stop() {
 func (s *PostgresServer) Restart() {
 	s.t.Helper()
 	s.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	ctx, cancel := opContext(2 * opTimeout)
 	defer cancel()
 	if err := s.pg.Restart(ctx); err != nil {
 		s.t.Fatalf("testenv: restart postgres: %v", err)

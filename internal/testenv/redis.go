@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -36,13 +35,16 @@ func RedisCluster(t testing.TB) []string {
 }
 
 // RedisClient returns a client of the shared Redis server (see Redis),
-// checked with a PING and closed when the test ends.
+// checked with a PING and closed when the test ends. It has no read or
+// write timeout of its own, so that a machine too busy to answer in
+// go-redis's default 3 s makes calls slow, not failed (nor retried, which
+// would run a script twice); the test's Deadline bounds them.
 func RedisClient(t testing.TB) *redis.Client {
 	t.Helper()
 	addr := Redis(t)
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: -1, WriteTimeout: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := opContext(opTimeout)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("testenv: redis at %s (%s): %v", addr, EnvRedis, err)
@@ -51,13 +53,14 @@ func RedisClient(t testing.TB) *redis.Client {
 }
 
 // RedisClusterClient returns a client of the shared Redis Cluster (see
-// RedisCluster), checked with a PING and closed when the test ends.
+// RedisCluster), checked with a PING and closed when the test ends, with
+// no timeout of its own, as RedisClient.
 func RedisClusterClient(t testing.TB) *redis.ClusterClient {
 	t.Helper()
 	addrs := RedisCluster(t)
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ReadTimeout: -1, WriteTimeout: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := opContext(opTimeout)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("testenv: redis cluster at %s (%s): %v", strings.Join(addrs, ","), EnvRedisCluster, err)

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"os"
 	"syscall"
 	"testing"
@@ -37,7 +36,7 @@ func StartRedis(t testing.TB, extraArgs ...string) *RedisServer {
 	t.Helper()
 	bin, _ := redisBinaries(t)
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := opContext(opTimeout)
 	defer cancel()
 	r, err := launch.StartRedis(ctx, launch.RedisConfig{Bin: bin, Dir: dir, Args: extraArgs})
 	if err != nil {
@@ -99,7 +98,7 @@ func (s *RedisServer) Stop() {
 func (s *RedisServer) Restart() {
 	s.t.Helper()
 	s.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := opContext(opTimeout)
 	defer cancel()
 	if err := s.r.Restart(ctx); err != nil {
 		s.t.Fatalf("testenv: restart: %v", err)

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"net"
 	"strconv"
 	"testing"
@@ -56,7 +55,7 @@ func (s *RedisServer) ConfigSet(param, value string) {
 // "memory".
 func (s *RedisServer) Info(section string) map[string]string {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := opContext(opTimeout)
 	defer cancel()
 	info, err := launch.Info(ctx, s.Addr(), section)
 	if err != nil {
@@ -108,7 +107,7 @@ func (s *RedisServer) Promote() {
 // (not a proxy's). It fails the test on timeout.
 func (s *RedisServer) WaitSynced(primary string, timeout time.Duration) {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := opContext(opTimeout)
 	defer cancel()
 	info, err := launch.Info(ctx, primary, "replication")
 	if err != nil {
@@ -118,14 +117,14 @@ func (s *RedisServer) WaitSynced(primary string, timeout time.Duration) {
 	if err != nil {
 		s.t.Fatalf("testenv: master_repl_offset of %s: %q", primary, info["master_repl_offset"])
 	}
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
 	for {
 		r := s.Info("replication")
 		got, _ := strconv.ParseInt(r["slave_repl_offset"], 10, 64)
 		if r["master_link_status"] == "up" && got >= want {
 			return
 		}
-		if time.Now().After(deadline) {
+		if time.Since(start) > stretched(timeout) {
 			s.t.Fatalf("testenv: replica %s not in sync with %s after %v: link %s, offset %d of %d",
 				s.Addr(), primary, timeout, r["master_link_status"], got, want)
 		}
@@ -136,13 +135,13 @@ func (s *RedisServer) WaitSynced(primary string, timeout time.Duration) {
 // waitLinkUp waits until the replica's link to its primary is up.
 func (s *RedisServer) waitLinkUp(timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
 	for {
 		r := s.Info("replication")
 		if r["master_link_status"] == "up" {
 			return
 		}
-		if time.Now().After(deadline) {
+		if time.Since(start) > stretched(timeout) {
 			s.t.Fatalf("testenv: replica %s: link to its primary %s after %v\n%s",
 				s.Addr(), r["master_link_status"], timeout, launch.LogTail(s.logPath()))
 		}
@@ -153,12 +152,12 @@ func (s *RedisServer) waitLinkUp(timeout time.Duration) {
 // waitRole waits until INFO replication reports role.
 func (s *RedisServer) waitRole(role string, timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
 	for {
 		if r := s.Info("replication"); r["role"] == role {
 			return
 		}
-		if time.Now().After(deadline) {
+		if time.Since(start) > stretched(timeout) {
 			s.t.Fatalf("testenv: %s did not become %s within %v", s.Addr(), role, timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -168,7 +167,7 @@ func (s *RedisServer) waitRole(role string, timeout time.Duration) {
 // do runs one command on the server, failing the test on an error.
 func (s *RedisServer) do(args ...string) string {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := opContext(opTimeout)
 	defer cancel()
 	reply, err := launch.Do(ctx, s.Addr(), args...)
 	if err != nil {

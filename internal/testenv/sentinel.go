@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -31,7 +30,7 @@ func StartRedisSentinel(t testing.TB, masterAddr string, extraArgs ...string) *R
 	t.Helper()
 	bin, _ := redisBinaries(t)
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := opContext(opTimeout)
 	defer cancel()
 	r, err := launch.StartSentinel(ctx,
 		launch.RedisConfig{Bin: bin, Dir: dir, Args: extraArgs},
@@ -55,7 +54,7 @@ func (s *RedisSentinel) FailoverClient() *redis.Client {
 		SentinelAddrs: []string{s.Addr()},
 	})
 	s.t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := opContext(opTimeout)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		s.t.Fatalf("testenv: PING the master through the Sentinel at %s: %v", s.Addr(), err)

@@ -38,8 +38,10 @@
 //
 // (A TestMain that does more, such as faults.HelperMain or a quiet go-redis
 // logger, calls Main where it called m.Run.) Budgets are several times the
-// usual time, for a shared 2-core machine under -race; make test's go test
-// -timeout (5m a package) stays the last resort.
+// usual time under -race, counted in the machine's own time: on a machine
+// loaded beyond its CPUs they stretch with the load (see Main), so a busy
+// machine makes tests slower, not red. make test's go test -timeout (30m a
+// package) stays the last resort.
 //
 // The shared servers are started by `make test`, which runs the tests under
 // internal/testenv/cmd/testservers; it passes their addresses in these
@@ -112,7 +114,9 @@ const (
 	EnvChromium = "SNOWKEY_TEST_CHROMIUM"
 )
 
-// opTimeout bounds every single operation on a server made here.
+// opTimeout bounds every single operation on a server made here, in the
+// machine's own time: opContext stretches it by the load, as Deadline
+// does.
 const opTimeout = 30 * time.Second
 
 // InCI reports whether the environment variable CI says the tests run in
@@ -211,5 +215,23 @@ func randomHex(t testing.TB, n int) string {
 // cleanupContext returns a context for work in a t.Cleanup function, where
 // t.Context() is already canceled.
 func cleanupContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), opTimeout)
+	return opContext(opTimeout)
+}
+
+// opContext returns a context for operations on a server that ends with
+// context.DeadlineExceeded once d, stretched by the machine's load (see
+// Main), has passed.
+func opContext(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	st := afterStretched(d, stretch, func() { cancel(context.DeadlineExceeded) })
+	return budgetCtx{ctx}, func() {
+		st.Stop()
+		cancel(nil)
+	}
+}
+
+// stretched returns d stretched by the machine's load now (see Main), for
+// waits that poll.
+func stretched(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * stretch())
 }

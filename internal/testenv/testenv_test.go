@@ -54,6 +54,7 @@ func (r *recorder) call(f func(testing.TB)) {
 }
 
 func TestMissingServerSkipsOrFails(t *testing.T) {
+	Deadline(t, 2*time.Minute)
 	helpers := map[string]func(testing.TB){
 		"Postgres":           func(t testing.TB) { Postgres(t) },
 		"Redis":              func(t testing.TB) { Redis(t) },
@@ -132,6 +133,7 @@ func TestKeyPrefix(t *testing.T) {
 }
 
 func TestFreePort(t *testing.T) {
+	Deadline(t, 2*time.Minute)
 	port := FreePort(t)
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
@@ -142,6 +144,7 @@ func TestFreePort(t *testing.T) {
 
 func TestPostgres(t *testing.T) {
 	t.Parallel()
+	Deadline(t, 2*time.Minute)
 	ctx := t.Context()
 	var names []string
 	t.Run("create", func(t *testing.T) {
@@ -201,6 +204,7 @@ func TestRedisClient(t *testing.T) {
 
 func TestRedisClusterClient(t *testing.T) {
 	t.Parallel()
+	Deadline(t, 2*time.Minute)
 	if n := len(RedisCluster(t)); n < 3 {
 		t.Errorf("%s names %d nodes, want at least 3", EnvRedisCluster, n)
 	}
@@ -241,6 +245,7 @@ func isDown(err error) bool {
 
 func TestStartRedis(t *testing.T) {
 	t.Parallel()
+	Deadline(t, 2*time.Minute)
 	s := StartRedis(t)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
 	defer c.Close()
@@ -278,6 +283,7 @@ func TestStartRedis(t *testing.T) {
 
 func TestStartRedisPersistence(t *testing.T) {
 	t.Parallel()
+	Deadline(t, 2*time.Minute)
 	s := StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	defer c.Close()

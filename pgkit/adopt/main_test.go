@@ -1,7 +1,6 @@
 package adopt
 
 import (
-	"flag"
 	"os"
 	"testing"
 	"time"
@@ -13,9 +12,5 @@ import (
 // (which run as long as they are asked to, minutes at the sizes of make
 // bench) under go test's -timeout alone.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		os.Exit(m.Run())
-	}
 	os.Exit(testenv.Main(m, 6*time.Minute))
 }

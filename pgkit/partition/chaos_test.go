@@ -96,101 +96,18 @@ func TestChaosTriggers(t *testing.T)       { chaosScenario(t, chaosSpecs["trigge
 func TestChaosClocks(t *testing.T)         { chaosScenario(t, chaosSpecs["clocks"]) }
 func TestChaosRetention(t *testing.T)      { chaosScenario(t, chaosSpecs["retention"]) }
 
-// chaosRecord is what one run records: whether it met its fault (from
-// what it observed), every violation its checks found, and the rows they
-// covered.
-type chaosRecord struct {
-	Control bool
-	Rand    *rand.Rand
-
-	mu         sync.Mutex
-	met        []string
-	violations int
-	shown      []string
-	rows       int64
-}
-
-// Met records that the run met its fault, and what shows it.
-func (r *chaosRecord) Met(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.met = append(r.met, fmt.Sprintf(format, args...))
-}
-
-// Violation records one breach the checks found.
-func (r *chaosRecord) Violation(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.violations++
-	if len(r.shown) < 10 {
-		r.shown = append(r.shown, fmt.Sprintf(format, args...))
-	}
-}
-
-// CountRows adds n to the rows the run checked.
-func (r *chaosRecord) CountRows(n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rows += int64(n)
-}
-
-// chaosScenario runs spec's control side, then its defended side, each
-// for its share of the package's chaos budget (at least one run), and
-// reports the row. The package's four scenarios share the budget.
+// chaosScenario runs spec as a faults.Scenario on PostgreSQL against its
+// one defence: the control side with the defence off, then the defended
+// side, every run judged on whether it met its fault. The package's four
+// scenarios share the long schedule's budget; the short one of make test
+// runs each side once, and on only while it has not reached its goal.
 func chaosScenario(t *testing.T, spec chaosSpec) {
-	// Four scenarios share the package's budget, and each has two sides;
-	// the short schedule of make test runs each side once.
-	budget := faults.Budget(t) / 8
-	if !faults.Long() {
-		budget = 0
+	budget := faults.OneRun
+	if faults.Long() {
+		budget = faults.Budget(t) / 4
 	}
-	row := faults.Row{Package: "pgkit/partition", Fault: spec.fault, Store: "postgres", Defence: spec.defence, Seed: faults.Seed(t)}
-	start := time.Now()
-	var metOn, metOff int
-	side := func(control bool, name string) int {
-		return faults.Repeat(t, name, budget, 1, func(t *testing.T, rng *rand.Rand) {
-			r := &chaosRecord{Control: control, Rand: rng}
-			chaosRun(t, spec, r)
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			row.Rows += r.rows
-			switch {
-			case len(r.met) > 0:
-				t.Logf("met its fault: %s", r.met[0])
-			case r.violations > 0:
-				t.Logf("met its fault: it found violations")
-			default:
-				t.Logf("missed its fault: nothing the run observed shows it")
-			}
-			met := len(r.met) > 0 || r.violations > 0
-			if control {
-				row.ControlViolations += r.violations
-				if met {
-					metOff++
-				}
-				for _, v := range r.shown {
-					t.Logf("control violation: %s", v)
-				}
-				return
-			}
-			row.Violations += r.violations
-			if met {
-				metOn++
-			}
-			for _, v := range r.shown {
-				t.Errorf("violation: %s", v)
-			}
-		})
-	}
-	row.ControlRuns = side(true, "off")
-	row.Runs = side(false, "on")
-	row.Met, row.ControlMet = metOn, metOff
-	row.Seconds = time.Since(start).Seconds()
-	t.Logf("runs that met the fault: %d of %d defended, %d of %d control", metOn, row.Runs, metOff, row.ControlRuns)
-	if row.Runs > 0 && metOn == 0 {
-		t.Errorf("no defended run met the fault: they are no evidence")
-	}
-	faults.Report(t, row)
+	faults.Scenario{Package: "pgkit/partition", Fault: spec.fault, Store: "postgres", Defence: spec.defence,
+		Budget: budget}.Run(t, func(t *testing.T, r *faults.Run) { chaosRun(t, spec, r) })
 }
 
 // chaosSpeed is how much faster than real time the simulated clock runs:
@@ -306,7 +223,7 @@ const chaosRetention = 24 * time.Hour
 
 // chaosRun is one run of spec: the setup, the load, the last Maintain and
 // the checks.
-func chaosRun(t *testing.T, spec chaosSpec, r *chaosRecord) {
+func chaosRun(t *testing.T, spec chaosSpec, r *faults.Run) {
 	ctx := testenv.Deadline(t, 3*time.Minute)
 	began := time.Now()
 	phases := []string{}
@@ -520,7 +437,7 @@ func chaosRun(t *testing.T, spec chaosSpec, r *chaosRecord) {
 }
 
 // observe records whether the run met spec's fault.
-func (spec chaosSpec) observe(h *chaosHistory, r *chaosRecord) {
+func (spec chaosSpec) observe(h *chaosHistory, r *faults.Run) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ok, what := spec.met(&h.obs); ok {
@@ -680,7 +597,7 @@ func chaosExpired(id idtype.ID, now time.Time) bool {
 // unless its period expired; each note there, pointing at its event,
 // unless the cleaner deleted it. It also records what the run saw of its
 // fault. It returns the state it read and the rows it checked.
-func chaosSnapshot(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, r *chaosRecord, calls bool) (*chaosState, int) {
+func chaosSnapshot(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, r *faults.Run, calls bool) (*chaosState, int) {
 	s, err := readChaos(ctx, db, calls)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -752,7 +669,7 @@ func chaosSnapshot(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistor
 // chaosFinal checks the tables after the last Maintain: what
 // chaosSnapshot checks, each trigger call made by a writer's insert, and
 // no row or partition left unnamed by the report.
-func chaosFinal(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, r *chaosRecord, rep partition.Report) {
+func chaosFinal(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, r *faults.Run, rep partition.Report) {
 	s, checked := chaosSnapshot(ctx, t, db, h, r, true)
 	if s == nil {
 		t.Fatal("the last snapshot failed")

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -30,25 +29,12 @@ import (
 	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
+// TestMain runs the tests under testenv.Main's budget (benchmarks, which
+// take minutes at make bench's sizes, under go test's -timeout alone);
+// make chaos adds twice CHAOS_TIME for the chaos tests, which may overrun
+// it by some runs of each side.
 func TestMain(m *testing.M) {
-	budget := 8 * time.Minute
-	// make chaos gives the chaos tests CHAOS_TIME, which they may overrun
-	// by a run of each side.
-	if d, err := time.ParseDuration(os.Getenv(faults.EnvTime)); err == nil && d > 0 {
-		budget += 2 * d
-	}
-	os.Exit(mainWithBudget(m, budget))
-}
-
-// mainWithBudget runs the tests under testenv.Main's budget, and
-// benchmarks (which run as long as they are asked to, minutes at the
-// sizes of make bench) under go test's -timeout alone.
-func mainWithBudget(m *testing.M, budget time.Duration) int {
-	flag.Parse()
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		return m.Run()
-	}
-	return testenv.Main(m, budget)
+	os.Exit(testenv.Main(m, faults.MainBudget(8*time.Minute)))
 }
 
 // Event is the model of the partition tests.

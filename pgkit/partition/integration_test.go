@@ -624,12 +624,12 @@ func TestMaintainLockTimeout(t *testing.T) {
 	clock.Set(date("2025-03-11T12:00:00Z"))
 	start := time.Now()
 	_, err = parts.Maintain(ctx, sqlDB)
+	// 55P03 is the server's own lock_timeout firing: the step gave up on
+	// the lock, which the reader holds until the test ends, however long
+	// the machine took to get there.
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
-		t.Errorf("behind a reader: %v, want lock_timeout's 55P03", err)
-	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("the step waited %v with a LockTimeout of 200ms", took)
+		t.Errorf("behind a reader, after %v: %v, want lock_timeout's 55P03", time.Since(start), err)
 	}
 
 	unbounded := clock.table("events", partition.Options{Premake: -1, LockTimeout: -1})

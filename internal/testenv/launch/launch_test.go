@@ -35,6 +35,7 @@ func redisBinaries(t *testing.T) (bin, cli string) {
 
 func TestStartRedisRestart(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 2*time.Minute)
 	bin, _ := redisBinaries(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -65,6 +66,7 @@ func TestStartRedisRestart(t *testing.T) {
 
 func TestStartRedisExitsAtStartup(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 2*time.Minute)
 	bin, _ := redisBinaries(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -76,6 +78,7 @@ func TestStartRedisExitsAtStartup(t *testing.T) {
 
 func TestStartCluster(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 3*time.Minute)
 	bin, cli := redisBinaries(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -109,6 +112,7 @@ func TestStartCluster(t *testing.T) {
 
 func TestStartPostgres(t *testing.T) {
 	t.Parallel()
+	testenv.Deadline(t, 3*time.Minute)
 	_, err := launch.FindPostgres()
 	need(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

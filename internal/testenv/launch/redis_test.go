@@ -13,6 +13,7 @@ import (
 )
 
 func TestDoAndInfo(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	addr := testenv.StartRedis(t).Addr()

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 func TestRun(t *testing.T) {
@@ -56,4 +59,10 @@ func TestRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMain bounds the package's tests as a whole (testenv.Main): several
+// times their usual time on a busy machine.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, 2*time.Minute))
 }

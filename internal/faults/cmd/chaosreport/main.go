@@ -10,13 +10,12 @@
 // It reads the files named, or standard input, adds up the rows of each
 // package, fault kind, store and defence, and prints one Markdown table
 // with, for each side (defence on, control), the runs, how many met their
-// fault and how many missed it, the violations found, and the IDs,
-// tokens and table rows checked. It exits 1
-// when a row breaks the rules of faults.Row.Problems: a violation with
-// the defence on; no control run that met the fault and found a
-// violation; fewer defended runs that met the fault than the control
-// needed. It exits 2 when the input cannot be read or holds no rows; else
-// 0.
+// fault and how many missed it, and the violations found, then the IDs,
+// tokens and table rows the checks covered. It exits 1 when a row breaks
+// the rules of faults.Row.Problems: a violation with the defence on; no
+// control run that met the fault and found a violation; fewer defended
+// runs that met the fault than the control needed. It exits 2 when the
+// input cannot be read or holds no rows; else 0.
 package main
 
 import (

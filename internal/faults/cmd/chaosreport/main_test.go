@@ -6,11 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 const goodRows = `{"package":"idtype/workerid","fault":"lost reply","store":"redis","defence":"take-back","runs":3,"met":3,"ids":1000,"tokens":0,"violations":0,"control_runs":1,"control_met":1,"control_violations":400,"control_needed":1,"seed":7,"seconds":20}
 {"package":"tokens","fault":"failover","store":"redis","defence":"WaitReplicas","runs":2,"met":2,"ids":0,"tokens":50,"violations":0,"control_runs":3,"control_met":2,"control_violations":3,"control_needed":2,"seed":9,"seconds":30}
-{"package":"pgkit/partition","fault":"moves","store":"postgres","defence":"detach","runs":1,"met":1,"ids":0,"tokens":0,"rows":700,"violations":0,"control_runs":1,"control_met":1,"control_violations":9,"control_needed":1,"seed":5,"seconds":8}
+{"package":"pgkit/partition","fault":"moves","store":"postgres","defence":"lock order","runs":1,"met":1,"rows":700,"violations":0,"control_runs":1,"control_met":1,"control_violations":9,"control_needed":1,"seed":5,"seconds":8}
 
 {"package":"idtype/workerid","fault":"lost reply","store":"redis","defence":"take-back","runs":2,"met":1,"ids":500,"tokens":0,"violations":0,"control_runs":1,"control_met":1,"control_violations":1,"control_needed":1,"seed":8,"seconds":10}
 {"package":"idtype/workerid","fault":"lost reply","store":"postgres","defence":"take-back","runs":1,"met":1,"ids":70,"violations":0,"control_runs":1,"control_met":1,"control_violations":2,"control_needed":1,"seed":8,"seconds":10}
@@ -24,7 +27,7 @@ func TestRunGood(t *testing.T) {
 	// The stores of one fault kind stay apart; runs of one store add up.
 	want := "| idtype/workerid | lost reply | postgres | take-back | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 2 | 70 | 0 | 0 | 10 | ok |\n" +
 		"| idtype/workerid | lost reply | redis | take-back | 5 | 4 | 1 | 0 | 2 | 2 | 0 | 401 | 1500 | 0 | 0 | 30 | ok |\n" +
-		"| pgkit/partition | moves | postgres | detach | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 9 | 0 | 0 | 700 | 8 | ok |\n" +
+		"| pgkit/partition | moves | postgres | lock order | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 9 | 0 | 0 | 700 | 8 | ok |\n" +
 		"| tokens | failover | redis | WaitReplicas | 2 | 2 | 0 | 0 | 3 | 2 | 1 | 3 | 0 | 50 | 0 | 30 | ok |\n" +
 		"| **all** | 4 rows, 0 broken | | | 9 | 8 | 1 | | 7 | 6 | 1 | | 1570 | 50 | 700 | | |\n"
 	if !strings.HasSuffix(out.String(), want) {
@@ -84,7 +87,13 @@ func TestRunBadInput(t *testing.T) {
 		}
 	}
 	var out, errOut bytes.Buffer
-	if code := run([]string{good, good}, nil, &out, &errOut); code != exitOK || !strings.Contains(out.String(), "| 3000 | 0 |") {
+	if code := run([]string{good, good}, nil, &out, &errOut); code != exitOK || !strings.Contains(out.String(), "| 3000 | 0 | 0 |") {
 		t.Errorf("two files: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
+}
+
+// TestMain bounds the package's tests as a whole (testenv.Main): several
+// times their usual time on a busy machine.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, 2*time.Minute))
 }

@@ -71,7 +71,8 @@ func parseFlags() (options, error) {
 	fs.BoolVar(&o.postgres, "postgres", true, "start PostgreSQL and export "+testenv.EnvPostgres)
 	fs.BoolVar(&o.redis, "redis", true, "start a standalone redis-server and export "+testenv.EnvRedis)
 	fs.BoolVar(&o.cluster, "cluster", true, "start a 3-node Redis Cluster and export "+testenv.EnvRedisCluster)
-	fs.DurationVar(&o.timeout, "timeout", 90*time.Second, "how long to wait for all servers to start")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute,
+		"how long to wait for all servers to start: seconds on an idle machine, minutes on one loaded many times over")
 	fs.BoolVar(&o.quiet, "q", false, "print nothing but errors")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: testservers [flags] -- command [args...]")

@@ -19,6 +19,7 @@ import (
 // environment it would pass on, and that cleanup stops the servers and
 // removes the directory.
 func TestSession(t *testing.T) {
+	testenv.Deadline(t, 3*time.Minute)
 	if _, err := launch.FindPostgres(); err != nil {
 		testenv.Skip(t, err.Error())
 	}
@@ -84,6 +85,7 @@ func TestSession(t *testing.T) {
 }
 
 func TestExitStatus(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	tests := []struct {
 		script string
 		want   int
@@ -99,4 +101,10 @@ func TestExitStatus(t *testing.T) {
 			t.Errorf("%q: exit status %d, want %d", tt.script, got, tt.want)
 		}
 	}
+}
+
+// TestMain bounds the package's tests as a whole (testenv.Main): several
+// times their usual time on a busy machine.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, 3*time.Minute))
 }
