@@ -8,12 +8,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // cookieRig is a Manager with a cookie transport and the middleware that
-// reads it, over miniredis, and the handler behind it, which records the
+// reads it, over one backend, and the handler behind it, which records the
 // session it saw.
 type cookieRig struct {
 	m       *Manager
@@ -24,9 +26,9 @@ type cookieRig struct {
 	logs    bytes.Buffer
 }
 
-func newCookieRig(t *testing.T, opts CookieOptions) *cookieRig {
+func newCookieRig(t *testing.T, b backend, opts CookieOptions) *cookieRig {
 	t.Helper()
-	rig := &cookieRig{m: newManager(t, miniClient(t), newGen(t), Options{})}
+	rig := &cookieRig{m: newManager(t, b.client(t), newGen(t), Options{})}
 	c, err := NewCookies(rig.m, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +109,8 @@ func request(method, site, cookieValue string, headers ...[2]string) *http.Reque
 // HttpOnly, Secure, SameSite, the __Host- name, no Domain, Path /, and
 // an answer no cache keeps.
 func TestCookieAttributes(t *testing.T) {
-	rig := newCookieRig(t, CookieOptions{})
+	b := miniBackend // the attributes do not depend on the store
+	rig := newCookieRig(t, b, CookieOptions{})
 	user := idtype.ID(1863486340915077120)
 	w := httptest.NewRecorder()
 	s, err := rig.c.Issue(w, httptest.NewRequest("POST", "/login", nil), user, Metadata{})
@@ -139,7 +142,7 @@ func TestCookieAttributes(t *testing.T) {
 
 	// Persistent: until the session's absolute expiry, with another name
 	// and SameSite.
-	p := newCookieRig(t, CookieOptions{Name: "sid", SameSite: http.SameSiteStrictMode, Persistent: true, Domain: "example.com"})
+	p := newCookieRig(t, b, CookieOptions{Name: "sid", SameSite: http.SameSiteStrictMode, Persistent: true, Domain: "example.com"})
 	w = httptest.NewRecorder()
 	s, err = p.c.Issue(w, httptest.NewRequest("POST", "/login", nil), user, Metadata{})
 	if err != nil {
@@ -155,81 +158,84 @@ func TestCookieAttributes(t *testing.T) {
 // TestCookieMiddleware sends requests with the cookie, a header, both and
 // neither through the middleware.
 func TestCookieMiddleware(t *testing.T) {
-	rig := newCookieRig(t, CookieOptions{TrustedOrigins: []string{"https://app.example.com"}})
-	gen := newGen(t)
-	user := userID(t, gen)
-	cookieTok, cookieS := rig.login(t, user)
-	headerTok, headerS := issue(t, rig.m, userID(t, gen), Metadata{})
-	revoked, _ := rig.login(t, user)
-	if err := rig.m.Revoke(t.Context(), revoked); err != nil {
-		t.Fatal(err)
-	}
-	bearer := [2]string{"Authorization", "Bearer " + headerTok}
-	const (
-		challenge = `Bearer realm="api"`
-		invalid   = `Bearer realm="api", error="invalid_token"`
-		malformed = `Bearer realm="api", error="invalid_request"`
-	)
-	tests := []struct {
-		name      string
-		r         *http.Request
-		status    int
-		session   Session // whose session the handler sees
-		challenge string
-		clears    bool // the answer deletes the cookie
-	}{
-		{"cookie", request("GET", "", cookieTok), 200, cookieS, "", false},
-		{"cookie, same-origin POST", request("POST", "same-origin", cookieTok), 200, cookieS, "", false},
-		{"cookie, POST typed in the address bar", request("POST", "none", cookieTok), 200, cookieS, "", false},
-		{"cookie, POST from a client that is no browser", request("POST", "", cookieTok), 200, cookieS, "", false},
-		{"cookie, cross-site GET", request("GET", "cross-site", cookieTok), 200, cookieS, "", false},
-		{"cookie, cross-site POST", request("POST", "cross-site", cookieTok), 403, Session{}, "", false},
-		{"cookie, same-site POST from another origin", request("DELETE", "same-site", cookieTok), 403, Session{}, "", false},
-		{"cookie, POST from an old browser on another origin", request("POST", "", cookieTok, [2]string{"Origin", "https://evil.example"}), 403, Session{}, "", false},
-		{"cookie, POST from a trusted origin", request("POST", "cross-site", cookieTok, [2]string{"Origin", "https://app.example.com"}), 200, cookieS, "", false},
-		{"header", request("POST", "", "", bearer), 200, headerS, "", false},
-		{"header and cookie: the header decides", request("POST", "", cookieTok, bearer), 200, headerS, "", false},
-		{"header and cookie, cross-site: the header decides", request("POST", "cross-site", cookieTok, bearer), 200, headerS, "", false},
-		{"revoked header and a valid cookie", request("GET", "", cookieTok, [2]string{"Authorization", "Bearer " + revoked}), 401, Session{}, invalid, false},
-		{"revoked cookie", request("GET", "", revoked), 401, Session{}, invalid, true},
-		{"junk cookie", request("GET", "", "junk"), 401, Session{}, invalid, true},
-		{"revoked cookie, cross-site POST", request("POST", "cross-site", revoked), 403, Session{}, "", false},
-		{"no credentials", request("POST", "same-origin", ""), 401, Session{}, challenge, false},
-		{"empty cookie", request("GET", "", "", [2]string{"Cookie", DefaultCookieName + "="}), 401, Session{}, challenge, false},
-		{"the cookie twice", request("GET", "", cookieTok, [2]string{"Cookie", DefaultCookieName + "=" + revoked}), 400, Session{}, malformed, false},
-		{"a malformed header and a cookie", request("GET", "", cookieTok, [2]string{"Authorization", "Bearer"}), 400, Session{}, malformed, false},
-	}
-	validations := func() uint64 {
-		s := rig.m.Stats()
-		return s.ValidationsOK + s.ValidationsInvalid + s.ValidationsUnavailable
-	}
-	for _, tt := range tests {
-		before := validations()
-		w := rig.serve(tt.r)
-		if w.Code != tt.status {
-			t.Errorf("%s: status %d, want %d (%s)", tt.name, w.Code, tt.status, w.Body)
-			continue
+	testenv.Deadline(t, 2*time.Minute)
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		rig := newCookieRig(t, b, CookieOptions{TrustedOrigins: []string{"https://app.example.com"}})
+		gen := newGen(t)
+		user := userID(t, gen)
+		cookieTok, cookieS := rig.login(t, user)
+		headerTok, headerS := issue(t, rig.m, userID(t, gen), Metadata{})
+		revoked, _ := rig.login(t, user)
+		if err := rig.m.Revoke(t.Context(), revoked); err != nil {
+			t.Fatal(err)
 		}
-		if rig.reached != (tt.status == 200) || rig.got != tt.session {
-			t.Errorf("%s: handler reached %v with session %d, want session %d", tt.name, rig.reached, rig.got.ID, tt.session.ID)
+		bearer := [2]string{"Authorization", "Bearer " + headerTok}
+		const (
+			challenge = `Bearer realm="api"`
+			invalid   = `Bearer realm="api", error="invalid_token"`
+			malformed = `Bearer realm="api", error="invalid_request"`
+		)
+		tests := []struct {
+			name      string
+			r         *http.Request
+			status    int
+			session   Session // whose session the handler sees
+			challenge string
+			clears    bool // the answer deletes the cookie
+		}{
+			{"cookie", request("GET", "", cookieTok), 200, cookieS, "", false},
+			{"cookie, same-origin POST", request("POST", "same-origin", cookieTok), 200, cookieS, "", false},
+			{"cookie, POST typed in the address bar", request("POST", "none", cookieTok), 200, cookieS, "", false},
+			{"cookie, POST from a client that is no browser", request("POST", "", cookieTok), 200, cookieS, "", false},
+			{"cookie, cross-site GET", request("GET", "cross-site", cookieTok), 200, cookieS, "", false},
+			{"cookie, cross-site POST", request("POST", "cross-site", cookieTok), 403, Session{}, "", false},
+			{"cookie, same-site POST from another origin", request("DELETE", "same-site", cookieTok), 403, Session{}, "", false},
+			{"cookie, POST from an old browser on another origin", request("POST", "", cookieTok, [2]string{"Origin", "https://evil.example"}), 403, Session{}, "", false},
+			{"cookie, POST from a trusted origin", request("POST", "cross-site", cookieTok, [2]string{"Origin", "https://app.example.com"}), 200, cookieS, "", false},
+			{"header", request("POST", "", "", bearer), 200, headerS, "", false},
+			{"header and cookie: the header decides", request("POST", "", cookieTok, bearer), 200, headerS, "", false},
+			{"header and cookie, cross-site: the header decides", request("POST", "cross-site", cookieTok, bearer), 200, headerS, "", false},
+			{"revoked header and a valid cookie", request("GET", "", cookieTok, [2]string{"Authorization", "Bearer " + revoked}), 401, Session{}, invalid, false},
+			{"revoked cookie", request("GET", "", revoked), 401, Session{}, invalid, true},
+			{"junk cookie", request("GET", "", "junk"), 401, Session{}, invalid, true},
+			{"revoked cookie, cross-site POST", request("POST", "cross-site", revoked), 403, Session{}, "", false},
+			{"no credentials", request("POST", "same-origin", ""), 401, Session{}, challenge, false},
+			{"empty cookie", request("GET", "", "", [2]string{"Cookie", DefaultCookieName + "="}), 401, Session{}, challenge, false},
+			{"the cookie twice", request("GET", "", cookieTok, [2]string{"Cookie", DefaultCookieName + "=" + revoked}), 400, Session{}, malformed, false},
+			{"a malformed header and a cookie", request("GET", "", cookieTok, [2]string{"Authorization", "Bearer"}), 400, Session{}, malformed, false},
 		}
-		if c := w.Header().Get("WWW-Authenticate"); c != tt.challenge {
-			t.Errorf("%s: WWW-Authenticate %q, want %q", tt.name, c, tt.challenge)
+		validations := func() uint64 {
+			s := rig.m.Stats()
+			return s.ValidationsOK + s.ValidationsInvalid + s.ValidationsUnavailable
 		}
-		if del := setCookie(t, w, DefaultCookieName); (del != nil && del.MaxAge < 0) != tt.clears {
-			t.Errorf("%s: Set-Cookie %q; want the cookie deleted: %v", tt.name, w.Header().Values("Set-Cookie"), tt.clears)
+		for _, tt := range tests {
+			before := validations()
+			w := rig.serve(tt.r)
+			if w.Code != tt.status {
+				t.Errorf("%s: status %d, want %d (%s)", tt.name, w.Code, tt.status, w.Body)
+				continue
+			}
+			if rig.reached != (tt.status == 200) || rig.got != tt.session {
+				t.Errorf("%s: handler reached %v with session %d, want session %d", tt.name, rig.reached, rig.got.ID, tt.session.ID)
+			}
+			if c := w.Header().Get("WWW-Authenticate"); c != tt.challenge {
+				t.Errorf("%s: WWW-Authenticate %q, want %q", tt.name, c, tt.challenge)
+			}
+			if del := setCookie(t, w, DefaultCookieName); (del != nil && del.MaxAge < 0) != tt.clears {
+				t.Errorf("%s: Set-Cookie %q; want the cookie deleted: %v", tt.name, w.Header().Values("Set-Cookie"), tt.clears)
+			}
+			if w.Header().Get("Vary") != "Cookie" {
+				t.Errorf("%s: Vary %q, want Cookie", tt.name, w.Header().Get("Vary"))
+			}
+			// A refused cross-origin request costs no Redis round trip.
+			if tt.status == 403 && validations() != before {
+				t.Errorf("%s: refused after a validation", tt.name)
+			}
 		}
-		if w.Header().Get("Vary") != "Cookie" {
-			t.Errorf("%s: Vary %q, want Cookie", tt.name, w.Header().Get("Vary"))
+		if out := rig.logs.String(); !strings.Contains(out, "cross-origin request refused") || strings.Contains(out, cookieTok) {
+			t.Errorf("logs: the refusals are missing, or a token is there:\n%s", out)
 		}
-		// A refused cross-origin request costs no Redis round trip.
-		if tt.status == 403 && validations() != before {
-			t.Errorf("%s: refused after a validation", tt.name)
-		}
-	}
-	if out := rig.logs.String(); !strings.Contains(out, "cross-origin request refused") || strings.Contains(out, cookieTok) {
-		t.Errorf("logs: the refusals are missing, or a token is there:\n%s", out)
-	}
+	})
 }
 
 // TestCookieCrossOrigin is the forgery the cross-origin check stops: a
@@ -238,46 +244,49 @@ func TestCookieMiddleware(t *testing.T) {
 // attacker's account), Rotate and Revoke (a forced logout). The control
 // run, with the check off, sees each request get through.
 func TestCookieCrossOrigin(t *testing.T) {
-	for _, control := range []bool{false, true} {
-		t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
-			rig := newCookieRig(t, CookieOptions{})
-			rig.c.setDefences(cookieDefences{noCrossOriginCheck: control})
-			gen := newGen(t)
-			user := userID(t, gen)
-			tok, s := rig.login(t, user)
-			forged := func(method string) *http.Request {
-				return request(method, "cross-site", tok, [2]string{"Origin", "https://evil.example"})
-			}
-
-			w := rig.serve(forged("POST"))
-			if control {
-				if w.Code != 200 || rig.got.ID != s.ID {
-					t.Errorf("control: the forged POST got %d; want it served as the user", w.Code)
+	testenv.Deadline(t, 2*time.Minute)
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		for _, control := range []bool{false, true} {
+			t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
+				rig := newCookieRig(t, b, CookieOptions{})
+				rig.c.setDefences(cookieDefences{noCrossOriginCheck: control})
+				gen := newGen(t)
+				user := userID(t, gen)
+				tok, s := rig.login(t, user)
+				forged := func(method string) *http.Request {
+					return request(method, "cross-site", tok, [2]string{"Origin", "https://evil.example"})
 				}
-			} else if w.Code != 403 || rig.reached {
-				t.Errorf("the forged POST got %d, handler reached %v; want 403", w.Code, rig.reached)
-			}
 
-			w = httptest.NewRecorder()
-			_, err := rig.c.Issue(w, forged("POST"), userID(t, gen), Metadata{})
-			checkForged(t, control, "Issue", err, w)
+				w := rig.serve(forged("POST"))
+				if control {
+					if w.Code != 200 || rig.got.ID != s.ID {
+						t.Errorf("control: the forged POST got %d; want it served as the user", w.Code)
+					}
+				} else if w.Code != 403 || rig.reached {
+					t.Errorf("the forged POST got %d, handler reached %v; want 403", w.Code, rig.reached)
+				}
 
-			w = httptest.NewRecorder()
-			_, err = rig.c.Rotate(w, forged("POST"))
-			checkForged(t, control, "Rotate", err, w)
-			if control {
-				tok = setCookie(t, w, DefaultCookieName).Value
-			}
+				w = httptest.NewRecorder()
+				_, err := rig.c.Issue(w, forged("POST"), userID(t, gen), Metadata{})
+				checkForged(t, control, "Issue", err, w)
 
-			w = httptest.NewRecorder()
-			err = rig.c.Revoke(w, forged("POST"))
-			checkForged(t, control, "Revoke", err, w)
-			_, err = rig.m.Validate(t.Context(), tok)
-			if control != errors.Is(err, ErrInvalidToken) {
-				t.Errorf("after the forged logout the session validates with %v", err)
-			}
-		})
-	}
+				w = httptest.NewRecorder()
+				_, err = rig.c.Rotate(w, forged("POST"))
+				checkForged(t, control, "Rotate", err, w)
+				if control {
+					tok = setCookie(t, w, DefaultCookieName).Value
+				}
+
+				w = httptest.NewRecorder()
+				err = rig.c.Revoke(w, forged("POST"))
+				checkForged(t, control, "Revoke", err, w)
+				_, err = rig.m.Validate(t.Context(), tok)
+				if control != errors.Is(err, ErrInvalidToken) {
+					t.Errorf("after the forged logout the session validates with %v", err)
+				}
+			})
+		}
+	})
 }
 
 // checkForged checks the outcome of a forged Issue, Rotate or Revoke:
@@ -297,67 +306,73 @@ func checkForged(t *testing.T, control bool, op string, err error, w *httptest.R
 // TestCookieRotateRevoke logs in, rotates and logs out through the
 // cookie helpers, as login and logout handlers do.
 func TestCookieRotateRevoke(t *testing.T) {
-	rig := newCookieRig(t, CookieOptions{})
-	user := userID(t, newGen(t))
-	tok, s := rig.login(t, user)
+	testenv.Deadline(t, 2*time.Minute)
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		rig := newCookieRig(t, b, CookieOptions{})
+		user := userID(t, newGen(t))
+		tok, s := rig.login(t, user)
 
-	w := httptest.NewRecorder()
-	ns, err := rig.c.Rotate(w, request("POST", "same-origin", tok))
-	nc := setCookie(t, w, DefaultCookieName)
-	if err != nil || nc == nil || nc.Value == tok || ns.ID == s.ID || ns.UserID != user {
-		t.Fatalf("Rotate: %+v, %v, cookie %q", ns, err, w.Header().Values("Set-Cookie"))
-	}
-	if _, err := rig.m.Validate(t.Context(), tok); !errors.Is(err, ErrInvalidToken) {
-		t.Errorf("the rotated-out token validates: %v", err)
-	}
-	// Rotating the old token again fails, and deletes the cookie.
-	w = httptest.NewRecorder()
-	if _, err := rig.c.Rotate(w, request("POST", "same-origin", tok)); !errors.Is(err, ErrInvalidToken) {
-		t.Errorf("Rotate of a rotated-out token: %v", err)
-	}
-	if del := setCookie(t, w, DefaultCookieName); del == nil || del.MaxAge >= 0 {
-		t.Errorf("Rotate of a dead token left the cookie: %q", w.Header().Values("Set-Cookie"))
-	}
-
-	w = httptest.NewRecorder()
-	if err := rig.c.Revoke(w, request("POST", "same-origin", nc.Value)); err != nil {
-		t.Fatalf("Revoke: %v", err)
-	}
-	if del := setCookie(t, w, DefaultCookieName); del == nil || del.MaxAge >= 0 {
-		t.Errorf("Revoke did not delete the cookie: %q", w.Header().Values("Set-Cookie"))
-	}
-	if _, err := rig.m.Validate(t.Context(), nc.Value); !errors.Is(err, ErrInvalidToken) {
-		t.Errorf("the token validates after Revoke: %v", err)
-	}
-	// A logout without the cookie, or a repeated one: ErrInvalidToken,
-	// and the cookie deleted all the same.
-	for _, v := range []string{"", nc.Value} {
+		w := httptest.NewRecorder()
+		ns, err := rig.c.Rotate(w, request("POST", "same-origin", tok))
+		nc := setCookie(t, w, DefaultCookieName)
+		if err != nil || nc == nil || nc.Value == tok || ns.ID == s.ID || ns.UserID != user {
+			t.Fatalf("Rotate: %+v, %v, cookie %q", ns, err, w.Header().Values("Set-Cookie"))
+		}
+		if _, err := rig.m.Validate(t.Context(), tok); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("the rotated-out token validates: %v", err)
+		}
+		// Rotating the old token again fails, and deletes the cookie.
 		w = httptest.NewRecorder()
-		if err := rig.c.Revoke(w, request("POST", "same-origin", v)); !errors.Is(err, ErrInvalidToken) {
-			t.Errorf("Revoke with cookie %q: %v, want ErrInvalidToken", v, err)
+		if _, err := rig.c.Rotate(w, request("POST", "same-origin", tok)); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("Rotate of a rotated-out token: %v", err)
 		}
 		if del := setCookie(t, w, DefaultCookieName); del == nil || del.MaxAge >= 0 {
-			t.Errorf("Revoke with cookie %q left it: %q", v, w.Header().Values("Set-Cookie"))
+			t.Errorf("Rotate of a dead token left the cookie: %q", w.Header().Values("Set-Cookie"))
 		}
-	}
+
+		w = httptest.NewRecorder()
+		if err := rig.c.Revoke(w, request("POST", "same-origin", nc.Value)); err != nil {
+			t.Fatalf("Revoke: %v", err)
+		}
+		if del := setCookie(t, w, DefaultCookieName); del == nil || del.MaxAge >= 0 {
+			t.Errorf("Revoke did not delete the cookie: %q", w.Header().Values("Set-Cookie"))
+		}
+		if _, err := rig.m.Validate(t.Context(), nc.Value); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("the token validates after Revoke: %v", err)
+		}
+		// A logout without the cookie, or a repeated one: ErrInvalidToken,
+		// and the cookie deleted all the same.
+		for _, v := range []string{"", nc.Value} {
+			w = httptest.NewRecorder()
+			if err := rig.c.Revoke(w, request("POST", "same-origin", v)); !errors.Is(err, ErrInvalidToken) {
+				t.Errorf("Revoke with cookie %q: %v, want ErrInvalidToken", v, err)
+			}
+			if del := setCookie(t, w, DefaultCookieName); del == nil || del.MaxAge >= 0 {
+				t.Errorf("Revoke with cookie %q left it: %q", v, w.Header().Values("Set-Cookie"))
+			}
+		}
+	})
 }
 
 // TestCookieUnavailable: with Redis down, the middleware answers 503 and
 // keeps the cookie, and Revoke keeps it for the retry.
 func TestCookieUnavailable(t *testing.T) {
-	rig := newCookieRig(t, CookieOptions{})
-	tok, _ := rig.login(t, userID(t, newGen(t)))
-	if err := rig.m.rdb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	w := rig.serve(request("GET", "", tok))
-	if w.Code != 503 || len(w.Header().Values("Set-Cookie")) != 0 {
-		t.Errorf("Redis down: %d, Set-Cookie %q; want 503 and the cookie kept", w.Code, w.Header().Values("Set-Cookie"))
-	}
-	w = httptest.NewRecorder()
-	if err := rig.c.Revoke(w, request("POST", "", tok)); !errors.Is(err, ErrUnavailable) || len(w.Header().Values("Set-Cookie")) != 0 {
-		t.Errorf("Revoke with Redis down: %v, Set-Cookie %q; want ErrUnavailable and the cookie kept", err, w.Header().Values("Set-Cookie"))
-	}
+	testenv.Deadline(t, 2*time.Minute)
+	forEach(t, []backend{miniBackend, singleBackend}, func(t *testing.T, b backend) {
+		rig := newCookieRig(t, b, CookieOptions{})
+		tok, _ := rig.login(t, userID(t, newGen(t)))
+		if err := rig.m.rdb.Close(); err != nil {
+			t.Fatal(err)
+		}
+		w := rig.serve(request("GET", "", tok))
+		if w.Code != 503 || len(w.Header().Values("Set-Cookie")) != 0 {
+			t.Errorf("Redis down: %d, Set-Cookie %q; want 503 and the cookie kept", w.Code, w.Header().Values("Set-Cookie"))
+		}
+		w = httptest.NewRecorder()
+		if err := rig.c.Revoke(w, request("POST", "", tok)); !errors.Is(err, ErrUnavailable) || len(w.Header().Values("Set-Cookie")) != 0 {
+			t.Errorf("Revoke with Redis down: %v, Set-Cookie %q; want ErrUnavailable and the cookie kept", err, w.Header().Values("Set-Cookie"))
+		}
+	})
 }
 
 func TestCookieOptions(t *testing.T) {
