@@ -83,6 +83,7 @@ func TestPasswordChange(t *testing.T) {
 // 4.0.3 level 2's 30 minutes idle and 12 hours in all, unless the Config
 // sets others.
 func TestSessionLifetimes(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
 	app, srv := startApp(t, embedded())
 	o := app.tokens.Options()
 	if o.IdleTimeout != 30*time.Minute || o.AbsoluteLifetime != 12*time.Hour || o.RefreshInterval != time.Minute {

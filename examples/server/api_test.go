@@ -40,6 +40,7 @@ func TestAPI(t *testing.T) {
 
 // testAPI runs every endpoint, with good and bad input, on one backend.
 func testAPI(t *testing.T, b backend) {
+	testenv.Deadline(t, 3*time.Minute)
 	app, srv := startApp(t, b)
 	aliceID, alice := signupLogin(t, srv, "alice@example.com", goodPassword)
 	_, bob := signupLogin(t, srv, "bob@example.com", otherPassword)

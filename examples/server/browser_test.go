@@ -214,6 +214,7 @@ func TestBrowser(t *testing.T) {
 //   - the header path keeps working for apps: a token in Authorization is
 //     served in the browser, and decides alone when a cookie comes along.
 func TestBrowserCookie(t *testing.T) {
+	testenv.Deadline(t, 6*time.Minute)
 	ctx := startBrowser(t)
 	shot := screenshotter(t, ctx)
 	b := pageDriver{t: t, ctx: ctx, shot: shot}
