@@ -213,3 +213,22 @@ func TestPageURL(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultAddrs: PORT, as hosting platforms set it, moves the public
+// listener to every interface and leaves the operators' listener on
+// loopback; METRICS_ADDR alone moves that one.
+func TestDefaultAddrs(t *testing.T) {
+	for _, tc := range []struct {
+		env         map[string]string
+		public, ops string
+	}{
+		{nil, "localhost:8080", "localhost:9090"},
+		{map[string]string{"PORT": "8000"}, ":8000", "localhost:9090"},
+		{map[string]string{"PORT": "8000", "METRICS_ADDR": "10.0.0.5:9100"}, ":8000", "10.0.0.5:9100"},
+	} {
+		public, ops := defaultAddrs(func(k string) string { return tc.env[k] })
+		if public != tc.public || ops != tc.ops {
+			t.Errorf("env %v: public %q, operators' %q; want %q, %q", tc.env, public, ops, tc.public, tc.ops)
+		}
+	}
+}

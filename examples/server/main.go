@@ -80,16 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	logger = newRedactor(getenv("DATABASE_URL"), getenv("REDIS_URL"), getenv("SMTP_URL")).logger(logger)
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	defaultAddr := "localhost:8080"
-	if p := getenv("PORT"); p != "" {
-		// Hosting platforms set PORT and route to it from outside: every
-		// interface.
-		defaultAddr = ":" + p
-	}
-	defaultOps := "localhost:9090"
-	if v := getenv("METRICS_ADDR"); v != "" {
-		defaultOps = v
-	}
+	defaultAddr, defaultOps := defaultAddrs(getenv)
 	addr := fs.String("addr", defaultAddr, "address to listen on, host:port (default from PORT when set)")
 	opsAddr := fs.String("metrics-addr", defaultOps, "address of the operators' listener (/metrics, and /readyz with detail), host:port, or off (also METRICS_ADDR)")
 	worker := fs.Int64("worker", 0, fmt.Sprintf("fixed worker number, 1 to %d; %d is PostgreSQL's snowflake_id()'s (default: lease one when DATABASE_URL or REDIS_URL is set, else 1; also WORKER_ID)",
@@ -237,4 +228,20 @@ func pageURL(a net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port)) + "/"
+}
+
+// defaultAddrs returns the listeners' addresses when no flag names them:
+// the public one from PORT (every interface, as hosting platforms route
+// to it from outside) or localhost:8080; the operators' one from
+// METRICS_ADDR or localhost:9090, loopback whatever PORT says, since it
+// names the worker and the lease.
+func defaultAddrs(getenv func(string) string) (public, ops string) {
+	public, ops = "localhost:8080", "localhost:9090"
+	if p := getenv("PORT"); p != "" {
+		public = ":" + p
+	}
+	if v := getenv("METRICS_ADDR"); v != "" {
+		ops = v
+	}
+	return public, ops
 }
