@@ -437,11 +437,15 @@ func sleep(rng *rand.Rand, lo, hi time.Duration) {
 }
 
 // cacheRaces counts the races that the cache's revocation count guards
-// against, as the history shows them: a Validate on a caching Manager
+// against, as the history shows them: a Validate v on a caching Manager
 // that succeeded although a successful revocation of its session, on the
-// same Manager, began after it and returned before it. Its read of Redis
-// came before the revocation's delete, and its answer, without the
-// guard, goes into the cache after the revocation cleared it.
+// same Manager, began after it and returned before it (v's read of Redis
+// may have come before the revocation's delete, and its answer, without
+// the guard, goes into the cache after the revocation cleared it), and a
+// later Validate w of the session on that Manager that began after v
+// returned and before v's answer, if cached, could have expired. Only
+// then has the run met its fault: w is where a stale cached answer would
+// be served, and what the history check judges.
 func cacheRaces(ops []faults.Op) int {
 	made, byUser := sessionsOf(ops)
 	type key struct {
@@ -449,11 +453,15 @@ func cacheRaces(ops []faults.Op) int {
 		s int64
 	}
 	revs := map[key][]faults.Op{}
+	validates := map[key][]faults.Op{}
 	for _, op := range ops {
 		if op.Outcome == faults.OK && isRevocation(op) && chaosTTLs[op.Manager] > 0 {
 			for _, s := range covered(op, made, byUser) {
 				revs[key{op.Manager, s}] = append(revs[key{op.Manager, s}], op)
 			}
+		}
+		if op.Kind == faults.Validate && chaosTTLs[op.Manager] > 0 {
+			validates[key{op.Manager, op.Session}] = append(validates[key{op.Manager, op.Session}], op)
 		}
 	}
 	n := 0
@@ -461,11 +469,16 @@ func cacheRaces(ops []faults.Op) int {
 		if v.Kind != faults.Validate || v.Outcome != faults.OK || chaosTTLs[v.Manager] == 0 {
 			continue
 		}
-		for _, r := range revs[key{v.Manager, v.Session}] {
-			if v.Start.Before(r.Start) && r.End.Before(v.End) {
-				n++
-				break
-			}
+		k := key{v.Manager, v.Session}
+		spanned := slices.ContainsFunc(revs[k], func(r faults.Op) bool {
+			return v.Start.Before(r.Start) && r.End.Before(v.End)
+		})
+		// An answer cached during v lives at least until v began plus
+		// the cache's TTL.
+		if spanned && slices.ContainsFunc(validates[k], func(w faults.Op) bool {
+			return w.Start.After(v.End) && w.Start.Before(v.Start.Add(chaosTTLs[v.Manager]))
+		}) {
+			n++
 		}
 	}
 	return n
@@ -476,7 +489,8 @@ func cacheRaces(ops []faults.Op) int {
 // revocations run. Defence: the cache's revocation count. The run met
 // its fault when the history shows a Validate on a caching Manager that
 // read a session before a revocation of it on the same Manager and
-// returned after it.
+// returned after it, and a later Validate there while that answer could
+// still be cached (cacheRaces); it keeps its delays changing until then.
 func TestChaosProxyDelay(t *testing.T) {
 	runChaos(t, "proxy delay (cache race)", "redis", "cache revocation count", func(t *testing.T, r *faults.Run) *faults.History {
 		proxy := faults.StartProxy(t, testenv.Redis(t))
@@ -489,14 +503,18 @@ func TestChaosProxyDelay(t *testing.T) {
 		tr.hot, tr.weights, tr.mix = 0.9, []int{1, 5, 2}, [6]int{20, 55, 10, 6, 3, 6}
 		stop := make(chan struct{})
 		wait := tr.run(r.Rand, 16, stop)
-		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		// Two seconds of changing delays, then on until the history
+		// shows the race (or maxFaultWait has passed), however slow the
+		// machine.
+		start := time.Now()
+		for time.Since(start) < 2*time.Second || (time.Since(start) < 2*time.Second+maxFaultWait && cacheRaces(tr.h.Ops()) == 0) {
 			proxy.SetDelay(time.Duration(r.Rand.IntN(4000)) * time.Microsecond)
 			sleep(r.Rand, 50*time.Millisecond, 300*time.Millisecond)
 		}
 		close(stop)
 		wait()
 		if n := cacheRaces(tr.h.Ops()); n > 0 {
-			r.Met("%d Validates on a caching Manager spanned a revocation of their session there", n)
+			r.Met("%d Validates on a caching Manager spanned a revocation of their session there, each followed there by a Validate of the session while its answer could still be cached", n)
 		}
 		return tr.h
 	})

@@ -37,8 +37,31 @@
 // ("Zero means …"), so tokens.Options{} is a working configuration, and a
 // bad field makes New fail with an error wrapping idtype.ErrInvalidOptions
 // (the one sentinel for bad options across snowkey) that names it. The
-// HTTP middleware has its own MiddlewareOptions (Header, Realm, Logger):
-// Manager.Middleware uses the zero value, NewMiddleware any other.
+// HTTP middleware has its own MiddlewareOptions (Header, Realm, Logger,
+// Cookies): Manager.Middleware uses the zero value, NewMiddleware any
+// other; the cookie transport has CookieOptions.
+//
+// # Browsers
+//
+// Apps send their token in "Authorization: Bearer". A browser page should
+// not: a token that script can read (in sessionStorage, or in the body of
+// the login answer) is a token that any injected script can send away.
+// Cookies carries the token in an HttpOnly, Secure, SameSite cookie named
+// "__Host-session" (see CookieOptions): the login handler calls
+// Cookies.Issue, which sets the cookie and returns the session but not
+// the token; the middleware, given MiddlewareOptions.Cookies, reads it;
+// the logout handler calls Cookies.Revoke (or Clear after RevokeSession),
+// which deletes it. A request with a token in a header is decided by the
+// header alone, whatever cookie it carries.
+//
+// Since the browser sends the cookie on requests that other pages make
+// it send, the cookie transport refuses every unsafe request (not GET,
+// HEAD or OPTIONS) from another origin that carries the cookie, with Go's
+// http.CrossOriginProtection: the middleware answers 403 before any Redis
+// round trip, and Issue, Rotate and Revoke return ErrCrossOrigin. SameSite
+// alone would not do: it lets through requests from other origins of the
+// same site, such as another port or a sibling subdomain. GET, HEAD and
+// OPTIONS are let through, so handlers must not change anything on them.
 //
 // # Counters
 //
@@ -142,4 +165,8 @@
 //	mux.Handle("/api/", auth(api))
 //	// in a handler:
 //	sess, _ := tokens.FromContext(r.Context())
+//	// for browsers, the token in a cookie:
+//	cookies, err := tokens.NewCookies(m, tokens.CookieOptions{})
+//	auth, err = tokens.NewMiddleware(m, tokens.MiddlewareOptions{Cookies: cookies})
+//	sess, err = cookies.Issue(w, r, user.ID, tokens.Metadata{UserAgent: r.UserAgent()}) // at login
 package tokens

@@ -26,6 +26,14 @@ var (
 	// errors.Is also matches context.DeadlineExceeded and the like.
 	ErrUnavailable = errors.New("tokens: session store unavailable")
 
+	// ErrCrossOrigin means that Cookies refused an unsafe request (any
+	// method but GET, HEAD and OPTIONS) that a page on another origin
+	// made the browser send with the cookie: a cross-site request forgery,
+	// or a page of the app served from an origin missing from
+	// CookieOptions.TrustedOrigins. The middleware answers it 403; a
+	// handler that gets it from Issue, Rotate or Revoke should too.
+	ErrCrossOrigin = errors.New("tokens: cross-origin request refused")
+
 	// ErrInvalidUser means a user ID that no session can belong to: zero
 	// or negative.
 	ErrInvalidUser = errors.New("tokens: invalid user ID")

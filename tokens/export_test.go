@@ -13,3 +13,7 @@ func (m *Manager) setDefences(d defences) {
 		m.cache.unguarded = d.noCacheGuard
 	}
 }
+
+// setDefences replaces the defences of a cookie transport, for control
+// runs that must find the violation a defence prevents.
+func (c *Cookies) setDefences(d cookieDefences) { c.def = d }

@@ -28,11 +28,24 @@ type MiddlewareOptions struct {
 	// characters.
 	Realm string
 
-	// Logger receives the middleware's log lines: rejected tokens at
-	// Debug (naming the session ID, never the token) and store failures at
-	// Error. Zero (nil) means slog.Default(), as it is when the middleware
-	// is made.
+	// Logger receives the middleware's log lines: rejected tokens and
+	// refused cross-origin requests at Debug (naming the session ID, never
+	// the token) and store failures at Error. Zero (nil) means
+	// slog.Default(), as it is when the middleware is made.
 	Logger *slog.Logger
+
+	// Cookies, when set, makes the middleware also read the token from the
+	// cookie that Cookies sets, for browsers: a request without a token in
+	// a header is authenticated by the cookie. Such a request is refused
+	// with 403 if it is unsafe (not GET, HEAD or OPTIONS) and a page on
+	// another origin made the browser send it (see Cookies.CheckOrigin);
+	// one whose cookie is not valid is answered 401 with a Set-Cookie that
+	// deletes it, since script cannot. A request with a token in a header
+	// is authenticated by the header alone, whatever cookie it carries:
+	// the header is what the client chose to send, and no page on another
+	// origin can add one. Zero (nil) means no cookie is read. It must
+	// belong to the middleware's Manager.
+	Cookies *Cookies
 }
 
 // DefaultRealm is the default MiddlewareOptions.Realm.
@@ -90,8 +103,9 @@ func (m *Manager) Middleware(next http.Handler) http.Handler {
 
 // NewMiddleware returns the middleware of Manager.Middleware configured by
 // opts: it reads the token from "Authorization: Bearer <token>" (RFC
-// 6750), or from opts.Header if set, never from the query string, and
-// answers as Manager.Middleware says. The error wraps
+// 6750), or from opts.Header if set, or, with opts.Cookies, from the
+// cookie, never from the query string, and answers as Manager.Middleware
+// says, plus 403 for a cross-origin request authenticated by the cookie. The error wraps
 // idtype.ErrInvalidOptions and names the bad field; m must not be nil.
 //
 //	auth, err := tokens.NewMiddleware(m, tokens.MiddlewareOptions{Header: "X-Session"})
@@ -113,6 +127,9 @@ func newMiddleware(m *Manager, opts MiddlewareOptions) (*middleware, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Cookies != nil && o.Cookies.m != m {
+		return nil, fmt.Errorf("%w: Cookies belongs to another Manager", idtype.ErrInvalidOptions)
+	}
 	return &middleware{m: m, opts: o}, nil
 }
 
@@ -124,6 +141,16 @@ func (mw *middleware) wrap(next http.Handler) http.Handler {
 			custom = r.Header.Values(o.Header)
 		}
 		tok, res := parseCredentials(r.Header.Values("Authorization"), custom)
+		fromCookie := false
+		if c := o.Cookies; c != nil {
+			// What the middleware answers depends on the cookie: no
+			// cache may give one browser's answer to another.
+			addVary(w.Header(), "Cookie")
+			if res == credNone {
+				tok, res = c.fromRequest(r)
+				fromCookie = res == credToken
+			}
+		}
 		switch res {
 		case credNone:
 			mw.challenge(w, http.StatusUnauthorized, "")
@@ -132,6 +159,14 @@ func (mw *middleware) wrap(next http.Handler) http.Handler {
 			o.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: malformed credentials")
 			mw.challenge(w, http.StatusBadRequest, "invalid_request")
 			return
+		}
+		if fromCookie {
+			if err := o.Cookies.CheckOrigin(r); err != nil {
+				o.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: cross-origin request refused",
+					slog.String("error", err.Error()))
+				http.Error(w, "Forbidden: cross-origin request", http.StatusForbidden)
+				return
+			}
 		}
 		s, err := m.Validate(r.Context(), tok)
 		if err == nil {
@@ -147,6 +182,9 @@ func (mw *middleware) wrap(next http.Handler) http.Handler {
 		switch {
 		case errors.Is(err, ErrInvalidToken):
 			o.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: token rejected", attrs...)
+			if fromCookie {
+				o.Cookies.Clear(w)
+			}
 			mw.challenge(w, http.StatusUnauthorized, "invalid_token")
 		case r.Context().Err() != nil:
 			// The client is gone; nobody reads the answer.

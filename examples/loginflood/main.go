@@ -1,19 +1,34 @@
-// Command loginflood measures what a password-guessing flood does to the
-// example server: it signs up a victim and ten bystanders, sends -n
-// wrong-password logins to the victim's account at -c concurrency from
-// one loopback address, and meanwhile logs bystanders in, one login at a
-// time, each from another loopback address of 127.0.1.0/24 (as many
-// users would, each within their own rate limits). It prints the answers the flood
-// got, by status, how many reached the password hashes (from /metrics,
-// when the server has it), the latency of the bystander's logins, and
-// whether the victim can log in from another address after the flood.
+// Command loginflood measures what a flood does to the example server and
+// to a legitimate user's login meanwhile. It signs up a victim and 40
+// bystanders (following the links of the server's development outbox
+// when sign-ups need them), then sends -n flood requests at -c
+// concurrency from -addresses loopback addresses, and meanwhile logs
+// bystanders in, one login at a time, each from another loopback address
+// (as many users would, each within their own rate limits). The floods
+// (-attack):
 //
-//	go -C examples run ./server &
-//	go -C examples run ./loginflood -url http://localhost:8080
+//	login     wrong passwords for the victim's account
+//	stuffing  wrong passwords, each for another unknown email
+//	signup    sign-ups of fresh addresses, each with -password, by default
+//	          the costliest password found for zxcvbn's l33t matcher
+//	none      nothing: the bystanders' logins alone, for -n/-rate seconds,
+//	          the baseline of the others on the same machine
 //
-// It sends traffic only to loopback addresses: the server sees the flood
-// from -flood-ip and the others from 127.0.1.x and 127.0.2.x (Linux routes
-// all of 127.0.0.0/8 to the loopback interface).
+// -rate paces the flood: an attacker who sends sign-ups as fast as the
+// server's bounded queue takes them, instead of all at once (which the
+// queue answers 503 at once), keeps the queue full for longer.
+//
+// It prints the flood's answers by status, the bystanders' login latency
+// (p50, p99, max) and statuses, the server's CPU time and password hashes
+// over the flood (from its /metrics, -metrics), whether the victim logs
+// in after the flood, and one Markdown table row of it all.
+//
+//	make run &
+//	go -C examples run ./loginflood -attack signup -addresses 64 -n 640
+//
+// It sends traffic only to loopback addresses: the flood comes from
+// 127.0.3.1 onwards, the bystanders from 127.0.1.x, the sign-ups from
+// 127.0.2.x (Linux routes all of 127.0.0.0/8 to the loopback interface).
 package main
 
 import (
@@ -28,10 +43,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,14 +58,24 @@ func main() {
 	}
 }
 
+// costlyPassword holds every l33t character zxcvbn knows, forwards,
+// backwards and rotated, 64 characters that repeat no unit: the costliest
+// password found for zxcvbn's own l33t matcher, which tries every
+// combination of their substitutions. zxcvbn scores it strong, so a
+// sign-up with it is also hashed.
+const costlyPassword = "4@8({[<369!|1705$+%2" + "2%+$5071|!963<[{(8@4" + "369!|1705$+%24@8({[<" + "(2@9"
+
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("loginflood", flag.ContinueOnError)
 	base := fs.String("url", "http://localhost:8080", "the server's base URL, on a loopback address")
-	n := fs.Int("n", 300, "wrong-password logins in the flood")
+	metricsURL := fs.String("metrics", "http://localhost:9090/metrics", "the server's /metrics, for its CPU time and hashes; empty for none")
+	attack := fs.String("attack", "login", "the flood: login, stuffing, signup or none")
+	n := fs.Int("n", 300, "requests in the flood")
 	c := fs.Int("c", 60, "concurrent flood requests")
-	floodIP := fs.String("flood-ip", "127.0.0.2", "loopback address the flood comes from")
-	rounds := fs.Int("rounds", 1, "floods to send, one after another, each with -n logins")
-	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole run")
+	rate := fs.Float64("rate", 0, "flood requests started per second; 0: as fast as the -c connections go")
+	addresses := fs.Int("addresses", 1, "loopback addresses the flood comes from, 127.0.3.1 onwards (at most 250)")
+	password := fs.String("password", costlyPassword, "the password of the signup flood")
+	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,62 +86,93 @@ func run(args []string, out io.Writer) error {
 	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("-url %s is not on a loopback address; this tool floods only this machine", *base)
 	}
-	if ip := net.ParseIP(*floodIP); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("%s is not a loopback address", *floodIP)
+	if *addresses < 1 || *addresses > 250 {
+		return fmt.Errorf("-addresses %d: want 1 to 250", *addresses)
+	}
+	switch *attack {
+	case "login", "stuffing", "signup":
+	case "none":
+		if *rate <= 0 {
+			return errors.New("-attack none needs -rate: it lasts -n/-rate seconds")
+		}
+	default:
+		return fmt.Errorf("-attack %q: want login, stuffing, signup or none", *attack)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 
-	flood := clientFrom(*floodIP, *c)
-	// user returns the client of the i-th legitimate request, each from
-	// an address of its own.
+	floodClients := make([]*http.Client, *addresses)
+	for i := range floodClients {
+		floodClients[i] = clientFrom(fmt.Sprintf("127.0.3.%d", i+1), *c)
+	}
+	// user returns the client of the i-th legitimate login, each from an
+	// address of its own.
 	user := func(i int) *http.Client { return clientFrom(fmt.Sprintf("127.0.1.%d", 1+i%250), 1) }
 	stamp := time.Now().UnixNano()
-	email := fmt.Sprintf("victim-%d@example.com", stamp)
-	const bystanders = 10
+	victim := fmt.Sprintf("victim-%d@example.com", stamp)
+	const bystanders = 40 // each within the per-account limits during a flood of a minute
 	bystander := func(i int) string { return fmt.Sprintf("bystander-%d-%d@example.com", i%bystanders, stamp) }
-	const password = "plum-kite-orbit-93"
-	for i, e := range []string{email} {
-		if err := signup(ctx, clientFrom(fmt.Sprintf("127.0.2.%d", 1+i), 1), *base, e, password); err != nil {
-			return err
+	const good = "plum-kite-orbit-93"
+	for i, e := range append([]string{victim}, func() []string {
+		var b []string
+		for i := range bystanders {
+			b = append(b, bystander(i))
 		}
-	}
-	for i := range bystanders {
-		if err := signup(ctx, clientFrom(fmt.Sprintf("127.0.2.%d", 2+i), 1), *base, bystander(i), password); err != nil {
+		return b
+	}()...) {
+		if err := account(ctx, clientFrom(fmt.Sprintf("127.0.2.%d", 1+i), 1), *base, e, good); err != nil {
 			return err
 		}
 	}
 	// One login before the flood: the baseline latency.
-	before, status, err := login(ctx, user(0), *base, bystander(0), password)
+	before, status, err := login(ctx, user(0), *base, bystander(0), good)
 	if err != nil || status != http.StatusOK {
 		return fmt.Errorf("login before the flood: status %d, %v", status, err)
 	}
-	hashesBefore, haveMetrics := hashes(ctx, user(0), *base)
+	m0, haveMetrics := scrape(ctx, *metricsURL)
 
 	var (
 		mu     sync.Mutex
 		counts = map[int]int{}
 		wg     sync.WaitGroup
+		seq    atomic.Int64
 	)
-	jobs := make(chan int)
+	send := func(i int64) int {
+		cl := floodClients[int(i)%len(floodClients)]
+		var st int
+		var err error
+		switch *attack {
+		case "login":
+			_, st, err = login(ctx, cl, *base, victim, fmt.Sprintf("wrong-guess-%d", i))
+		case "stuffing":
+			_, st, err = login(ctx, cl, *base, fmt.Sprintf("stuffed-%d-%d@example.com", stamp, i), fmt.Sprintf("wrong-guess-%d", i))
+		case "signup":
+			st, _, err = post(ctx, cl, *base+"/api/signup", map[string]string{
+				"email": fmt.Sprintf("flood-%d-%d@example.com", stamp, i), "password": *password, "name": "Flood"})
+		case "none":
+			return 0
+		}
+		if err != nil {
+			return -1
+		}
+		return st
+	}
+	jobs := make(chan struct{})
 	start := time.Now()
 	for range *c {
 		wg.Go(func() {
 			for range jobs {
-				_, st, err := login(ctx, flood, *base, email, "wrong-guess-"+fmt.Sprint(time.Now().UnixNano()))
+				st := send(seq.Add(1))
 				mu.Lock()
-				if err != nil {
-					st = -1
-				}
 				counts[st]++
 				mu.Unlock()
 			}
 		})
 	}
-	// The legitimate user logs in over and over while the flood runs.
+	// The legitimate users log in over and over while the flood runs.
 	floodDone := make(chan struct{})
 	var lat []time.Duration
-	var userStatus = map[int]int{}
+	userStatus := map[int]int{}
 	var userWG sync.WaitGroup
 	userWG.Go(func() {
 		for i := 1; ; i++ {
@@ -126,7 +183,7 @@ func run(args []string, out io.Writer) error {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			d, st, err := login(ctx, user(i), *base, bystander(i), password)
+			d, st, err := login(ctx, user(i), *base, bystander(i), good)
 			if err != nil {
 				st = -1
 			}
@@ -136,9 +193,21 @@ func run(args []string, out io.Writer) error {
 			}
 		}
 	})
-	for i := range *n * *rounds {
+	var tick <-chan time.Time
+	if *rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / *rate))
+		defer t.Stop()
+		tick = t.C
+	}
+	for range *n {
+		if tick != nil {
+			select {
+			case <-tick:
+			case <-ctx.Done():
+			}
+		}
 		select {
-		case jobs <- i:
+		case jobs <- struct{}{}:
 		case <-ctx.Done():
 		}
 	}
@@ -147,59 +216,77 @@ func run(args []string, out io.Writer) error {
 	took := time.Since(start)
 	close(floodDone)
 	userWG.Wait()
+	m1, _ := scrape(ctx, *metricsURL)
 
-	fmt.Fprintf(out, "flood: %d×%d wrong-password logins at %d-way from %s in %v\n", *rounds, *n, *c, *floodIP, took.Round(time.Millisecond))
+	fmt.Fprintf(out, "flood: %d %s requests at %d-way (%v a second; 0: unpaced) from %d addresses in %v\n", *n, *attack, *c, *rate, *addresses, took.Round(time.Millisecond))
 	codes := make([]int, 0, len(counts))
 	for k := range counts {
 		codes = append(codes, k)
 	}
-	sort.Ints(codes)
+	slices.Sort(codes)
+	var answers []string
 	for _, k := range codes {
 		fmt.Fprintf(out, "  status %d: %d\n", k, counts[k])
+		answers = append(answers, fmt.Sprintf("%d×%d", counts[k], k))
 	}
-	if after, ok := hashes(ctx, user(0), *base); ok && haveMetrics {
-		// The bystander's logins hashed too: count them out.
-		fmt.Fprintf(out, "  reached the password hashes: %d\n", int(after-hashesBefore)-len(lat))
-	} else {
-		fmt.Fprintf(out, "  reached the password hashes: %d (every 401; the server has no /metrics)\n", counts[http.StatusUnauthorized])
+	cpu, hashed := "n/a", "n/a"
+	if haveMetrics {
+		cpu = fmt.Sprintf("%.1f s", m1.cpu-m0.cpu)
+		hashed = fmt.Sprintf("%.0f", m1.hashes-m0.hashes)
+		fmt.Fprintf(out, "  server CPU over the flood: %s; password-hash pool jobs: %s (the bystanders' %d logins among them)\n", cpu, hashed, len(lat))
 	}
 	fmt.Fprintf(out, "bystanders' logins, each from its own address: %v before the flood; during it %d logins, statuses %v\n",
 		before.Round(time.Millisecond), len(lat), userStatus)
+	p50, p99, maxLat := "n/a", "n/a", "n/a"
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-		fmt.Fprintf(out, "  latency p50 %v, p99 %v, max %v\n",
-			q(0.5).Round(time.Millisecond), q(0.99).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+		p50, p99, maxLat = ms(q(0.5)), ms(q(0.99)), ms(lat[len(lat)-1])
+		fmt.Fprintf(out, "  latency p50 %s, p99 %s, max %s\n", p50, p99, maxLat)
 	}
-	d, st, err := login(ctx, user(251), *base, email, password)
+	d, st, err := login(ctx, user(251), *base, victim, good)
 	fmt.Fprintf(out, "victim's own login from another address after the flood: status %d in %v (%v)\n", st, d.Round(time.Millisecond), err)
+	fmt.Fprintf(out, "| %s | %d | %d | %s | %d (%v) | %s | %s | %s | %s | %s | %.1f s |\n",
+		*attack, *addresses, *n, strings.Join(answers, " "), len(lat), userStatus, p50, p99, maxLat, cpu, hashed, took.Seconds())
 	return nil
 }
 
-// hashes reads snowkey_example_password_hashes_total from /metrics.
-func hashes(ctx context.Context, c *http.Client, base string) (float64, bool) {
-	req, err := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
-	if err != nil {
-		return 0, false
+func ms(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
+
+// serverMetrics is what the tool reads from /metrics.
+type serverMetrics struct{ cpu, hashes float64 }
+
+// scrape reads the server's CPU time and password-hash jobs from its
+// Prometheus text.
+func scrape(ctx context.Context, u string) (serverMetrics, bool) {
+	if u == "" {
+		return serverMetrics{}, false
 	}
-	res, err := c.Do(req)
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
 	if err != nil {
-		return 0, false
+		return serverMetrics{}, false
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return serverMetrics{}, false
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil || res.StatusCode != http.StatusOK {
-		return 0, false
+		return serverMetrics{}, false
 	}
+	var m serverMetrics
+	found := 0
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "snowkey_example_password_hashes_total "); ok {
-			var f float64
-			if _, err := fmt.Sscan(v, &f); err == nil {
-				return f, true
+		for name, dst := range map[string]*float64{"process_cpu_seconds_total ": &m.cpu, "snowkey_example_password_hashes_total ": &m.hashes} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				if _, err := fmt.Sscan(v, dst); err == nil {
+					found++
+				}
 			}
 		}
 	}
-	return 0, false
+	return m, found == 2
 }
 
 // clientFrom returns an HTTP client whose connections come from the
@@ -209,7 +296,7 @@ func clientFrom(ip string, conns int) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext:         d.DialContext,
 		MaxIdleConnsPerHost: conns,
-	}, Timeout: 30 * time.Second}
+	}, Timeout: 60 * time.Second}
 }
 
 func post(ctx context.Context, c *http.Client, u string, body any) (int, []byte, error) {
@@ -228,20 +315,47 @@ func post(ctx context.Context, c *http.Client, u string, body any) (int, []byte,
 	return res.StatusCode, rb, err
 }
 
-// signup creates the victim account, with a display name if the server
-// takes one.
-func signup(ctx context.Context, c *http.Client, base, email, password string) error {
-	st, b, err := post(ctx, c, base+"/api/signup", map[string]string{"email": email, "password": password, "name": "Victim"})
-	if err == nil && st == http.StatusBadRequest && strings.Contains(string(b), `unknown field`) {
-		st, b, err = post(ctx, c, base+"/api/signup", map[string]string{"email": email, "password": password})
-	}
+// verifyLink finds the token of a sign-up link in a mail.
+var verifyLink = regexp.MustCompile(`#verify=([A-Za-z0-9_-]+)`)
+
+// account makes a usable account: a sign-up, and, on a server whose
+// sign-ups need it, the link from its development outbox.
+func account(ctx context.Context, c *http.Client, base, email, password string) error {
+	st, b, err := post(ctx, c, base+"/api/signup", map[string]string{"email": email, "password": password, "name": "Bystander"})
 	if err != nil {
 		return err
 	}
 	if st/100 != 2 {
 		return errors.New("signup: status " + fmt.Sprint(st) + " " + string(b))
 	}
-	return nil
+	if _, st, err := login(ctx, c, base, email, password); err == nil && st == http.StatusOK {
+		return nil // a server that makes accounts at once
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/dev/outbox", nil)
+	if err != nil {
+		return err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	var box struct {
+		Messages []struct{ To, Body string }
+	}
+	if err := json.NewDecoder(res.Body).Decode(&box); err != nil || res.StatusCode != http.StatusOK {
+		return fmt.Errorf("sign-ups need a mailed link, and the server has no development outbox (status %d): run it without SMTP_URL", res.StatusCode)
+	}
+	for _, m := range box.Messages {
+		if l := verifyLink.FindStringSubmatch(m.Body); m.To == email && l != nil {
+			st, b, err := post(ctx, c, base+"/api/verify", map[string]string{"token": l[1], "password": password})
+			if err != nil || st != http.StatusOK {
+				return fmt.Errorf("verify %s: status %d %s (%v)", email, st, b, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no sign-up link to %s in the outbox", email)
 }
 
 func login(ctx context.Context, c *http.Client, base, email, password string) (time.Duration, int, error) {

@@ -40,6 +40,7 @@ func TestAPI(t *testing.T) {
 
 // testAPI runs every endpoint, with good and bad input, on one backend.
 func testAPI(t *testing.T, b backend) {
+	testenv.Deadline(t, 3*time.Minute)
 	app, srv := startApp(t, b)
 	aliceID, alice := signupLogin(t, srv, "alice@example.com", goodPassword)
 	_, bob := signupLogin(t, srv, "bob@example.com", otherPassword)
@@ -312,10 +313,28 @@ func testAPI(t *testing.T, b backend) {
 	if r := call(t, srv, "POST", "/api/login", "", `{"email":"alice@example.com","password":"`+goodPassword+`"}`); r.status != 200 {
 		t.Errorf("login of the owner after the second signup: %d, want 200", r.status)
 	}
-	var users int64
-	if err := app.db.Model(&User{}).Where("email IN ?", []string{"alice@example.com", "carol@example.com"}).Count(&users).Error; err != nil || users != 2 {
-		t.Errorf("users alice and carol: %d (%v), want 2", users, err)
+	// A sign-up makes no account until its link is followed: carol has
+	// none, and her mail holds the link; alice's two sign-ups only told
+	// her, without a link.
+	var users []string
+	if err := app.db.Model(&User{}).Where("email IN ?", []string{"alice@example.com", "carol@example.com"}).Pluck("email", &users).Error; err != nil ||
+		!slices.Equal(users, []string{"alice@example.com"}) {
+		t.Errorf("accounts of alice and carol: %v (%v), want alice's alone", users, err)
 	}
+	mails, _ := app.outbox.messages()
+	var toAlice, linksToAlice int
+	for _, m := range mails {
+		if m.To == "alice@example.com" {
+			toAlice++
+			if verifyTokenRE.MatchString(m.Body) {
+				linksToAlice++
+			}
+		}
+	}
+	if toAlice != 3 || linksToAlice != 1 {
+		t.Errorf("%d mails to alice, %d with a link; want her own sign-up's link and two notices", toAlice, linksToAlice)
+	}
+	outboxToken(t, srv.URL, "carol@example.com")
 
 	if app.db.Name() == "postgres" {
 		t.Run("row inserted by SQL", func(t *testing.T) { testSQLInsert(t, app, srv, aliceID, bob) })
@@ -393,9 +412,10 @@ func testSQLInsert(t *testing.T, app *App, srv *httptest.Server, authorID, token
 // testSessions logs one user in three times and logs the sessions out one
 // way after another.
 func testSessions(t *testing.T, srv *httptest.Server) {
-	creds := `{"email":"dave@example.com","password":"` + goodPassword + `","name":"Dave"}`
-	if r := call(t, srv, "POST", "/api/signup", "", creds); r.status != 202 {
-		t.Fatalf("signup: %d %s", r.status, r.body)
+	// The verification's session ends; the four logins are the devices.
+	_, first := signupLogin(t, srv, "dave@example.com", goodPassword)
+	if r := call(t, srv, "POST", "/api/logout", first, ""); r.status != 204 {
+		t.Fatalf("logout of the verification's session: %d %s", r.status, r.body)
 	}
 	var toks []string
 	var sids []string
@@ -508,8 +528,9 @@ func pageAll(t *testing.T, srv *httptest.Server, tok string) []string {
 
 // TestCrossOriginSignup is the attack of the issue: a page on another
 // origin posts a signup as text/plain, which a browser sends without a
-// CORS preflight. The server refuses it with 415 and creates nothing; in
-// the control run, without the Content-Type check, the account is made.
+// CORS preflight. The server refuses it with 415 and mails nothing; in
+// the control run, without the Content-Type check, the sign-up goes
+// through and its mail goes out.
 func TestCrossOriginSignup(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
@@ -529,41 +550,119 @@ func TestCrossOriginSignup(t *testing.T) {
 				t.Fatal(err)
 			}
 			res.Body.Close()
-			var n int64
-			if err := app.db.Model(&User{}).Where("email = ?", "drive-by@example.com").Count(&n).Error; err != nil {
-				t.Fatal(err)
-			}
+			mails, _ := app.outbox.messages()
 			switch {
-			case !control && (res.StatusCode != 415 || n != 0):
-				t.Errorf("text/plain signup from another origin: %d, %d accounts made; want 415 and none", res.StatusCode, n)
-			case control && (res.StatusCode != 202 || n != 1):
-				t.Errorf("control: %d, %d accounts; want the account made, as before the check", res.StatusCode, n)
+			case !control && (res.StatusCode != 415 || len(mails) != 0):
+				t.Errorf("text/plain signup from another origin: %d, %d mails sent; want 415 and none", res.StatusCode, len(mails))
+			case control && (res.StatusCode != 202 || len(mails) != 1):
+				t.Errorf("control: %d, %d mails; want the sign-up taken and mailed, as before the check", res.StatusCode, len(mails))
 			}
 		})
 	}
 }
 
-// TestSignupEnumeration signs up a new email, then the same email again in
-// another letter case, and compares the answers: the same status and
-// body, so signup tells nobody which emails have accounts. The control
-// run answers as the server once did, 409 "already registered", and the
-// comparison catches it.
+// TestSignupEnumeration is account enumeration and squatting, in two
+// requests each: sign up an address with a password of one's own, then log in with it.
+// For an address with an account and for a fresh one, every answer must
+// be the same, and the fresh address's owner must still be able to sign
+// up: an attacker learns nothing and squats nothing. The mail goes
+// through a real SMTP server started by the test, from which the owners
+// read their links; the defended run sees the attack met (the owner of
+// the taken address got a notice, the fresh address a link). Two control
+// runs each switch one defence off, and the comparison catches each: a sign-up that answers 409 for a taken address, and a sign-up
+// that makes a usable account at once (202 then 401 for a taken address,
+// 202 then 200, the attacker's account, for a fresh one).
 func TestSignupEnumeration(t *testing.T) {
-	testenv.Deadline(t, 2*time.Minute)
-	for _, control := range []bool{false, true} {
-		t.Run(map[bool]string{false: "same answer", true: "control"}[control], func(t *testing.T) {
-			cfg := Config{Throttle: generous()}
-			cfg.revealTaken = control
-			_, srv := startAppConfig(t, cfg)
-			fresh := call(t, srv, "POST", "/api/signup", "", `{"email":"enum@example.com","password":"`+goodPassword+`","name":"E"}`)
-			taken := call(t, srv, "POST", "/api/signup", "", `{"email":"Enum@Example.com","password":"`+otherPassword+`","name":"F"}`)
-			same := fresh.status == taken.status && bytes.Equal(fresh.body, taken.body)
-			switch {
-			case !control && (!same || fresh.status != 202):
-				t.Errorf("new email: %d %s; taken email: %d %s; want one 202 answer", fresh.status, fresh.body, taken.status, taken.body)
-			case control && same:
-				t.Errorf("control: both signups answered %d %s; the comparison cannot see a difference", fresh.status, fresh.body)
+	for _, run := range []struct {
+		name    string
+		control func(*Config)
+	}{
+		{"verified sign-ups", nil},
+		{"control: 409 for a taken address", func(c *Config) { c.revealTaken = true }},
+		{"control: no verification", (*Config).withoutVerification},
+	} {
+		t.Run(run.name, func(t *testing.T) {
+			testenv.Deadline(t, 2*time.Minute)
+			sink := startSMTP(t, "", "", nil)
+			mailer, err := NewSMTPMailer("smtp://"+sink.addr, "noreply@example.test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{Throttle: generous(), Mailer: mailer}
+			if run.control != nil {
+				run.control(&cfg)
+			}
+			app, srv := startAppConfig(t, cfg)
+			verify := func(email, password string, want int) {
+				t.Helper()
+				r := call(t, srv, "POST", "/api/verify", "", mustJSON(t, map[string]string{"token": sink.token(t, email), "password": password}))
+				if r.status != want {
+					t.Fatalf("verify %s: %d %s, want %d", email, r.status, r.body, want)
+				}
+			}
+			owner := `{"email":"owner@example.com","password":"` + goodPassword + `","name":"Owner"}`
+			if r := call(t, srv, "POST", "/api/signup", "", owner); r.status != 202 {
+				t.Fatalf("the owner's sign-up: %d %s", r.status, r.body)
+			}
+			if !cfg.noVerification {
+				verify("owner@example.com", goodPassword, 200)
+			}
+
+			attack := func(email string) (signup, login response) {
+				signup = call(t, srv, "POST", "/api/signup", "", `{"email":"`+email+`","password":"`+attackerPassword+`","name":"Mallory"}`)
+				login = call(t, srv, "POST", "/api/login", "", `{"email":"`+email+`","password":"`+attackerPassword+`"}`)
+				return signup, login
+			}
+			mailed, _ := sink.received()
+			takenSignup, takenLogin := attack("Owner@Example.com")
+			freshSignup, freshLogin := attack("fresh@example.com")
+			same := func(a, b response) bool { return a.status == b.status && bytes.Equal(a.body, b.body) }
+			if run.control != nil {
+				if same(takenSignup, freshSignup) && same(takenLogin, freshLogin) {
+					t.Errorf("control: a taken and a fresh address answer alike (%d %d); the comparison cannot see the difference",
+						takenSignup.status, takenLogin.status)
+				}
+				return
+			}
+			if !same(takenSignup, freshSignup) || takenSignup.status != 202 {
+				t.Errorf("sign-ups: taken %d %s, fresh %d %s; want one 202", takenSignup.status, takenSignup.body, freshSignup.status, freshSignup.body)
+			}
+			if !same(takenLogin, freshLogin) || takenLogin.status != 401 {
+				t.Errorf("logins after them: taken %d %s, fresh %d %s; want one 401", takenLogin.status, takenLogin.body, freshLogin.status, freshLogin.body)
+			}
+			// The attack met the defence: the server took both sign-ups and
+			// mailed each address, a notice to the owner and a link to the
+			// fresh address, which the attacker does not read.
+			all, _ := sink.received()
+			if sent := all[len(mailed):]; len(sent) != 2 ||
+				sent[0].to != "owner@example.com" || verifyTokenRE.MatchString(sent[0].body) || !strings.Contains(sent[0].body, "has an account already") ||
+				sent[1].to != "fresh@example.com" || !verifyTokenRE.MatchString(sent[1].body) {
+				t.Errorf("the attack's sign-ups mailed %d messages: %+v; want a notice to the owner and a link to the fresh address", len(sent), sent)
+			}
+			// The fresh address's owner signs up with a password of their
+			// own and gets in; the attacker's password never works there,
+			// not even through the link of the attacker's own sign-up,
+			// which went to the owner.
+			attackerLink := sink.token(t, "fresh@example.com")
+			if r := call(t, srv, "POST", "/api/signup", "", `{"email":"fresh@example.com","password":"`+goodPassword+`","name":"Fresh"}`); r.status != 202 {
+				t.Fatalf("the real owner's sign-up: %d %s", r.status, r.body)
+			}
+			if r := call(t, srv, "POST", "/api/verify", "", mustJSON(t, map[string]string{"token": attackerLink, "password": goodPassword})); r.status != 401 {
+				t.Errorf("the owner following the attacker's link with their own password: %d %s, want 401", r.status, r.body)
+			}
+			verify("fresh@example.com", goodPassword, 200)
+			if r := call(t, srv, "POST", "/api/login", "", `{"email":"fresh@example.com","password":"`+attackerPassword+`"}`); r.status != 401 {
+				t.Errorf("the attacker's password on the verified address: %d, want 401", r.status)
+			}
+			var n int64
+			app.db.Model(&User{}).Where("email = ?", "fresh@example.com").Count(&n)
+			if n != 1 {
+				t.Errorf("%d accounts for fresh@example.com, want 1", n)
 			}
 		})
 	}
 }
+
+// attackerPassword is a strong password of somebody who is not the
+// address's owner.
+const attackerPassword = "quartz-wombat-ledger-58"

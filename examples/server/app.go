@@ -45,8 +45,27 @@ type Config struct {
 	// Leases configures the worker-number leases (see newGenerator). A
 	// zero Logger means the App's; a zero Layout means Layout.
 	Leases workerid.Options
-	// Tokens configures the login tokens. A zero Logger means the App's.
+	// Tokens configures the login tokens. Zero lifetimes mean the
+	// example's: IdleTimeout 30 minutes, AbsoluteLifetime 12 hours and
+	// RefreshInterval 1 minute, the re-authentication bounds of OWASP ASVS
+	// 4.0.3 level 2 (V3.3.2, after NIST SP 800-63B AAL2), rather than the
+	// library's defaults (7 and 30 days), which suit apps that re-check
+	// the user by other means. See sessionOptions.
 	Tokens tokens.Options
+	// Cookie configures the cookie in which the web page's token travels;
+	// the zero value is tokens' defaults (an HttpOnly, Secure, SameSite=Lax
+	// cookie named __Host-session).
+	Cookie tokens.CookieOptions
+	// Mailer sends the sign-up links and notices. Nil means the
+	// development outbox, which keeps them in memory and shows them to
+	// this machine at GET /api/dev/outbox, for the page to show: never
+	// use it for a server that others can reach (main refuses to).
+	Mailer Mailer
+	// PublicURL is the page's address as users reach it, for the links in
+	// mails, such as https://app.example.com/. Empty means
+	// http://localhost:8080/. It is never taken from a request's Host,
+	// which the client chooses.
+	PublicURL string
 	// Throttle configures the rate limits of signup and login and the
 	// queue in front of the password hashes; the zero value is the
 	// documented defaults.
@@ -74,7 +93,12 @@ type defences struct {
 	noContentTypeCheck bool         // accept any Content-Type as JSON
 	noRedaction        bool         // log and return secrets as they are
 	noSessionFloor     bool         // a fixed worker's restart floor ignores sessions
-	revealTaken        bool         // signup answers 409 for a registered email, as it once did
+	revealTaken        bool         // signup answers 409 for a registered email
+	noVerification     bool         // signup makes a usable account at once, with no mail
+	noDeviceCookies    bool         // no login is recognized as coming from the owner's known device
+	keepOtherSessions  bool         // a password change leaves the user's other sessions alive
+	tokenInBody        bool         // a cookie login also sends the token in the answer's body
+	openEmbeddedRedis  bool         // the embedded Redis answers any local client, with no password
 	noPartitions       bool         // PostgreSQL's posts get no partitions made: all land in the default one
 	clock              idtype.Clock // of a fixed worker's generator; nil: the system clock
 }
@@ -93,19 +117,24 @@ type App struct {
 	lease   *workerid.Lease // nil with a fixed worker
 	floor   *sessionFloor   // nil unless a fixed worker's sessions outlive the process
 	tokens  *tokens.Manager
+	cookies *tokens.Cookies
 	auth    func(http.Handler) http.Handler
+	devices *devices
 	limits  *throttle
 	hashes  *hashPool
 	argon   Argon2Params
 	// dummyHash is checked against when an email is unknown, so timing
 	// does not tell.
-	dummyHash    string
-	metrics      *metrics
-	closers      []func(context.Context) error
-	handler      http.Handler
-	noJSONCheck  bool
-	revealTaken  bool
-	noPartitions bool
+	dummyHash string
+	mailer    Mailer
+	outbox    *outbox // the mailer when it is the development outbox; nil otherwise
+	publicURL string
+	keyPrefix string
+	metrics   *metrics
+	closers   []func(context.Context) error
+	handler   http.Handler
+	ops       http.Handler
+	defences  defences
 }
 
 // ErrConfig means the Config cannot work; the message says which field.
@@ -125,8 +154,17 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &App{log: secrets.logger(log), secrets: secrets, argon: cfg.Argon2, noJSONCheck: cfg.noContentTypeCheck, revealTaken: cfg.revealTaken,
-		noPartitions: cfg.noPartitions}
+	a := &App{log: secrets.logger(log), secrets: secrets, argon: cfg.Argon2, defences: cfg.defences, keyPrefix: cfg.KeyPrefix}
+	if a.keyPrefix == "" {
+		a.keyPrefix = defaultKeyPrefix
+	}
+	if a.publicURL, err = checkPublicURL(cfg.PublicURL); err != nil {
+		return nil, err
+	}
+	if a.mailer = cfg.Mailer; a.mailer == nil {
+		a.outbox = newOutbox()
+		a.mailer = a.outbox
+	}
 	if a.argon == (Argon2Params{}) {
 		a.argon = DefaultArgon2()
 	}
@@ -185,10 +223,16 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err = a.useGenerator(); err != nil {
 		return nil, err
 	}
-	if a.tokens, err = newTokenManager(a.rdb, a.gen, cfg.Tokens); err != nil {
+	if a.tokens, err = newTokenManager(a.rdb, a.gen, sessionOptions(cfg.Tokens)); err != nil {
 		return nil, err
 	}
-	if a.auth, err = bearerAuth(a.tokens, a.log); err != nil {
+	if a.cookies, err = cookieTransport(a.tokens, cfg.Cookie); err != nil {
+		return nil, err
+	}
+	if a.auth, err = tokenAuth(a.tokens, a.cookies, a.log); err != nil {
+		return nil, err
+	}
+	if a.devices, err = newDevices(ctx, a.rdb, a.keyPrefix, cfg.noDeviceCookies); err != nil {
 		return nil, err
 	}
 	if a.dummyHash, err = hashPassword("not a password", a.argon); err != nil {
@@ -198,12 +242,20 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.handler = a.routes()
+	a.ops = a.opsRoutes()
 	return a, nil
 }
 
-// Handler returns the HTTP handler of the API, the web page, the health
-// checks and the metrics.
+// Handler returns the HTTP handler of the API, the web page and the
+// health checks a load balancer asks: /healthz, and /readyz without its
+// detail.
 func (a *App) Handler() http.Handler { return a.handler }
+
+// OpsHandler returns the HTTP handler of what operators read: /metrics,
+// and /readyz with each check's detail (the worker number and the
+// lease's state). Serve it on a listener of its own that the internet
+// cannot reach (main's -metrics-addr, loopback by default).
+func (a *App) OpsHandler() http.Handler { return a.ops }
 
 // Done returns a channel that is closed when the App's worker lease is
 // lost: the generator has stopped for good and nothing can be created, so

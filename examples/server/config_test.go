@@ -161,11 +161,16 @@ func TestRunFlags(t *testing.T) {
 		{"argument", []string{"extra"}, env(), `unexpected argument "extra"`},
 		{"bad WORKER_ID", nil, env("WORKER_ID", "x"), "WORKER_ID"},
 		{"bad worker", []string{"-worker", "-3"}, env(), "Worker -3"},
-		{"reserved worker", []string{"-worker", "1023", "-addr", "127.0.0.1:0"}, env(), "Worker 1023 is reserved for PostgreSQL's snowflake_id(); want 1 to 1022"},
-		{"reserved WORKER_ID", []string{"-addr", "127.0.0.1:0"}, env("WORKER_ID", "1023"), "reserved"},
-		{"worker too large", []string{"-worker", "5000", "-addr", "127.0.0.1:0"}, env(), "does not fit"},
+		{"reserved worker", []string{"-worker", "1023", "-addr", "127.0.0.1:0", "-metrics-addr", "off"}, env(), "Worker 1023 is reserved for PostgreSQL's snowflake_id(); want 1 to 1022"},
+		{"reserved WORKER_ID", []string{"-addr", "127.0.0.1:0", "-metrics-addr", "off"}, env("WORKER_ID", "1023"), "reserved"},
+		{"worker too large", []string{"-worker", "5000", "-addr", "127.0.0.1:0", "-metrics-addr", "off"}, env(), "does not fit"},
 		{"bad addr", []string{"-addr", "256.0.0.1:x"}, env(), "listen on 256.0.0.1:x"},
 		{"bad PORT", nil, env("PORT", "notaport"), "listen on :notaport"},
+		{"bad metrics address", []string{"-addr", "127.0.0.1:0", "-metrics-addr", "nowhere"}, env(), "listen on -metrics-addr nowhere"},
+		{"no SMTP beyond loopback", []string{"-metrics-addr", "off"}, env("PORT", "0"), "SMTP_URL is unset and the server listens on"},
+		{"SMTP without MAIL_FROM", []string{"-addr", "127.0.0.1:0", "-metrics-addr", "off"}, env("SMTP_URL", "smtp://relay.example.com"), "MAIL_FROM"},
+		{"bad SMTP_URL", []string{"-addr", "127.0.0.1:0", "-metrics-addr", "off"}, env("SMTP_URL", "smtp://u:p@relay.example.com/x", "MAIL_FROM", "a@example.com"), "nothing more"},
+		{"bad PUBLIC_URL", []string{"-addr", "127.0.0.1:0", "-metrics-addr", "off"}, env("PUBLIC_URL", "ftp://x"), "PublicURL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := run(t.Context(), tc.args, tc.env, io.Discard, quiet)
@@ -205,6 +210,25 @@ func TestPageURL(t *testing.T) {
 	} {
 		if got := pageURL(tc.addr); got != tc.want {
 			t.Errorf("pageURL(%v) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+}
+
+// TestDefaultAddrs: PORT, as hosting platforms set it, moves the public
+// listener to every interface and leaves the operators' listener on
+// loopback; METRICS_ADDR alone moves that one.
+func TestDefaultAddrs(t *testing.T) {
+	for _, tc := range []struct {
+		env         map[string]string
+		public, ops string
+	}{
+		{nil, "localhost:8080", "localhost:9090"},
+		{map[string]string{"PORT": "8000"}, ":8000", "localhost:9090"},
+		{map[string]string{"PORT": "8000", "METRICS_ADDR": "10.0.0.5:9100"}, ":8000", "10.0.0.5:9100"},
+	} {
+		public, ops := defaultAddrs(func(k string) string { return tc.env[k] })
+		if public != tc.public || ops != tc.ops {
+			t.Errorf("env %v: public %q, operators' %q; want %q, %q", tc.env, public, ops, tc.public, tc.ops)
 		}
 	}
 }

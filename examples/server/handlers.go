@@ -6,11 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/mail"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"gorm.io/gorm"
@@ -32,10 +31,11 @@ const (
 	maxPerPage     = 100
 )
 
-// routes builds the handler of every endpoint. Everything under /api/
-// except signup, login and layout needs a token, checked by the tokens
-// Middleware, whose 401, 400 and 503 answers (RFC 6750) pass through
-// unchanged.
+// routes builds the handler of every public endpoint. Everything under
+// /api/ except signup, verify, login and layout needs a token, from the
+// Authorization header or the page's cookie, checked by the tokens
+// Middleware, whose 401, 400, 403 and 503 answers (RFC 6750) pass
+// through unchanged.
 func (a *App) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) *apiError) {
@@ -51,6 +51,7 @@ func (a *App) routes() http.Handler {
 		})))
 	}
 	handle("POST /api/signup", a.signup)
+	handle("POST /api/verify", a.verify)
 	handle("POST /api/login", a.login)
 	handle("GET /api/layout", a.layoutInfo)
 	authed("GET /api/me", a.me)
@@ -61,14 +62,27 @@ func (a *App) routes() http.Handler {
 	authed("DELETE /api/sessions/{id}", a.deleteSession)
 	authed("POST /api/logout", a.logout)
 	authed("POST /api/logout-all", a.logoutAll)
+	authed("POST /api/password", a.changePassword)
+	if a.outbox != nil {
+		handle("GET /api/dev/outbox", a.devOutbox)
+	}
 	mux.HandleFunc("GET /healthz", a.healthz)
-	mux.HandleFunc("GET /readyz", a.readyz)
-	mux.Handle("GET /metrics", a.metrics.handler())
+	mux.HandleFunc("GET /readyz", a.readyzPublic)
 	web := webHandler()
 	mux.Handle("GET /{$}", web)
 	mux.Handle("GET /app.js", web)
 	mux.Handle("GET /style.css", web)
 	return a.observe(jsonNotFound(mux))
+}
+
+// opsRoutes builds the handler of what operators read, for a listener of
+// its own: the metrics, and readiness with its detail.
+func (a *App) opsRoutes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.metrics.handler())
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.HandleFunc("GET /healthz", a.healthz)
+	return mux
 }
 
 // apiHandler adapts a handler that returns its error answer.
@@ -103,185 +117,6 @@ func (a *App) internal(ctx context.Context, op string, err error) *apiError {
 	return &apiError{status: http.StatusInternalServerError, msg: "internal error"}
 }
 
-// credentials is the body of signup and login.
-type credentials struct {
-	Email    string `json:"email"`
-	Password string `json:"password"`
-	// Name is the public name of a new account (signup only).
-	Name string `json:"name"`
-	// Device names the device in the session list (login only).
-	Device string `json:"device"`
-}
-
-// check validates the fields and normalizes the email to lower case and
-// the name to its trimmed form.
-func (c *credentials) check(signup bool) *apiError {
-	switch {
-	case signup && c.Device != "":
-		return badRequest("unknown field \"device\"")
-	case !signup && c.Name != "":
-		return badRequest("unknown field \"name\"")
-	}
-	email := strings.ToLower(strings.TrimSpace(c.Email))
-	switch {
-	case email == "":
-		return badRequest("email is required")
-	case len(email) > maxEmail:
-		return badRequest("email is longer than %d bytes", maxEmail)
-	}
-	if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email || addr.Name != "" {
-		return badRequest("email %q is not an address like name@example.com", email)
-	}
-	c.Email = email
-	switch n := utf8.RuneCountInString(c.Password); {
-	case c.Password == "":
-		return badRequest("password is required")
-	case n < minPassword:
-		return badRequest("password is shorter than %d characters", minPassword)
-	case n > maxPassword:
-		return badRequest("password is longer than %d characters", maxPassword)
-	case strings.ContainsRune(c.Password, 0):
-		return badRequest("password holds a NUL character")
-	}
-	if utf8.RuneCountInString(c.Device) > maxDevice || strings.ContainsRune(c.Device, 0) {
-		return badRequest("device is longer than %d characters or holds a NUL character", maxDevice)
-	}
-	if signup {
-		c.Name = strings.TrimSpace(c.Name)
-		switch {
-		case c.Name == "":
-			return badRequest("name is required: the name other users see on your posts")
-		case utf8.RuneCountInString(c.Name) > maxName:
-			return badRequest("name is longer than %d characters", maxName)
-		case strings.ContainsFunc(c.Name, unicode.IsControl):
-			return badRequest("name holds a control character")
-		}
-	}
-	return nil
-}
-
-// throttled counts the request against rule and returns the 429 to
-// answer when the limit is reached, or a 503 when Redis cannot count it:
-// the limits fail closed, like the sessions.
-func (a *App) throttled(r *http.Request, rl rule, key string) *apiError {
-	e, err := a.limits.allow(r.Context(), rl, key)
-	if err != nil {
-		a.log.ErrorContext(r.Context(), "rate limit", "error", err)
-		return &apiError{status: http.StatusServiceUnavailable, msg: "rate limiter unavailable", retryAfter: 1}
-	}
-	return e
-}
-
-// signupAccepted is the answer to every signup that passed the checks,
-// whether the email was new or already registered: the same status and
-// body, after the same work (a password hash and an insert), so that
-// signup tells no one which emails have accounts. The owner of a new
-// account logs in next; a real deployment would also email the address.
-var signupAccepted = struct {
-	Message string `json:"message"`
-}{"If this email was not registered yet, the account now exists: log in with it."}
-
-// signup: POST /api/signup {email, password, name} -> 202, the same
-// answer whether or not the email was already registered.
-func (a *App) signup(w http.ResponseWriter, r *http.Request) *apiError {
-	var in credentials
-	if e := a.decodeJSON(w, r, &in); e != nil {
-		return e
-	}
-	if e := a.throttled(r, signupIP, addressKey(clientIP(r))); e != nil {
-		return e
-	}
-	if e := in.check(true); e != nil {
-		return e
-	}
-	if e := a.throttled(r, signupAccount, accountKey(in.Email)); e != nil {
-		return e
-	}
-	if e := checkPasswordPolicy(in.Password, in.Email, in.Name); e != nil {
-		return e
-	}
-	var hash string
-	err := a.hashes.do(r.Context(), func() (err error) {
-		hash, err = hashPassword(in.Password, a.argon)
-		return err
-	})
-	if err != nil {
-		return a.internal(r.Context(), "signup: hash password", err)
-	}
-	u := User{Email: in.Email, Name: in.Name, PasswordHash: hash}
-	switch err := a.create(r.Context(), &u); {
-	case errors.Is(err, gorm.ErrDuplicatedKey) && a.revealTaken:
-		return &apiError{status: http.StatusConflict, msg: "email " + in.Email + " is already registered"}
-	case errors.Is(err, gorm.ErrDuplicatedKey):
-		a.log.InfoContext(r.Context(), "signup: the email is already registered; answered as if it were new")
-	case err != nil:
-		return a.internal(r.Context(), "signup: create user", err)
-	}
-	writeJSON(w, http.StatusAccepted, signupAccepted)
-	return nil
-}
-
-// login: POST /api/login {email, password[, device]} -> 200
-// {"token": "…", "session": {…}}. A wrong email and a wrong password get
-// the same 401 in about the same time.
-func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
-	var in credentials
-	if e := a.decodeJSON(w, r, &in); e != nil {
-		return e
-	}
-	if e := a.throttled(r, loginIP, addressKey(clientIP(r))); e != nil {
-		return e
-	}
-	if e := in.check(false); e != nil {
-		return e
-	}
-	account := accountKey(in.Email)
-	if e := a.throttled(r, loginAccountIP, account+":"+addressKey(clientIP(r))); e != nil {
-		return e
-	}
-	if e := a.throttled(r, loginAccount, account); e != nil {
-		return e
-	}
-	var u User
-	err := a.db.WithContext(r.Context()).Where("email = ?", in.Email).Take(&u).Error
-	hash := u.PasswordHash
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		hash = a.dummyHash
-	case err != nil:
-		return a.internal(r.Context(), "login: find user", err)
-	}
-	var ok bool
-	err = a.hashes.do(r.Context(), func() (err error) {
-		ok, err = checkPassword(in.Password, hash)
-		return err
-	})
-	if err != nil {
-		return a.internal(r.Context(), "login: check password", err)
-	}
-	if !ok || u.ID == 0 {
-		return &apiError{status: http.StatusUnauthorized, msg: "wrong email or password"}
-	}
-	if a.floor != nil {
-		if err := a.floor.cover(r.Context()); err != nil {
-			return a.internal(r.Context(), "login: session floor", err)
-		}
-	}
-	meta := tokens.Metadata{Device: in.Device, UserAgent: r.UserAgent(), IP: clientIP(r)}
-	tok, s, err := a.tokens.Issue(r.Context(), u.ID, meta)
-	if err != nil {
-		return a.internal(r.Context(), "login: issue token", err)
-	}
-	if a.floor != nil {
-		a.floor.issued(a.layout.Decode(s.ID).Time)
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Token   string         `json:"token"`
-		Session tokens.Session `json:"session"`
-	}{tok, s})
-	return nil
-}
-
 // layoutInfo: GET /api/layout -> the bit layout of every ID, which the
 // page's ID inspector draws.
 func (a *App) layoutInfo(w http.ResponseWriter, _ *http.Request) *apiError {
@@ -296,6 +131,12 @@ func (a *App) layoutInfo(w http.ResponseWriter, _ *http.Request) *apiError {
 	return nil
 }
 
+// isLoopback reports whether ip is a loopback address.
+func isLoopback(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
 // clientIP is the peer's address. Behind a proxy it is the proxy's: the
 // example trusts no X-Forwarded-For, which any client can forge.
 func clientIP(r *http.Request) string {
@@ -306,15 +147,24 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// me: GET /api/me -> the user and the current session.
-func (a *App) me(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+// sessionUser reads the user of a session: 401 if the account is gone.
+func (a *App) sessionUser(ctx context.Context, op string, s tokens.Session) (User, *apiError) {
 	var u User
-	err := a.db.WithContext(r.Context()).Take(&u, "id = ?", s.UserID).Error
+	err := a.db.WithContext(ctx).Take(&u, "id = ?", s.UserID).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return &apiError{status: http.StatusUnauthorized, msg: "the session's user no longer exists"}
+		return u, &apiError{status: http.StatusUnauthorized, msg: "the session's user no longer exists"}
 	}
 	if err != nil {
-		return a.internal(r.Context(), "me: find user", err)
+		return u, a.internal(ctx, op+": find user", err)
+	}
+	return u, nil
+}
+
+// me: GET /api/me -> the user and the current session.
+func (a *App) me(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+	u, e := a.sessionUser(r.Context(), "me", s)
+	if e != nil {
+		return e
 	}
 	writeJSON(w, http.StatusOK, struct {
 		userJSON
@@ -470,22 +320,25 @@ func (a *App) deleteSession(w http.ResponseWriter, r *http.Request, s tokens.Ses
 	return nil
 }
 
-// logout: POST /api/logout -> 204, ending the current session.
+// logout: POST /api/logout -> 204, ending the current session and
+// deleting the page's cookie, if there is one.
 func (a *App) logout(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
 	if _, err := a.tokens.RevokeSession(r.Context(), s.UserID, s.ID); err != nil {
 		return a.internal(r.Context(), "logout", err)
 	}
+	a.cookies.Clear(w)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 // logoutAll: POST /api/logout-all -> {"revoked": n}, ending every session
-// of the user, this one too.
+// of the user, this one too, and deleting the page's cookie.
 func (a *App) logoutAll(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
 	n, err := a.tokens.RevokeAll(r.Context(), s.UserID)
 	if err != nil {
 		return a.internal(r.Context(), "logout everywhere", err)
 	}
+	a.cookies.Clear(w)
 	writeJSON(w, http.StatusOK, struct {
 		Revoked int `json:"revoked"`
 	}{n})

@@ -14,21 +14,44 @@ import (
 // answered 503 with Retry-After instead of waiting without bound.
 var errHashBusy = errors.New("password hashing is at capacity")
 
-// hashPool bounds the password hashes computed at once, since each takes
-// Argon2Params.Memory and a core, and the requests that wait for one: a
+// A hashClass is the kind of password work a request brings to the pool.
+type hashClass int
+
+const (
+	// classLogin checks a password against its hash: a login, or the
+	// confirmation of a sign-up.
+	classLogin hashClass = iota
+	// classNewPassword judges a new password's strength and hashes it: a
+	// sign-up or a password change. Anyone can send sign-ups from as many
+	// addresses as they hold, so this class never takes every slot.
+	classNewPassword
+	numHashClasses
+)
+
+// hashPool bounds the password work done at once, since each hash takes
+// Argon2Params.Memory and a core, and the requests that wait for it: a
 // flood from many addresses, which the per-address limits let through,
 // gets 503s at once instead of a queue in which every login, a real
 // user's too, waits for all the guesses ahead of it.
+//
+// New passwords (sign-ups, password changes) may hold all slots but one,
+// and have a queue of their own: a flood of sign-ups, each bringing the
+// worst password the strength check has to judge, leaves a slot and the
+// login queue to logins.
 type hashPool struct {
 	slots chan struct{}
-	// limit is the most requests hashing or waiting at once; 0 means no
-	// bound (a control run of the tests).
-	limit int64
+	// classSlots[c] holds a token for each slot class c may hold: all of
+	// them for logins, all but one for new passwords.
+	classSlots [numHashClasses]chan struct{}
+	// limit[c] is the most requests of class c hashing or waiting at
+	// once; 0 means no bound (a control run of the tests).
+	limit [numHashClasses]int64
 	wait  time.Duration
 
-	pending  atomic.Int64  // hashing or waiting now
-	hashes   atomic.Uint64 // hashes computed
-	rejected atomic.Uint64 // requests answered errHashBusy
+	classPending [numHashClasses]atomic.Int64
+	pending      atomic.Int64  // hashing or waiting now, every class
+	hashes       atomic.Uint64 // jobs run (a hash each, and a strength check for a new password)
+	rejected     atomic.Uint64 // requests answered errHashBusy
 }
 
 func newHashPool(o ThrottleOptions, unbounded bool) (*hashPool, error) {
@@ -43,23 +66,33 @@ func newHashPool(o ThrottleOptions, unbounded bool) (*hashPool, error) {
 	if queue == 0 {
 		queue = 8 * slots
 	}
-	p := &hashPool{slots: make(chan struct{}, slots), limit: int64(slots + queue), wait: o.HashWait}
+	p := &hashPool{slots: make(chan struct{}, slots), wait: o.HashWait}
+	newSlots := slots - 1
+	p.classSlots[classLogin] = make(chan struct{}, slots)
+	p.classSlots[classNewPassword] = make(chan struct{}, newSlots)
+	p.limit[classLogin] = int64(slots + queue)
+	// New passwords queue as deep per slot as logins do.
+	p.limit[classNewPassword] = int64(newSlots + max(1, queue*newSlots/slots))
 	if p.wait == 0 {
 		p.wait = time.Second
 	}
 	if unbounded {
-		p.limit, p.wait = 0, 0
+		p.limit, p.wait = [numHashClasses]int64{}, 0
+		p.classSlots[classNewPassword] = make(chan struct{}, slots)
 	}
 	return p, nil
 }
 
-// do runs f, a password hash, once a slot is free. It returns errHashBusy
-// at once when the queue is full, or after waiting p.wait for a slot, and
-// ctx's error if it ends first.
-func (p *hashPool) do(ctx context.Context, f func() error) error {
-	n := p.pending.Add(1)
+// do runs f, a password hash (and, for classNewPassword, the strength
+// check before it), once a slot is free for class c. It returns
+// errHashBusy at once when c's queue is full, or after waiting p.wait for
+// a slot, and ctx's error if it ends first.
+func (p *hashPool) do(ctx context.Context, c hashClass, f func() error) error {
+	p.pending.Add(1)
 	defer p.pending.Add(-1)
-	if p.limit > 0 && n > p.limit {
+	n := p.classPending[c].Add(1)
+	defer p.classPending[c].Add(-1)
+	if p.limit[c] > 0 && n > p.limit[c] {
 		p.rejected.Add(1)
 		return errHashBusy
 	}
@@ -69,15 +102,17 @@ func (p *hashPool) do(ctx context.Context, f func() error) error {
 		defer t.Stop()
 		timeout = t.C
 	}
-	select {
-	case p.slots <- struct{}{}:
-	case <-timeout:
-		p.rejected.Add(1)
-		return errHashBusy
-	case <-ctx.Done():
-		return ctx.Err()
+	for _, sem := range []chan struct{}{p.classSlots[c], p.slots} {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		case <-timeout:
+			p.rejected.Add(1)
+			return errHashBusy
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	defer func() { <-p.slots }()
 	p.hashes.Add(1)
 	return f()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,11 +30,11 @@ func TestHashPool(t *testing.T) {
 			var wg sync.WaitGroup
 			errs := make(chan error, slots+3)
 			for range slots + 2 { // every slot busy, and 2 queued
-				wg.Go(func() { errs <- p.do(ctx, func() error { <-release; return nil }) })
+				wg.Go(func() { errs <- p.do(ctx, classLogin, func() error { <-release; return nil }) })
 			}
 			waitPending(ctx, t, p, slots+2)
 			extra := make(chan error, 1)
-			go func() { extra <- p.do(ctx, func() error { return nil }) }()
+			go func() { extra <- p.do(ctx, classLogin, func() error { return nil }) }()
 			if control {
 				// The extra request is in do, past the bound that would
 				// refuse it, with every slot busy: nothing but a free slot
@@ -71,16 +72,73 @@ func TestHashPool(t *testing.T) {
 			p.slots <- struct{}{}
 		}
 		ran := false
-		if err := p.do(ctx, func() error { ran = true; return nil }); !errors.Is(err, errHashBusy) || ran {
+		if err := p.do(ctx, classLogin, func() error { ran = true; return nil }); !errors.Is(err, errHashBusy) || ran {
 			t.Fatalf("with no slot free for HashWait: %v, ran %v; want errHashBusy", err, ran)
 		}
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		p.wait = time.Hour
-		if err := p.do(cctx, func() error { ran = true; return nil }); !errors.Is(err, context.Canceled) || ran {
+		if err := p.do(cctx, classLogin, func() error { ran = true; return nil }); !errors.Is(err, context.Canceled) || ran {
 			t.Fatalf("with the request canceled: %v, ran %v", err, ran)
 		}
 	})
+}
+
+// TestHashPoolClasses floods the pool with new passwords (sign-ups), each
+// holding its slot: they take every slot but one, and their own queue,
+// and a login still runs at once. In the control run, with no bound,
+// the new passwords hold every slot, and the login waits for them.
+func TestHashPoolClasses(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "bounded", true: "control"}[control], func(t *testing.T) {
+			ctx := testenv.Deadline(t, time.Minute)
+			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour}, control)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots := cap(p.slots)
+			release := make(chan struct{})
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer close(release)
+			// One sign-up more than the class admits (slots and queue).
+			flood := int(p.limit[classNewPassword]) + 1
+			if control {
+				flood = slots + 2
+			}
+			var refused, ran atomic.Int64
+			for range flood {
+				wg.Go(func() {
+					err := p.do(ctx, classNewPassword, func() error { ran.Add(1); <-release; return nil })
+					if errors.Is(err, errHashBusy) {
+						refused.Add(1)
+					}
+				})
+			}
+			// Every sign-up is running, queued or refused.
+			for p.pending.Load()+refused.Load() != int64(flood) || ran.Load() < int64(min(flood, cap(p.classSlots[classNewPassword]))) {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the flood never settled: %d pending, %d refused, %d running", p.pending.Load(), refused.Load(), ran.Load())
+				case <-time.After(time.Millisecond):
+				}
+			}
+			held := len(p.slots)
+			if control {
+				if held != slots {
+					t.Fatalf("control: the sign-ups hold %d of %d slots; the test proves nothing", held, slots)
+				}
+				return
+			}
+			if held != slots-1 || refused.Load() == 0 {
+				t.Fatalf("the sign-ups hold %d of %d slots, %d refused; want all but one, and the rest of the flood refused", held, slots, refused.Load())
+			}
+			// The login gets the free slot while every sign-up holds its own.
+			if err := p.do(ctx, classLogin, func() error { return nil }); err != nil {
+				t.Fatalf("a login during the flood: %v", err)
+			}
+		})
+	}
 }
 
 // waitPending waits until n requests are in p (hashing or waiting), or

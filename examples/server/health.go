@@ -23,6 +23,17 @@ func (a *App) healthz(w http.ResponseWriter, _ *http.Request) {
 	}{"ok"})
 }
 
+// readyzPublic: GET /readyz on the public listener -> the status of
+// readyz alone, {"status": "ready"} or 503 {"status": "not ready"}: what a
+// load balancer needs, and nothing of the worker number or the lease,
+// which OpsHandler's /readyz shows.
+func (a *App) readyzPublic(w http.ResponseWriter, r *http.Request) {
+	status, word, _ := a.readiness(r)
+	writeJSON(w, status, struct {
+		Status string `json:"status"`
+	}{word})
+}
+
 // readyCheck is one dependency's answer in /readyz.
 type readyCheck struct {
 	Name   string `json:"name"`
@@ -37,6 +48,15 @@ type readyCheck struct {
 // readyTimeout; the answer says no more than "unreachable" of an error,
 // which goes to the log.
 func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
+	status, word, checks := a.readiness(r)
+	writeJSON(w, status, struct {
+		Status string       `json:"status"`
+		Checks []readyCheck `json:"checks"`
+	}{word, checks})
+}
+
+// readiness runs the checks of readyz.
+func (a *App) readiness(r *http.Request) (int, string, []readyCheck) {
 	checks := []readyCheck{{Name: "database"}, {Name: "redis"}, {Name: "lease"}}
 	ping := []func(context.Context) error{
 		a.sqlDB.PingContext,
@@ -63,10 +83,7 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 			status, word = http.StatusServiceUnavailable, "not ready"
 		}
 	}
-	writeJSON(w, status, struct {
-		Status string       `json:"status"`
-		Checks []readyCheck `json:"checks"`
-	}{word, checks})
+	return status, word, checks
 }
 
 // leaseReady reports whether the generator may issue IDs: with a fixed

@@ -60,6 +60,17 @@ func healthy(t *testing.T, srv string) {
 	}
 }
 
+// publicReady checks the public listener's /readyz: the status alone,
+// with no check's detail (the worker number, the lease).
+func publicReady(t *testing.T, srv string, want int) {
+	t.Helper()
+	r := callURL(t, srv+"/readyz")
+	word := map[int]string{200: "ready", 503: "not ready"}[want]
+	if r.status != want || string(r.body) != `{"status":"`+word+`"}`+"\n" {
+		t.Errorf("public /readyz: %d %s; want %d and the status alone", r.status, r.body, want)
+	}
+}
+
 // viaProxy returns the PostgreSQL URL u with its host and port replaced
 // by the proxy's.
 func viaProxy(t *testing.T, u string, p *faults.Proxy) string {
@@ -82,18 +93,20 @@ func TestReadyDatabase(t *testing.T) {
 	prefix := testenv.KeyPrefix(t)
 	cfg := Config{DatabaseURL: viaProxy(t, pgURL, proxy), Redis: testenv.RedisClient(t), Worker: 11,
 		KeyPrefix: prefix + "ex:", Tokens: tokens.Options{KeyPrefix: prefix + "tok:"}, Throttle: generous()}
-	_, srv := startAppConfig(t, cfg)
-	if r := ready(t, srv.URL); r.status != 200 {
+	app, srv := startAppConfig(t, cfg)
+	ops := startOps(t, app)
+	if r := ready(t, ops); r.status != 200 {
 		t.Fatalf("ready before the cut: %+v", r)
 	}
 	proxy.Cut()
-	r := waitReady(t, srv.URL, 20*time.Second, func(r readiness) bool { return r.status != 200 })
+	r := waitReady(t, ops, 20*time.Second, func(r readiness) bool { return r.status != 200 })
 	if r.status != 503 || r.checks["database"].OK || r.checks["database"].Detail != "unreachable" || !r.checks["redis"].OK || !r.checks["lease"].OK {
 		t.Fatalf("ready with the database cut: %+v, want 503 with only the database failing", r)
 	}
 	healthy(t, srv.URL)
+	publicReady(t, srv.URL, 503)
 	proxy.Restore()
-	if r := waitReady(t, srv.URL, 30*time.Second, func(r readiness) bool { return r.status == 200 }); r.status != 200 {
+	if r := waitReady(t, ops, 30*time.Second, func(r readiness) bool { return r.status == 200 }); r.status != 200 {
 		t.Fatalf("ready after the database came back: %+v", r)
 	}
 }
@@ -107,18 +120,20 @@ func TestReadyRedis(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	prefix := testenv.KeyPrefix(t)
 	cfg := Config{Redis: rdb, Worker: 12, KeyPrefix: prefix + "ex:", Tokens: tokens.Options{KeyPrefix: prefix + "tok:"}, Throttle: generous()}
-	_, srv := startAppConfig(t, cfg)
-	if r := ready(t, srv.URL); r.status != 200 || !strings.HasPrefix(r.checks["lease"].Detail, "fixed worker 12") {
+	app, srv := startAppConfig(t, cfg)
+	ops := startOps(t, app)
+	if r := ready(t, ops); r.status != 200 || !strings.HasPrefix(r.checks["lease"].Detail, "fixed worker 12") {
 		t.Fatalf("ready before the cut: %+v", r)
 	}
 	proxy.Cut()
-	r := waitReady(t, srv.URL, 20*time.Second, func(r readiness) bool { return r.status != 200 })
+	r := waitReady(t, ops, 20*time.Second, func(r readiness) bool { return r.status != 200 })
 	if r.status != 503 || r.checks["redis"].OK || !r.checks["database"].OK || !r.checks["lease"].OK {
 		t.Fatalf("ready with Redis cut: %+v, want 503 with only Redis failing", r)
 	}
 	healthy(t, srv.URL)
+	publicReady(t, srv.URL, 503)
 	proxy.Restore()
-	if r := waitReady(t, srv.URL, 30*time.Second, func(r readiness) bool { return r.status == 200 }); r.status != 200 {
+	if r := waitReady(t, ops, 30*time.Second, func(r readiness) bool { return r.status == 200 }); r.status != 200 {
 		t.Fatalf("ready after Redis came back: %+v", r)
 	}
 }
@@ -139,17 +154,19 @@ func TestReadyLease(t *testing.T) {
 	if app.lease == nil {
 		t.Fatal("no lease")
 	}
-	if r := ready(t, srv.URL); r.status != 200 || !strings.Contains(r.checks["lease"].Detail, "held") {
+	ops := startOps(t, app)
+	if r := ready(t, ops); r.status != 200 || !strings.Contains(r.checks["lease"].Detail, "held") {
 		t.Fatalf("ready before the cut: %+v", r)
 	}
 	proxy.Cut()
-	r := waitReady(t, srv.URL, 30*time.Second, func(r readiness) bool { return !r.checks["lease"].OK })
+	r := waitReady(t, ops, 30*time.Second, func(r readiness) bool { return !r.checks["lease"].OK })
 	if r.status != 503 || r.checks["lease"].OK || !strings.Contains(r.checks["lease"].Detail, "expired") {
 		t.Fatalf("ready with the lease's Redis cut: %+v, want 503 with the lease expired", r)
 	}
 	healthy(t, srv.URL)
+	publicReady(t, srv.URL, 503)
 	proxy.Restore()
-	if r := waitReady(t, srv.URL, 30*time.Second, func(r readiness) bool { return r.status == 200 }); r.status != 200 {
+	if r := waitReady(t, ops, 30*time.Second, func(r readiness) bool { return r.status == 200 }); r.status != 200 {
 		t.Fatalf("ready after the lease's Redis came back: %+v", r)
 	}
 }

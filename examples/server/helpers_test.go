@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -102,11 +103,19 @@ func startAppConfig(t *testing.T, cfg Config) (*App, *httptest.Server) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
+	// The server's address is known before Open, so that the links in
+	// its mails point at it.
+	srv := httptest.NewUnstartedServer(nil)
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + srv.Listener.Addr().String() + "/"
+	}
 	app, err := Open(ctx, cfg)
 	if err != nil {
+		srv.Close()
 		t.Fatalf("Open: %v", err)
 	}
-	srv := httptest.NewServer(app.Handler())
+	srv.Config.Handler = app.Handler()
+	srv.Start()
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -208,8 +217,18 @@ func mustJSON(t *testing.T, v any) string {
 	return buf.String()
 }
 
-// signupLogin creates a user named after the email's local part and logs
-// in, returning the user's ID and a token.
+// startOps serves the App's operators' handler (/metrics, /readyz with
+// detail) and returns its URL.
+func startOps(t *testing.T, app *App) string {
+	t.Helper()
+	srv := httptest.NewServer(app.OpsHandler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// signupLogin creates a user named after the email's local part, follows
+// the link of its mail from the development outbox, which logs in, and
+// returns the user's ID and the token.
 func signupLogin(t *testing.T, srv *httptest.Server, email, password string) (id, token string) {
 	t.Helper()
 	name, _, _ := strings.Cut(email, "@")
@@ -217,9 +236,9 @@ func signupLogin(t *testing.T, srv *httptest.Server, email, password string) (id
 	if r.status != http.StatusAccepted {
 		t.Fatalf("signup %s: status %d, body %s", email, r.status, r.body)
 	}
-	r = call(t, srv, "POST", "/api/login", "", mustJSON(t, map[string]string{"email": email, "password": password}))
+	r = call(t, srv, "POST", "/api/verify", "", mustJSON(t, map[string]string{"token": outboxToken(t, srv.URL, email), "password": password}))
 	if r.status != http.StatusOK {
-		t.Fatalf("login %s: status %d, body %s", email, r.status, r.body)
+		t.Fatalf("verify %s: status %d, body %s", email, r.status, r.body)
 	}
 	var l struct {
 		Token   string
@@ -229,6 +248,27 @@ func signupLogin(t *testing.T, srv *httptest.Server, email, password string) (id
 	}
 	r.json(t, &l)
 	return l.Session.UserID, l.Token
+}
+
+// verifyTokenRE finds the token of a sign-up link in a mail.
+var verifyTokenRE = regexp.MustCompile(`#verify=([A-Za-z0-9_-]{43})`)
+
+// outboxToken returns the token of the newest sign-up link to email in the
+// development outbox of the server at base.
+func outboxToken(t *testing.T, base, email string) string {
+	t.Helper()
+	var box struct{ Messages []Message }
+	callURL(t, base+"/api/dev/outbox").json(t, &box)
+	for _, m := range box.Messages {
+		if m.To != email {
+			continue
+		}
+		if tok := verifyTokenRE.FindStringSubmatch(m.Body); tok != nil {
+			return tok[1]
+		}
+	}
+	t.Fatalf("no sign-up link to %s in the outbox: %+v", email, box.Messages)
+	return ""
 }
 
 // Passwords the policy accepts, for test users.

@@ -73,13 +73,18 @@ func TestMetrics(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	app, srv := startApp(t, realServers())
 	signupLogin(t, srv, "metrics@example.com", goodPassword)
+	call(t, srv, "POST", "/api/login", "", `{"email":"metrics@example.com","password":"`+goodPassword+`"}`)
 	call(t, srv, "POST", "/api/login", "", `{"email":"metrics@example.com","password":"`+otherPassword+`"}`)
 	for i := range 30 {
 		call(t, srv, "GET", fmt.Sprintf("/api/nothing-%d", i), "", "")
 		call(t, srv, "GET", fmt.Sprintf("/no/such/page/%d?x=%d", i, i), "", "")
 	}
 	callType(t, srv, "BREW", "/api/login", "", "", "")
-	fams := scrape(t, srv.URL)
+	// The public listener has no /metrics; the operators' one does.
+	if r := call(t, srv, "GET", "/metrics", "", ""); r.status != 404 {
+		t.Errorf("GET /metrics on the public listener: %d, want 404", r.status)
+	}
+	fams := scrape(t, startOps(t, app))
 
 	ids, ok := value(fams, "snowkey_ids_issued_total")
 	if st := app.gen.Stats(); !ok || ids < 2 || ids > float64(st.IDs) {
@@ -110,7 +115,7 @@ func TestMetrics(t *testing.T) {
 	if until, _ := value(fams, "snowkey_lease_valid_until_timestamp_seconds"); until <= renewed {
 		t.Errorf("lease valid until %v, not after its last renewal %v", until, renewed)
 	}
-	for _, limit := range []string{"login-ip", "login-account-ip", "login-account", "signup-ip", "signup-account"} {
+	for _, limit := range []string{"login-ip", "login-account-ip", "login-account", "login-device", "signup-ip", "signup-account"} {
 		if _, ok := value(fams, "snowkey_example_throttled_total", "limit", limit); !ok {
 			t.Errorf("no snowkey_example_throttled_total{limit=%q}", limit)
 		}
@@ -121,9 +126,10 @@ func TestMetrics(t *testing.T) {
 		want          float64
 	}{
 		{"POST /api/signup", "202", 1},
+		{"POST /api/verify", "200", 1},
 		{"POST /api/login", "200", 1},
 		{"POST /api/login", "401", 1},
-		{"unmatched", "404", 60},
+		{"unmatched", "404", 61},
 		{"unmatched", "405", 1},
 	} {
 		if v, _ := value(fams, "snowkey_example_http_requests_total", "route", c.route, "status", c.status); v != c.want {

@@ -126,12 +126,12 @@ func TestRedactedLogger(t *testing.T) {
 }
 
 // TestRedactionRunning runs the server (run, as main does) on a real
-// PostgreSQL and a Redis that needs a password, both given with secrets
-// in their URLs, signs up and logs in, stops it, and finds no secret in
-// anything it logged.
+// PostgreSQL, a Redis that needs a password and an SMTP server that needs
+// one, all given with secrets in their URLs, signs up, follows the mailed
+// link and logs in, stops it, and finds no secret in anything it logged.
 func TestRedactionRunning(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
-	const pgUser, pgQuery, redisPW = "userinfo-secret-e2e", "query-secret-e2e", "redis-secret-e2e"
+	const pgUser, pgQuery, redisPW, smtpPW = "userinfo-secret-e2e", "query-secret-e2e", "redis-secret-e2e", "smtp-secret-e2e"
 	// The test server trusts local connections, so the passwords are
 	// parsed and sent but not checked.
 	dbURL := strings.Replace(testenv.Postgres(t), "postgres://postgres@", "postgres://postgres:"+pgUser+"@", 1) + "&password=" + pgQuery
@@ -140,13 +140,15 @@ func TestRedactionRunning(t *testing.T) {
 	}
 	m := miniredis.RunT(t)
 	m.RequireAuth(redisPW)
-	env := map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": "redis://:" + redisPW + "@" + m.Addr() + "/0", "WORKER_ID": "5"}
+	sink := startSMTP(t, "mailer", smtpPW, nil)
+	env := map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": "redis://:" + redisPW + "@" + m.Addr() + "/0", "WORKER_ID": "5",
+		"SMTP_URL": "smtp://mailer:" + smtpPW + "@" + sink.addr, "MAIL_FROM": "noreply@example.test"}
 	var log testenv.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(rctx, []string{"-addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, &log, logger)
+		done <- run(rctx, []string{"-addr", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, &log, logger)
 	}()
 	re := regexp.MustCompile(`msg=listening url=(\S+)`)
 	var url string
@@ -164,15 +166,28 @@ func TestRedactionRunning(t *testing.T) {
 	}
 	// Each step must get its status: a request that failed would leave
 	// "no secret in the log" true of a log that holds nothing.
-	for _, step := range []struct {
-		path, body string
-		status     int
+	steps := []struct {
+		path   string
+		body   func() string
+		status int
 	}{
-		{"api/signup", `{"email":"e2e@example.com","password":"` + goodPassword + `","name":"E"}`, http.StatusAccepted},
-		{"api/login", `{"email":"e2e@example.com","password":"` + otherPassword + `"}`, http.StatusUnauthorized},
-		{"api/login", `{"email":"e2e@example.com","password":"` + goodPassword + `"}`, http.StatusOK},
-	} {
-		req, err := http.NewRequestWithContext(ctx, "POST", url+step.path, strings.NewReader(step.body))
+		{"api/signup", func() string { return `{"email":"e2e@example.com","password":"` + goodPassword + `","name":"E"}` }, http.StatusAccepted},
+		{"api/verify", func() string {
+			mails, _ := sink.received()
+			if len(mails) == 0 {
+				t.Fatal("the sign-up sent no mail")
+			}
+			tok := verifyTokenRE.FindStringSubmatch(mails[len(mails)-1].body)
+			if tok == nil {
+				t.Fatalf("no link in the mail: %+v", mails)
+			}
+			return `{"token":"` + tok[1] + `","password":"` + goodPassword + `"}`
+		}, http.StatusOK},
+		{"api/login", func() string { return `{"email":"e2e@example.com","password":"` + otherPassword + `"}` }, http.StatusUnauthorized},
+		{"api/login", func() string { return `{"email":"e2e@example.com","password":"` + goodPassword + `"}` }, http.StatusOK},
+	}
+	for _, step := range steps {
+		req, err := http.NewRequestWithContext(ctx, "POST", url+step.path, strings.NewReader(step.body()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +211,7 @@ func TestRedactionRunning(t *testing.T) {
 	if !strings.Contains(first, "user=postgres host=127.0.0.1") || !strings.Contains(first, m.Addr()) {
 		t.Errorf("the first line does not name the servers: %s", first)
 	}
-	for _, s := range []string{pgUser, pgQuery, redisPW} {
+	for _, s := range []string{pgUser, pgQuery, redisPW, smtpPW} {
 		if strings.Contains(out, s) {
 			t.Errorf("secret %q in the log:\n%s", s, out)
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
@@ -28,7 +30,7 @@ func describeRedis(cfg Config) (string, error) {
 		}
 		return fmt.Sprintf("%s %s%s db %d", o.Network, user, o.Addr, o.DB), nil
 	default:
-		return "in-process miniredis (sessions end with the process; set REDIS_URL for a real Redis)", nil
+		return "in-process miniredis on loopback, behind a password made at start (sessions end with the process; set REDIS_URL for a real Redis)", nil
 	}
 }
 
@@ -57,12 +59,12 @@ func (a *App) openRedis(ctx context.Context, cfg Config) (redis.UniversalClient,
 		a.onClose(closeFunc(c))
 		rdb = c
 	default:
-		m, err := startMiniredis()
+		m, err := startMiniredis(!a.defences.openEmbeddedRedis)
 		if err != nil {
 			return nil, fmt.Errorf("start the in-process Redis: %w", err)
 		}
 		a.onClose(m.close)
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		c := redis.NewClient(&redis.Options{Addr: m.Addr(), Password: m.password})
 		a.onClose(closeFunc(c))
 		rdb = c
 	}
@@ -76,18 +78,34 @@ func (a *App) openRedis(ctx context.Context, cfg Config) (redis.UniversalClient,
 // miniredis never expires keys by itself (tests move its time with
 // FastForward), so a goroutine does that once a second; without it the
 // sessions' idle timeout would never strike.
+//
+// It listens on a loopback TCP port, which every process of the machine
+// can reach: one that could talk to it could write a session for any
+// user ID, or reset the rate limits. So it answers nothing before AUTH
+// with a password of 256 random bits made at start, which only this
+// process knows.
 type embeddedRedis struct {
 	*miniredis.Miniredis
-	stop chan struct{}
-	done sync.WaitGroup
+	password string
+	stop     chan struct{}
+	done     sync.WaitGroup
 }
 
-func startMiniredis() (*embeddedRedis, error) {
-	m, err := miniredis.Run()
-	if err != nil {
+// startMiniredis starts the embedded Redis, behind a fresh password when
+// auth is set (always, but in a control run of the tests).
+func startMiniredis(auth bool) (*embeddedRedis, error) {
+	m := miniredis.NewMiniRedis()
+	pw := ""
+	if auth {
+		secret := make([]byte, 32)
+		_, _ = rand.Read(secret) // never fails; it crashes the program instead
+		pw = hex.EncodeToString(secret)
+		m.RequireAuth(pw)
+	}
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, err
 	}
-	e := &embeddedRedis{Miniredis: m, stop: make(chan struct{})}
+	e := &embeddedRedis{Miniredis: m, password: pw, stop: make(chan struct{})}
 	e.done.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()

@@ -17,8 +17,12 @@ import (
 )
 
 // TestStartup builds the server, as `go run` would, starts it with no
-// environment but PORT or -addr, so on the embedded defaults, signs up
-// and logs in, and stops it with SIGTERM.
+// environment but PORT or -addr, so on the embedded defaults, signs up,
+// follows the mailed link and logs in, reads the operators' listener, and
+// stops it with SIGTERM. With PORT, as hosting platforms set it, it
+// listens on every interface, so it needs SMTP_URL: the mail goes through
+// an SMTP server of the test's; on loopback it goes to the development
+// outbox.
 func TestStartup(t *testing.T) {
 	testenv.Deadline(t, 8*time.Minute)
 	if testing.Short() {
@@ -36,14 +40,17 @@ func TestStartup(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
+	sink := startSMTP(t, "", "", nil)
 	tests := []struct {
 		name string
 		args []string
 		env  []string
 		host string // of the URL the server prints
+		smtp bool   // mail goes to the sink; else to the outbox
 	}{
-		{name: "PORT", env: []string{"PORT=0"}, host: "localhost"},
-		{name: "addr flag", args: []string{"-addr", "127.0.0.1:0"}, env: []string{"PORT=1"}, host: "127.0.0.1"},
+		{name: "PORT", env: []string{"PORT=0", "METRICS_ADDR=127.0.0.1:0", "SMTP_URL=smtp://" + sink.addr, "MAIL_FROM=noreply@example.test"},
+			host: "localhost", smtp: true},
+		{name: "addr flag", args: []string{"-addr", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0"}, env: []string{"PORT=1"}, host: "127.0.0.1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,8 +86,9 @@ func TestStartup(t *testing.T) {
 			})
 
 			var log []string
-			url := ""
+			url, ops := "", ""
 			re := regexp.MustCompile(`msg=listening url=(http://` + regexp.QuoteMeta(tc.host) + `:\d+/)`)
+			opsRE := regexp.MustCompile(`msg="operators' listener" metrics=(http://127\.0\.0\.1:\d+/)metrics`)
 			deadline := time.After(time.Minute)
 			for url == "" {
 				select {
@@ -93,42 +101,71 @@ func TestStartup(t *testing.T) {
 					if m := re.FindStringSubmatch(line); m != nil {
 						url = m[1]
 					}
+					if m := opsRE.FindStringSubmatch(line); m != nil {
+						ops = m[1]
+					}
 				case <-deadline:
 					t.Fatalf("no 'listening' line within a minute:\n%s", strings.Join(log, "\n"))
 				}
 			}
-			if !strings.Contains(log[0], "embedded SQLite in memory") || !strings.Contains(log[0], "in-process miniredis") {
+			if !strings.Contains(log[0], "embedded SQLite in memory") || !strings.Contains(log[0], "in-process miniredis on loopback, behind a password") {
 				t.Errorf("the first log line does not say it runs on embedded defaults: %s", log[0])
+			}
+			if ops == "" {
+				t.Fatalf("no operators' listener in the log:\n%s", strings.Join(log, "\n"))
 			}
 
 			creds := `{"email":"newcomer@example.com","password":"` + goodPassword + `"}`
 			signup := `{"email":"newcomer@example.com","password":"` + goodPassword + `","name":"Newcomer"}`
+			verify := func() string {
+				var tok string
+				if tc.smtp {
+					mails, _ := sink.received()
+					if len(mails) == 0 {
+						t.Fatal("the sign-up sent no mail to the SMTP server")
+					}
+					if m := verifyTokenRE.FindStringSubmatch(mails[len(mails)-1].body); m != nil {
+						tok = m[1]
+					}
+				} else {
+					tok = outboxToken(t, strings.TrimSuffix(url, "/"), "newcomer@example.com")
+				}
+				return `{"token":"` + tok + `","password":"` + goodPassword + `"}`
+			}
 			for _, step := range []struct {
-				method, path, body string
+				method, base, path string
+				body               func() string
 				want               int
 			}{
-				{"GET", "", "", 200},
-				{"POST", "api/signup", signup, 202},
-				{"POST", "api/login", creds, 200},
-				{"GET", "api/me", "", 401},
-				{"GET", "healthz", "", 200},
-				{"GET", "readyz", "", 200},
-				{"GET", "metrics", "", 200},
+				{"GET", url, "", nil, 200},
+				{"POST", url, "api/signup", func() string { return signup }, 202},
+				{"POST", url, "api/verify", verify, 200},
+				{"POST", url, "api/login", func() string { return creds }, 200},
+				{"GET", url, "api/me", nil, 401},
+				{"GET", url, "healthz", nil, 200},
+				{"GET", url, "readyz", nil, 200},
+				{"GET", url, "metrics", nil, 404},
+				{"GET", ops, "metrics", nil, 200},
+				{"GET", ops, "readyz", nil, 200},
 			} {
-				req, err := http.NewRequestWithContext(t.Context(), step.method, url+step.path, strings.NewReader(step.body))
+				body := ""
+				if step.body != nil {
+					body = step.body()
+				}
+				req, err := http.NewRequestWithContext(t.Context(), step.method, step.base+step.path, strings.NewReader(body))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if step.body != "" {
+				if body != "" {
 					req.Header.Set("Content-Type", "application/json")
 				}
 				res, err := http.DefaultClient.Do(req)
 				if err != nil {
-					t.Fatalf("%s /%s: %v", step.method, step.path, err)
+					t.Fatalf("%s %s%s: %v", step.method, step.base, step.path, err)
 				}
 				res.Body.Close()
 				if res.StatusCode != step.want {
-					t.Errorf("%s /%s: %d, want %d", step.method, step.path, res.StatusCode, step.want)
+					t.Errorf("%s %s%s: %d, want %d", step.method, step.base, step.path, res.StatusCode, step.want)
 				}
 			}
 

@@ -22,17 +22,22 @@ import (
 // hashes. Each limit is a redis_rate.Limit: Burst requests at once, then
 // Rate per Period. The zero value of every field is its default.
 //
-// Logins count against three limits, all of them before the password is
+// Logins count against these limits, all of them before the password is
 // checked, for any email, registered or not (so a 429 tells nothing about
 // who has an account):
 //
 //   - per client address, whatever the accounts: one address's guessing;
-//   - per account and address: the guesses at one account from one
-//     address, strict, and no bar to the account's owner, who logs in from
-//     another address;
-//   - per account, from all addresses together: the bound on a guessing
-//     attack spread over many addresses, loose, because reaching it locks
-//     the owner out too until it refills.
+//   - from a device the account's owner has logged in from (one holding a
+//     valid device cookie for the account, see devices.go): per device,
+//     and nothing else, so that no guessing from elsewhere locks the owner
+//     out of their own devices;
+//   - from any other device, per account and address: the guesses at one
+//     account from one address, strict, and no bar to the account's
+//     owner, who logs in from another address;
+//   - from any other device, per account from all addresses together: the
+//     bound on a guessing attack spread over many addresses. Reaching it
+//     keeps new devices out until it refills, the owner's known devices
+//     not.
 type ThrottleOptions struct {
 	// LoginPerIP limits the logins from one client address (an IPv6
 	// client's whole /64). Zero means 10 at once, then 10 a minute.
@@ -41,8 +46,13 @@ type ThrottleOptions struct {
 	// address. Zero means 5 at once, then 1 a minute.
 	LoginPerAccountPerIP redis_rate.Limit
 	// LoginPerAccount limits the logins to one email from all addresses
-	// together. Zero means 50 at once, then 50 an hour.
+	// together, of devices the owner has not logged in from. Zero means 50
+	// at once, then 50 an hour.
 	LoginPerAccount redis_rate.Limit
+	// LoginPerDevice limits the logins from one device the owner has
+	// logged in from (one device cookie). Zero means 5 at once, then 1 a
+	// minute.
+	LoginPerDevice redis_rate.Limit
 	// SignupPerIP limits the signups from one client address. Zero means
 	// 10 at once, then 10 an hour.
 	SignupPerIP redis_rate.Limit
@@ -69,6 +79,7 @@ const (
 	loginIP rule = iota
 	loginAccountIP
 	loginAccount
+	loginDevice
 	signupIP
 	signupAccount
 	numRules
@@ -76,7 +87,7 @@ const (
 
 // name is the rule's part of its Redis keys and its metrics label.
 func (r rule) name() string {
-	return [...]string{"login-ip", "login-account-ip", "login-account", "signup-ip", "signup-account"}[r]
+	return [...]string{"login-ip", "login-account-ip", "login-account", "login-device", "signup-ip", "signup-account"}[r]
 }
 
 // message is what a client that hit the rule is told, with the wait.
@@ -85,6 +96,7 @@ func (r rule) message(wait int) string {
 		"too many login attempts from your address; try again in %d s",
 		"too many login attempts for this account from your address; try again in %d s",
 		"too many login attempts for this account; try again in %d s",
+		"too many login attempts from this device; try again in %d s",
 		"too many signups from your address; try again in %d s",
 		"too many signups for this address; try again in %d s",
 	}[r], wait)
@@ -167,6 +179,7 @@ func newThrottle(o ThrottleOptions, prefix string, off bool) (*throttle, error) 
 		loginIP:        {"LoginPerIP", o.LoginPerIP, redis_rate.Limit{Rate: 10, Period: time.Minute, Burst: 10}},
 		loginAccountIP: {"LoginPerAccountPerIP", o.LoginPerAccountPerIP, strict},
 		loginAccount:   {"LoginPerAccount", o.LoginPerAccount, redis_rate.Limit{Rate: 50, Period: time.Hour, Burst: 50}},
+		loginDevice:    {"LoginPerDevice", o.LoginPerDevice, strict},
 		signupIP:       {"SignupPerIP", o.SignupPerIP, redis_rate.Limit{Rate: 10, Period: time.Hour, Burst: 10}},
 		signupAccount:  {"SignupPerAccount", o.SignupPerAccount, strict},
 	} {

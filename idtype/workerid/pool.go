@@ -205,9 +205,12 @@ func (p *Pool) Acquire(ctx context.Context) (l *Lease, err error) {
 			}
 			continue
 		}
-		l := newLease(p, t.worker, token, now, p.floor(t))
-		l.log.Info("workerid: lease acquired", floorAttr(l.floor), "had_record", t.hadRecord)
-		if wait := time.Duration(l.floor-now) * time.Millisecond; wait > 0 {
+		// The floor is read here, not from l: the lease's goroutine, started
+		// by newLease, may already be raising l.floor.
+		floor := p.floor(t)
+		l := newLease(p, t.worker, token, now, floor)
+		l.log.Info("workerid: lease acquired", floorAttr(floor), "had_record", t.hadRecord)
+		if wait := time.Duration(floor-now) * time.Millisecond; wait > 0 {
 			// Say why Acquire seems to hang.
 			why := "the number's high-water mark is ahead of this clock"
 			if t.notBefore > t.prev && !p.defences.noLossWait {

@@ -1,6 +1,9 @@
-// The example's API flow from Node, with the built-in fetch and BigInt:
-// sign up, log in, post, read the post back, list posts and sessions, log
-// out, and see the API refuse the token. Run by TestNode:
+// The example's API flow from Node, with the built-in fetch and BigInt, as
+// an app uses it (the token in "Authorization: Bearer"): sign up, follow
+// the link the development outbox holds, log in, post, read the post back,
+// list posts and sessions, log out, and see the API refuse the token; and
+// a browser-style login, whose token comes in a cookie and never in the
+// body. Run by TestNode:
 //
 //   node testdata/e2e.mjs <base URL> <email> <password>
 //
@@ -33,6 +36,15 @@ function expect(r, status, what) {
 }
 
 expect(await api("POST", "/api/signup", { body: { email, password, name: "Node" } }), 202, "signup");
+// The link went to the address; on a development server the outbox has it.
+const outbox = expect(await api("GET", "/api/dev/outbox"), 200, "outbox");
+const mail = outbox.messages.find((m) => m.to === email);
+const link = /#verify=([A-Za-z0-9_-]+)/.exec(mail?.body ?? "");
+assert.ok(link, `no sign-up link to ${email} in ${JSON.stringify(outbox)}`);
+assert.equal(
+  (await api("POST", "/api/login", { body: { email, password } })).status, 401, "login before the link is followed");
+const verified = expect(await api("POST", "/api/verify", { body: { token: link[1], password } }), 200, "verify");
+assert.ok(verified.token.startsWith("snk_"), `verify answered ${JSON.stringify(verified)}`);
 
 const login = expect(await api("POST", "/api/login", { body: { email, password, device: "node" } }), 200, "login");
 const token = login.token;
@@ -42,7 +54,8 @@ assert.ok(BigInt(user.id) > 2n ** 53n, `user ID ${user.id} is not above 2^53`);
 
 const me = expect(await api("GET", "/api/me", { token }), 200, "me");
 assert.equal(me.id, user.id);
-assert.equal(me.created_at.replace(/\.\d+Z$/, ""), idTime(user.id).replace(/\.\d+Z$/, ""));
+// Go prints no fraction for a whole second; compare the instants.
+assert.equal(new Date(me.created_at).getTime(), new Date(idTime(user.id)).getTime());
 
 const post = expect(await api("POST", "/api/posts", { token, body: { title: "hello from node", body: "BigInt" } }), 201, "post");
 assert.equal(post.author_id, user.id);
@@ -59,7 +72,15 @@ for (let i = 1; i < page.posts.length; i++) {
 
 const sessions = expect(await api("GET", "/api/sessions", { token }), 200, "sessions");
 assert.equal(sessions.current, login.session.id);
-assert.equal(sessions.sessions.length, 1);
+assert.equal(sessions.sessions.length, 2); // the verification's and this login's
+
+// A browser's login: the token in an HttpOnly cookie, not in the body.
+const cookieLogin = await api("POST", "/api/login", { body: { email, password, cookie: true } });
+const cookieBody = expect(cookieLogin, 200, "cookie login");
+assert.equal(cookieBody.token, undefined, `the cookie login's body holds a token: ${cookieLogin.text}`);
+assert.ok(!cookieLogin.text.includes("snk_"), `the cookie login's body holds a token: ${cookieLogin.text}`);
+const setCookie = cookieLogin.headers.getSetCookie().find((c) => c.startsWith("__Host-session="));
+assert.match(setCookie ?? "", /^__Host-session=snk_[^;]+; Path=\/; HttpOnly; Secure; SameSite=Lax$/, `Set-Cookie ${setCookie}`);
 
 expect(await api("POST", "/api/logout", { token }), 204, "logout");
 const after = await api("GET", "/api/me", { token });

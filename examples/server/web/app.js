@@ -3,9 +3,11 @@
 // IDs arrive as JSON strings and stay strings: a JavaScript number holds
 // integers exactly only up to 2^53, and snowflakes are far above that.
 // Arithmetic on them (decoding the time) goes through BigInt.
+//
+// The page never holds its login token: the login asks for it in an
+// HttpOnly cookie, which the browser sends with every request to the
+// server and which no script, this one included, can read.
 "use strict";
-
-const TOKEN_KEY = "snowkey-example.token";
 
 // The layout of every ID, as GET /api/layout reports it: loaded before
 // anything else on the page runs. Widths and epoch are BigInts.
@@ -54,7 +56,8 @@ function decodeID(id) {
 const $ = (id) => document.getElementById(id);
 let nextBefore = null; // the "before" of the next page of posts
 
-function token() { return sessionStorage.getItem(TOKEN_KEY); }
+// loggedIn is whether the page shows the signed-in view; a 401 ends it.
+let loggedIn = false;
 
 function status(msg, isError) {
   const el = $("status");
@@ -62,22 +65,18 @@ function status(msg, isError) {
   el.className = isError ? "error" : "";
 }
 
-// api calls the server and returns the parsed JSON (null for 204). A 401
-// on an authenticated call means the session is over: back to the login.
+// api calls the server and returns the parsed JSON (null for 204). The
+// browser sends the login cookie by itself. A 401 on an authenticated
+// call means the session is over: back to the login.
 async function api(method, path, body) {
   const headers = {};
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const t = token();
-  if (t) headers["Authorization"] = "Bearer " + t;
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await res.text();
   let data = null;
   if (text && (res.headers.get("Content-Type") || "").startsWith("application/json")) data = JSON.parse(text);
   if (!res.ok) {
-    if (res.status === 401 && t) {
-      sessionStorage.removeItem(TOKEN_KEY);
-      showLoggedOut();
-    }
+    if (res.status === 401 && loggedIn) showLoggedOut();
     const err = new Error((data && data.error) || text.trim() || res.statusText);
     err.status = res.status;
     const wait = Number.parseInt(res.headers.get("Retry-After") || "", 10);
@@ -167,11 +166,14 @@ async function showLoggedIn() {
   $("me-id").textContent = me.id;
   $("me-time").textContent = decodeID(me.id).time.toISOString();
   $("account").hidden = true;
+  $("verify").hidden = true;
   $("app").hidden = false;
+  loggedIn = true;
   await Promise.all([loadPosts(false), loadSessions()]);
 }
 
 function showLoggedOut() {
+  loggedIn = false;
   $("account").hidden = false;
   $("app").hidden = true;
   $("posts").replaceChildren();
@@ -220,6 +222,53 @@ function holdAccountButtons(secs) {
 
 function credentials() {
   return { email: $("email").value, password: $("password").value };
+}
+
+// The development outbox: the mails the server sent, shown when the server
+// has one (make run without SMTP_URL); its links finish sign-ups.
+async function loadOutbox() {
+  const res = await fetch("/api/dev/outbox");
+  if (!res.ok) return; // a server that sends real mail has none
+  const { messages } = await res.json();
+  const list = $("outbox-mail");
+  list.replaceChildren();
+  for (const m of messages) {
+    const li = document.createElement("li");
+    const head = document.createElement("strong");
+    head.textContent = m.subject;
+    li.append(head, " to " + m.to + ", " + m.sent_at);
+    const body = document.createElement("div");
+    body.className = "body";
+    // Text with its links made clickable, built from DOM nodes: the body
+    // is never parsed as HTML.
+    for (const part of m.body.split(/(https?:\/\/\S+)/)) {
+      if (/^https?:\/\//.test(part)) {
+        const a = document.createElement("a");
+        a.href = part;
+        a.textContent = part;
+        body.append(a);
+      } else {
+        body.append(part);
+      }
+    }
+    li.append(body);
+    list.appendChild(li);
+  }
+  $("outbox").hidden = false;
+}
+
+// verifyToken is the token of the sign-up link the page was opened with
+// (#verify=…), or "". The fragment never reaches the server or its logs.
+function verifyToken() {
+  const m = /^#verify=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  return m ? m[1] : "";
+}
+
+function showVerify() {
+  if (!verifyToken()) return;
+  $("verify").hidden = false;
+  status("Type the password you signed up with to finish.");
+  $("verify-password").focus();
 }
 
 // The ID inspector: an ID's time, worker and sequence, and its 64 bits
@@ -283,16 +332,41 @@ document.addEventListener("DOMContentLoaded", () => run(async () => {
     body.name = $("name").value;
     await api("POST", "/api/signup", body);
     // The same answer whether the email was new or not: signup does
-    // not tell who has an account.
-    status("Signed up, unless that email already had an account: now log in.");
+    // not tell who has an account; the mail does, to the address's owner.
+    status("Check your mailbox: the link in it finishes the sign-up.");
+    await loadOutbox();
   }));
+  $("outbox-refresh").addEventListener("click", () => run(loadOutbox));
+  window.addEventListener("hashchange", showVerify);
+  $("verify-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    run(async () => {
+      const body = { token: verifyToken(), password: $("verify-password").value, cookie: true };
+      if ($("device").value) body.device = $("device").value;
+      const res = await api("POST", "/api/verify", body);
+      $("verify-password").value = "";
+      history.replaceState(null, "", location.pathname);
+      status("Signed up and logged in: session " + res.session.id + ".");
+      await showLoggedIn();
+    });
+  });
+  $("password-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    run(async () => {
+      const r = await api("POST", "/api/password", { current_password: $("current-password").value, new_password: $("new-password").value });
+      $("current-password").value = "";
+      $("new-password").value = "";
+      status("Password changed: " + r.revoked + " other sessions ended.");
+      await loadSessions();
+    });
+  });
   $("auth-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     run(async () => {
       const body = credentials();
+      body.cookie = true;
       if ($("device").value) body.device = $("device").value;
       const res = await api("POST", "/api/login", body);
-      sessionStorage.setItem(TOKEN_KEY, res.token);
       $("password").value = "";
       status("Logged in: session " + res.session.id + ".");
       await showLoggedIn();
@@ -311,16 +385,21 @@ document.addEventListener("DOMContentLoaded", () => run(async () => {
   });
   $("older").addEventListener("click", () => run(() => loadPosts(true)));
   $("logout").addEventListener("click", () => run(async () => {
-    await api("POST", "/api/logout");
-    sessionStorage.removeItem(TOKEN_KEY);
+    await api("POST", "/api/logout"); // the answer deletes the cookie
     showLoggedOut();
     status("Logged out.");
   }));
   $("logout-all").addEventListener("click", () => run(async () => {
     const r = await api("POST", "/api/logout-all");
-    sessionStorage.removeItem(TOKEN_KEY);
     showLoggedOut();
     status("Logged out everywhere: " + r.revoked + " sessions ended.");
   }));
-  if (token()) await showLoggedIn();
+  await loadOutbox();
+  // Logged in already if the browser holds a valid cookie.
+  const me = await fetch("/api/me");
+  if (me.ok) {
+    await showLoggedIn();
+  } else {
+    showVerify();
+  }
 }));
