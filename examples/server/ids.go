@@ -182,7 +182,7 @@ func (a *App) restartFloor(ctx context.Context, cfg Config, worker int64, clock 
 // useGenerator makes GORM fill every zero idtype.ID primary key on
 // create, from the App's generator.
 func (a *App) useGenerator() error {
-	if err := a.db.Use(gormplugin.New(a.gen)); err != nil {
+	if err := a.db.Use(gormplugin.New(a.gen, gormplugin.Options{})); err != nil {
 		return fmt.Errorf("register gormplugin: %w", err)
 	}
 	return nil

@@ -333,7 +333,7 @@ func gormWithPlugin(t testing.TB, url string, worker int64) *gorm.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Use(gormplugin.New(gen)); err != nil {
+	if err := db.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
