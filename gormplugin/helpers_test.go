@@ -173,7 +173,7 @@ func newEnv(t testing.TB, opts gormplugin.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sqlDB.Close() })
-	if err := migrations.Up(context.Background(), sqlDB); err != nil {
+	if err := migrations.Up(context.Background(), sqlDB, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), &gorm.Config{Logger: logger.Discard})

@@ -62,7 +62,7 @@ func openDB(t testing.TB, ctx context.Context, schema string) *sql.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, schema); err != nil {
