@@ -87,13 +87,6 @@ type GeneratorOptions struct {
 	RandomSequenceStart bool
 }
 
-// Config is the name GeneratorOptions had.
-//
-// Deprecated: use GeneratorOptions, the name every snowkey options struct
-// follows (it is named for what it configures). Config goes in the next
-// release.
-type Config = GeneratorOptions
-
 // Stats is a snapshot of what a Generator has done.
 type Stats struct {
 	// IDs is how many IDs the generator has issued.

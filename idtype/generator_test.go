@@ -97,18 +97,6 @@ func TestNewGeneratorRefuses(t *testing.T) {
 	}
 }
 
-// TestConfigAlias: round-1 code that names the options Config compiles and
-// runs for one more release.
-func TestConfigAlias(t *testing.T) {
-	g, err := NewGenerator(Config{Worker: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id, err := g.Next(); err != nil || DefaultLayout.Decode(id).Worker != 9 {
-		t.Fatalf("Next = %d, %v; want an ID of worker 9", id, err)
-	}
-}
-
 func TestNextDecodes(t *testing.T) {
 	for name, l := range testLayouts {
 		worker := l.MaxWorker()
