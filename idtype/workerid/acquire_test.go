@@ -155,7 +155,7 @@ func TestOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := newPool(tt.o, func(Options, *controls, *atomic.Int64) store { return &pgStore{} })
+			_, err := newPool(tt.o, func(Options, *defences, *atomic.Int64) store { return &pgStore{} })
 			if tt.want == "" {
 				if err != nil {
 					t.Fatal(err)

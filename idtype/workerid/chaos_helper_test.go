@@ -49,15 +49,15 @@ const chaosHelper = "chaos-issuer"
 // chaosControls switch a pool's defences off by name, for control runs.
 var chaosControls = map[string]func(p *Pool){
 	"trust":           func(p *Pool) { p.store = trusting{p.store} },
-	"start-floor":     func(p *Pool) { p.ctl.noStartFloor = true },
-	"release-clamp":   func(p *Pool) { p.ctl.noReleaseClamp = true },
-	"own-token":       func(p *Pool) { p.ctl.noOwnToken = true },
-	"serial-retry":    func(p *Pool) { p.ctl.noSerialRetry = true },
-	"undeclared-keys": func(p *Pool) { p.ctl.undeclaredKeys = true },
-	"floor":           func(p *Pool) { p.ctl.noFloor = true },
-	"until":           func(p *Pool) { p.ctl.noUntil = true },
+	"start-floor":     func(p *Pool) { p.setDefences(defences{noStartFloor: true}) },
+	"release-clamp":   func(p *Pool) { p.setDefences(defences{noReleaseClamp: true}) },
+	"own-token":       func(p *Pool) { p.setDefences(defences{noOwnToken: true}) },
+	"serial-retry":    func(p *Pool) { p.setDefences(defences{noSerialRetry: true}) },
+	"undeclared-keys": func(p *Pool) { p.setDefences(defences{undeclaredKeys: true}) },
+	"floor":           func(p *Pool) { p.setDefences(defences{noFloor: true}) },
+	"until":           func(p *Pool) { p.setDefences(defences{noUntil: true}) },
 	"until-from-reply": func(p *Pool) {
-		p.ctl.untilFromReply = true
+		p.setDefences(defences{untilFromReply: true})
 	},
 }
 

@@ -13,3 +13,9 @@ import (
 // an external test file of the same test binary, can: it sets MigrateDB
 // before any test runs.
 var MigrateDB func(ctx context.Context, db *sql.DB, reservedWorker int64) error
+
+// setDefences replaces p's defences, for control runs that must find the
+// violation a defence prevents; each test that proves a defence turns
+// that one off alone. The stores read the pool's defences, so this takes
+// effect at their next request.
+func (p *Pool) setDefences(d defences) { p.defences = d }

@@ -45,7 +45,7 @@ func TestPostgresIsolation(t *testing.T) {
 				// on a loaded machine, and a renewal must not time out.
 				p := postgresPool(t, dsn, Options{Layout: sixBits, Logger: slog.New(logs),
 					TTL: 5 * time.Second, Margin: time.Second, RenewEvery: time.Second})
-				p.ctl.noSerialRetry = !defended
+				p.setDefences(defences{noSerialRetry: !defended})
 				var got string
 				if err := p.store.(*pgStore).db.QueryRowContext(ctx, "SHOW transaction_isolation").Scan(&got); err != nil || got != level {
 					t.Fatalf("transaction_isolation is %q (%v), want %q", got, err, level)

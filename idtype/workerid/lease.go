@@ -134,7 +134,7 @@ func (l *Lease) NewGenerator() (*idtype.Generator, error) {
 func (l *Lease) current() idtype.Grant {
 	g := idtype.Grant{NotBefore: unixMsTime(l.floor), Until: unixMsTime(l.until)}
 	switch {
-	case l.pool.ctl.noUntil:
+	case l.pool.defences.noUntil:
 		g.Until = l.pool.opts.Layout.MaxTime()
 	case l.expired:
 		g.Err = l.expiredErr()
@@ -218,7 +218,7 @@ func (l *Lease) renew(ctx context.Context, start int64) error {
 		l.failed(err)
 		return err
 	}
-	if p.ctl.untilFromReply {
+	if p.defences.untilFromReply {
 		start = p.nowMs()
 	}
 	if r.held {
@@ -275,7 +275,7 @@ func (l *Lease) renew(ctx context.Context, start int64) error {
 func (l *Lease) heldFloor(r renewal) int64 {
 	p := l.pool
 	switch {
-	case p.ctl.noStartFloor:
+	case p.defences.noStartFloor:
 		return 0
 	case l.isUnsure():
 		return p.floor(taken{prev: r.startAfter, hadRecord: r.hadStart})
@@ -437,7 +437,7 @@ func (l *Lease) Close(ctx context.Context) error {
 	// lease's again after a mark it never saw (one a store without a
 	// record cannot keep for it either): leave the take's reservation.
 	l.mu.Lock()
-	if !l.pool.ctl.noReleaseClamp {
+	if !l.pool.defences.noReleaseClamp {
 		final = max(final, l.unsure)
 	}
 	l.mu.Unlock()

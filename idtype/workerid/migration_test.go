@@ -38,7 +38,7 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pb.ctl.undeclaredKeys = !defended
+			pb.setDefences(defences{undeclaredKeys: !defended})
 			a := acquire(t, pa)
 			ga := generator(t, a)
 			if _, err := ga.Next(); err != nil {

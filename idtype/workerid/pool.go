@@ -21,18 +21,20 @@ import (
 type Pool struct {
 	store store
 	opts  Options
-	ctl   *controls
 	cands []int64      // the numbers a lease may take, in order
 	trips atomic.Int64 // requests sent to the store, for benchmarks
 	takes atomic.Int64 // store.take calls by Acquire, for tests
+	// defences are on (the zero value) in every Pool that Redis or
+	// Postgres makes; only export_test.go turns one off.
+	defences defences
 }
 
-// controls turn defences off, one by one, for the control runs of this
-// package's tests, which show that each test reaches the fault its
-// defence is for. The zero value, every defence on, is the only one a
-// Pool made by Redis or Postgres has; nothing outside this package's
-// tests can change it.
-type controls struct {
+// defences are the pool's defences, one switch each, which this package's
+// tests turn off one by one (through export_test.go) for the control runs
+// that show each test reaches the fault its defence is for. The zero
+// value, every defence on, is the only one a Pool made by Redis or
+// Postgres has; nothing outside this package's tests can change it.
+type defences struct {
 	// noStartFloor: a renewal that finds the lease held does not raise
 	// the lease's floor to the mark the ownership started after.
 	noStartFloor bool
@@ -208,7 +210,7 @@ func (p *Pool) Acquire(ctx context.Context) (l *Lease, err error) {
 // that may have lost it, one TTL from now, by when any owner the store
 // forgot has stopped.
 func (p *Pool) floor(t taken) int64 {
-	if p.ctl.noFloor {
+	if p.defences.noFloor {
 		return 0
 	}
 	floor := t.prev
@@ -248,15 +250,15 @@ func (p *Pool) wrap(op string, err error) error {
 }
 
 // newPool makes a pool on the store that newStore makes for the resolved
-// options; the store reads the pool's controls and counts its round trips
+// options; the store reads the pool's defences and counts its round trips
 // in trips.
-func newPool(opts Options, newStore func(o Options, ctl *controls, trips *atomic.Int64) store) (*Pool, error) {
+func newPool(opts Options, newStore func(o Options, defences *defences, trips *atomic.Int64) store) (*Pool, error) {
 	opts, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{opts: opts, ctl: &controls{}, cands: opts.candidates()}
-	p.store = newStore(opts, p.ctl, &p.trips)
+	p := &Pool{opts: opts, cands: opts.candidates()}
+	p.store = newStore(opts, &p.defences, &p.trips)
 	if len(p.cands) == 0 {
 		return nil, fmt.Errorf("%w: Reserved leaves no worker number of %d to lease", idtype.ErrInvalidOptions,
 			opts.Layout.MaxWorker()+1)

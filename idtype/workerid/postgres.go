@@ -39,8 +39,8 @@ func Postgres(db *sql.DB, opts Options) (*Pool, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", idtype.ErrInvalidOptions)
 	}
-	return newPool(opts, func(o Options, ctl *controls, trips *atomic.Int64) store {
-		return &pgStore{db: db, ns: o.Namespace, ctl: ctl, trips: trips}
+	return newPool(opts, func(o Options, defences *defences, trips *atomic.Int64) store {
+		return &pgStore{db: db, ns: o.Namespace, defences: defences, trips: trips}
 	})
 }
 
@@ -150,10 +150,10 @@ func serialFailure(err error) bool {
 }
 
 type pgStore struct {
-	db    *sql.DB
-	ns    string
-	ctl   *controls
-	trips *atomic.Int64
+	db       *sql.DB
+	ns       string
+	defences *defences
+	trips    *atomic.Int64
 }
 
 // do runs one statement by f, again after a serialization failure or a
@@ -163,7 +163,7 @@ func (s *pgStore) do(ctx context.Context, f func() error) error {
 	for retry := 0; ; retry++ {
 		s.trips.Add(1)
 		err := f()
-		if err == nil || s.ctl.noSerialRetry || retry == serialRetries || !serialFailure(err) {
+		if err == nil || s.defences.noSerialRetry || retry == serialRetries || !serialFailure(err) {
 			return err
 		}
 		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
@@ -202,7 +202,7 @@ func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 	}
 	cands = append(cands, '}')
 	err := s.do(ctx, func() error {
-		return s.db.QueryRowContext(ctx, pgTake, s.ns, string(cands), r.token, r.holder, r.ttl, r.reserve, !s.ctl.noOwnToken).
+		return s.db.QueryRowContext(ctx, pgTake, s.ns, string(cands), r.token, r.holder, r.ttl, r.reserve, !s.defences.noOwnToken).
 			Scan(&free, &worker, &prev, &mine)
 	})
 	if err != nil {

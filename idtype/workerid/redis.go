@@ -36,10 +36,10 @@ func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil Redis client", idtype.ErrInvalidOptions)
 	}
-	return newPool(opts, func(o Options, ctl *controls, trips *atomic.Int64) store {
+	return newPool(opts, func(o Options, defences *defences, trips *atomic.Int64) store {
 		base := o.KeyPrefix + "{" + o.Namespace + "}:"
 		return &redisStore{
-			c: client, base: base, hw: base + "hw", ctl: ctl, trips: trips,
+			c: client, base: base, hw: base + "hw", defences: defences, trips: trips,
 			takeSc: redis.NewScript(takeScript), renewSc: redis.NewScript(renewScript), releaseSc: redis.NewScript(releaseScript),
 		}
 	})
@@ -167,7 +167,7 @@ return 1
 type redisStore struct {
 	c               redis.UniversalClient
 	base, hw        string // lease key prefix; hash of high-water marks
-	ctl             *controls
+	defences        *defences
 	trips           *atomic.Int64
 	takeSc, renewSc *redis.Script
 	releaseSc       *redis.Script
@@ -229,11 +229,11 @@ func (s *redisStore) take(ctx context.Context, r takeRequest) (taken, error) {
 	keys := make([]string, 1, 1+len(r.cands))
 	keys[0] = s.hw
 	prefix := ""
-	if s.ctl.undeclaredKeys {
+	if s.defences.undeclaredKeys {
 		prefix = s.base
 	}
 	args := make([]any, 0, 6+len(r.cands))
-	args = append(args, r.token, r.ttl, r.reserve, r.now, luaBool(!s.ctl.noOwnToken), prefix)
+	args = append(args, r.token, r.ttl, r.reserve, r.now, luaBool(!s.defences.noOwnToken), prefix)
 	for _, w := range r.cands {
 		args = append(args, w)
 		if prefix == "" {
@@ -283,6 +283,6 @@ func (s *redisStore) renew(ctx context.Context, worker int64, token string, ttl,
 }
 
 func (s *redisStore) release(ctx context.Context, worker int64, token string, final int64) error {
-	_, err := s.run(ctx, s.releaseSc, []string{s.key(worker), s.hw}, token, worker, final, luaBool(!s.ctl.noReleaseClamp))
+	_, err := s.run(ctx, s.releaseSc, []string{s.key(worker), s.hw}, token, worker, final, luaBool(!s.defences.noReleaseClamp))
 	return err
 }

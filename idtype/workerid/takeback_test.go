@@ -128,7 +128,7 @@ func TestTakeBackReplyLost(t *testing.T) {
 		logs := &logRecorder{}
 		c, a, _, _, idsB := takeBackScenario(t, b, func(p *Pool) {
 			p.opts.Logger = slog.New(logs)
-			p.ctl.noStartFloor = !defended
+			p.setDefences(defences{noStartFloor: !defended})
 		})
 		waitFor(t, 10*time.Second, "A to be renewed", func() bool { return a.Status().State == Held })
 		time.Sleep(time.Second)
@@ -171,7 +171,7 @@ func TestCloseAfterTakeBackReplyLost(t *testing.T) {
 	run := func(t *testing.T, b backend, defended bool) int {
 		c, a, _, _, idsB := takeBackScenario(t, b, func(p *Pool) {
 			p.store.(*replyLost).stall = true
-			p.ctl.noReleaseClamp = !defended
+			p.setDefences(defences{noReleaseClamp: !defended})
 		})
 		closeLease(t, a)
 		lists := c.finish()
@@ -212,7 +212,7 @@ func TestRedisReleaseKeepsStart(t *testing.T) {
 	t.Parallel()
 	for _, defended := range []bool{true, false} {
 		p := redisPool(t, testenv.Redis(t), testenv.KeyPrefix(t)+fmt.Sprint(defended), oneNumber)
-		p.ctl.noReleaseClamp = !defended
+		p.setDefences(defences{noReleaseClamp: !defended})
 		s := p.store.(*redisStore)
 		rdb := redisClient(t, testenv.Redis(t))
 		const start = 1_700_000_000_000
@@ -275,7 +275,7 @@ func TestTakeBackResent(t *testing.T) {
 				pa := b.pool(t, px.Addr(), takeBackOptions())
 				rs := &resent{store: pa.store}
 				pa.store = rs
-				pa.ctl.noOwnToken = !defended
+				pa.setDefences(defences{noOwnToken: !defended})
 				ob := takeBackOptions()
 				ob.Clock = offsetClock{idtype.SystemClock(), 600 * time.Millisecond}
 				pb := b.pool(t, b.addr, ob)
@@ -358,7 +358,7 @@ func TestTakeBackRetriedByGoRedis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pa.ctl.noOwnToken = !defended
+			pa.setDefences(defences{noOwnToken: !defended})
 			a := acquire(t, pa)
 			ga := generator(t, a)
 			px.Cut()
