@@ -515,8 +515,7 @@ func TestCrossOriginSignup(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
 			cfg := Config{Throttle: generous()}
-			cfg.noContentTypeCheck = control
-			app, srv := startAppConfig(t, cfg)
+			app, srv := startAppWithout(t, cfg, defences{noContentTypeCheck: control})
 			req, err := http.NewRequestWithContext(t.Context(), "POST", srv.URL+"/api/signup",
 				strings.NewReader(`{"email":"drive-by@example.com","password":"`+goodPassword+`","name":"X"}`))
 			if err != nil {
@@ -553,8 +552,7 @@ func TestSignupEnumeration(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "same answer", true: "control"}[control], func(t *testing.T) {
 			cfg := Config{Throttle: generous()}
-			cfg.revealTaken = control
-			_, srv := startAppConfig(t, cfg)
+			_, srv := startAppWithout(t, cfg, defences{revealTaken: control})
 			fresh := call(t, srv, "POST", "/api/signup", "", `{"email":"enum@example.com","password":"`+goodPassword+`","name":"E"}`)
 			taken := call(t, srv, "POST", "/api/signup", "", `{"email":"Enum@Example.com","password":"`+otherPassword+`","name":"F"}`)
 			same := fresh.status == taken.status && bytes.Equal(fresh.body, taken.body)

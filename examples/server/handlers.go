@@ -210,7 +210,7 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	u := User{Email: in.Email, Name: in.Name, PasswordHash: hash}
 	switch err := a.create(r.Context(), &u); {
-	case errors.Is(err, gorm.ErrDuplicatedKey) && a.revealTaken:
+	case errors.Is(err, gorm.ErrDuplicatedKey) && a.defences.revealTaken:
 		return &apiError{status: http.StatusConflict, msg: "email " + in.Email + " is already registered"}
 	case errors.Is(err, gorm.ErrDuplicatedKey):
 		a.log.InfoContext(r.Context(), "signup: the email is already registered; answered as if it were new")

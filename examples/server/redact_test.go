@@ -70,8 +70,7 @@ func testRedaction(t *testing.T, control bool, leaked *atomic.Int64) {
 			ctx := testenv.Deadline(t, 30*time.Second)
 			var log testenv.LogBuffer
 			cfg := Config{DatabaseURL: f.db, RedisURL: f.redis, Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-			cfg.noRedaction = control
-			app, err := Open(ctx, cfg)
+			app, err := openWithout(ctx, cfg, defences{noRedaction: control})
 			if err == nil {
 				app.Close(ctx)
 				t.Fatal("Open succeeded on a closed port")

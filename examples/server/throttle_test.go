@@ -69,13 +69,12 @@ func TestThrottle(t *testing.T) {
 		testenv.Deadline(t, 2*time.Minute)
 		cfg := embedded().config(t)
 		cfg.Throttle = strictLimits()
-		cfg.noThrottle = true
 		testThrottle(t, cfg, true)
 	})
 }
 
 func testThrottle(t *testing.T, cfg Config, control bool) {
-	app, _ := startAppConfig(t, cfg)
+	app, _ := startAppWithout(t, cfg, defences{noThrottle: control})
 	// The account exists: one signup, from its own address.
 	if r := from(t, app, "192.0.2.99:1", "POST", "/api/signup", `{"email":"vic@example.com","password":"`+goodPassword+`","name":"Vic"}`); r.status != 202 {
 		t.Fatalf("signup: %d %s", r.status, r.body)
@@ -173,9 +172,8 @@ func TestLoginFlood(t *testing.T) {
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t)}
 			// The control turns the hash queue's bound off too: alone, it
 			// answers part of the flood 503.
-			cfg.noThrottle, cfg.unboundedHashQueue = control, control
 			cfg.Argon2 = Argon2Params{Memory: 1024, Time: 1, Threads: 1} // the count is under test, not the cost
-			app, srv := startAppConfig(t, cfg)
+			app, srv := startAppWithout(t, cfg, defences{noThrottle: control, unboundedHashQueue: control})
 			if r := from(t, app, "203.0.113.1:1", "POST", "/api/signup", `{"email":"victim@example.com","password":"`+goodPassword+`","name":"V"}`); r.status != 202 {
 				t.Fatalf("signup: %d %s", r.status, r.body)
 			}
