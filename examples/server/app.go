@@ -95,10 +95,10 @@ type App struct {
 	argon   Argon2Params
 	// dummyHash is checked against when an email is unknown, so timing
 	// does not tell.
-	dummyHash    string
-	metrics      *metrics
-	closers      []func(context.Context) error
-	handler      http.Handler
+	dummyHash string
+	metrics   *metrics
+	closers   []func(context.Context) error
+	handler   http.Handler
 	// defences are on (the zero value) in every App that Open makes; only
 	// export_test.go turns one off.
 	defences defences
