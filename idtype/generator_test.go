@@ -646,7 +646,7 @@ func TestCrossingJudgedByClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.defences.noClockJudge = control
+		g.setDefences(defences{noClockJudge: control})
 		perMs := int(DefaultLayout.MaxSequence()) + 1
 		if err := g.NextN(make([]ID, perMs-1)); err != nil {
 			t.Fatal(err)
@@ -654,12 +654,12 @@ func TestCrossingJudgedByClock(t *testing.T) {
 		// The call about to add has seen one ID left; another call takes
 		// it before the add.
 		var took ID
-		g.defences.hooks = &hooks{beforeReserve: func() {
-			g.defences.hooks = nil
+		g.setHooks(&hooks{beforeReserve: func() {
+			g.setHooks(nil)
 			if took, err = g.Next(); err != nil {
 				t.Error(err)
 			}
-		}}
+		}})
 		id, err := g.Next()
 		if err != nil {
 			t.Fatal(err)
