@@ -9,7 +9,7 @@ import (
 // reservedWorker as migrations.Options.ReservedWorker (zero leaves it).
 //
 // Package migrations imports this one (for SQLWorker and the lease
-// table's SQL), so this package's own tests cannot import it. migrate_test.go,
+// table's SQL), so this package's own tests cannot import it. migrations_test.go,
 // an external test file of the same test binary, can: it sets MigrateDB
 // before any test runs.
 var MigrateDB func(ctx context.Context, db *sql.DB, reservedWorker int64) error
