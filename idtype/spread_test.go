@@ -87,7 +87,7 @@ func TestChiSquareP(t *testing.T) {
 	}
 }
 
-// shardNs are the shard counts of issue 11: powers of two that sharding
+// shardNs are the shard counts tested: powers of two that sharding
 // middleware likes, and others.
 var shardNs = []int{2, 3, 4, 8, 10, 16, 64, 100, 1024}
 

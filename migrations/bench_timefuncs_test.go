@@ -9,7 +9,7 @@ import (
 )
 
 // timeBenchRows is how many rows each statement of BenchmarkTimeFunction
-// reads, the figure issue 11 names.
+// reads.
 const timeBenchRows = 1_000_000
 
 // BenchmarkTimeFunction compares snowflake_time(id) with to_timestamp of a

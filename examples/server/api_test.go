@@ -506,7 +506,7 @@ func pageAll(t *testing.T, srv *httptest.Server, tok string) []string {
 	}
 }
 
-// TestCrossOriginSignup is the attack of the issue: a page on another
+// TestCrossOriginSignup is a cross-site request forgery: a page on another
 // origin posts a signup as text/plain, which a browser sends without a
 // CORS preflight. The server refuses it with 415 and creates nothing; in
 // the control run, without the Content-Type check, the account is made.
@@ -545,7 +545,7 @@ func TestCrossOriginSignup(t *testing.T) {
 // TestSignupEnumeration signs up a new email, then the same email again in
 // another letter case, and compares the answers: the same status and
 // body, so signup tells nobody which emails have accounts. The control
-// run answers as the server once did, 409 "already registered", and the
+// run answers 409 "already registered" for the taken email, and the
 // comparison catches it.
 func TestSignupEnumeration(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)

@@ -158,7 +158,7 @@ func testThrottle(t *testing.T, cfg Config, control bool) {
 	}
 }
 
-// TestLoginFlood is the attack of the issue: 300 wrong-password logins at
+// TestLoginFlood is a password-guessing flood: 300 wrong-password logins at
 // 60-way concurrency from one address, against one account, with the
 // default limits. Only the per-account-and-address burst (5) may reach the
 // password hashes, and a bystander's login from another address goes

@@ -98,7 +98,7 @@ func snapshot(t testing.TB, ctx context.Context, db *sql.DB) (rows, constraints,
 	return rows, constraints, columns
 }
 
-// TestAdopt adopts the tables of testSchema and checks what the issue
+// TestAdopt adopts the tables of testSchema and checks what adoption
 // promises: old rows and constraints intact, keys and every column that
 // holds them bigint, the view created again with its privileges and
 // comments, new rows from raw SQL and from GORM with the plugin keyed with

@@ -18,7 +18,7 @@ func WithoutMove(p *Table) { p.defences.noMove = true }
 
 // WithoutRefCheck makes p's Maintain move rows that other rows refer to
 // with a DELETE and an INSERT in the session's own replication role,
-// firing the foreign keys' actions, as moves once did.
+// firing the foreign keys' actions.
 func WithoutRefCheck(p *Table) { p.defences.noRefCheck = true }
 
 // WithoutTriggerGuard makes p's Maintain move rows with the user's
