@@ -207,7 +207,7 @@ type Generator struct {
 // defences switches a generator's defences off one at a time, for the
 // controls of the tests that prove each, and holds the tests' hooks. The
 // zero value, every defence on and no hook, is every generator's outside
-// the tests.
+// the tests; only export_test.go changes it.
 type defences struct {
 	// spreadAfterSpent draws a random start even for the millisecond after
 	// a spent one (RandomSequenceStart).
