@@ -32,6 +32,9 @@
 // Errors point into the Markdown file (README.md:75:2: declared and not
 // used: tok), through line directives in the generated files.
 //
+// BrokenLinks reads the same files for relative links that lead nowhere:
+// to a file or directory the checkout lacks, or to a heading a page lacks.
+//
 //	go test ./internal/readmecheck                                  # README.md and docs/*.md
 //	SNOWKEY_README=/tmp/draft.md go test ./internal/readmecheck     # a draft
 package readmecheck

@@ -71,6 +71,6 @@
 //
 // What it cannot see: columns that hold keys without a foreign key, keys
 // kept outside the database, and code that reads keys as 32-bit integers
-// or as JSON numbers. idtype.ID writes JSON strings; see the README's
-// guide for phasing that in.
+// or as JSON numbers. idtype.ID writes JSON strings; docs/adopt.md in
+// the repository says how to phase that in.
 package adopt
