@@ -47,18 +47,16 @@ import (
 const chaosHelper = "chaos-issuer"
 
 // chaosControls switch a pool's defences off by name, for control runs.
-var chaosControls = map[string]func(p *Pool){
-	"trust":           func(p *Pool) { p.store = trusting{p.store} },
-	"start-floor":     func(p *Pool) { p.setDefences(defences{noStartFloor: true}) },
-	"release-clamp":   func(p *Pool) { p.setDefences(defences{noReleaseClamp: true}) },
-	"own-token":       func(p *Pool) { p.setDefences(defences{noOwnToken: true}) },
-	"serial-retry":    func(p *Pool) { p.setDefences(defences{noSerialRetry: true}) },
-	"undeclared-keys": func(p *Pool) { p.setDefences(defences{undeclaredKeys: true}) },
-	"floor":           func(p *Pool) { p.setDefences(defences{noFloor: true}) },
-	"until":           func(p *Pool) { p.setDefences(defences{noUntil: true}) },
-	"until-from-reply": func(p *Pool) {
-		p.setDefences(defences{untilFromReply: true})
-	},
+var chaosControls = map[string]func(p *Pool, d *defences){
+	"trust":            func(p *Pool, _ *defences) { p.store = trusting{p.store} },
+	"start-floor":      func(_ *Pool, d *defences) { d.noStartFloor = true },
+	"release-clamp":    func(_ *Pool, d *defences) { d.noReleaseClamp = true },
+	"own-token":        func(_ *Pool, d *defences) { d.noOwnToken = true },
+	"serial-retry":     func(_ *Pool, d *defences) { d.noSerialRetry = true },
+	"undeclared-keys":  func(_ *Pool, d *defences) { d.undeclaredKeys = true },
+	"floor":            func(_ *Pool, d *defences) { d.noFloor = true },
+	"until":            func(_ *Pool, d *defences) { d.noUntil = true },
+	"until-from-reply": func(_ *Pool, d *defences) { d.untilFromReply = true },
 }
 
 // chaosIssuer is the chaos helper's body.
@@ -141,16 +139,18 @@ func chaosIssuer() int {
 	if err != nil {
 		return fail(err)
 	}
+	var off defences
 	for _, c := range strings.Split(env("CHAOS_CONTROL"), ",") {
 		if c = strings.TrimSpace(c); c == "" {
 			continue
 		}
-		off, ok := chaosControls[c]
+		turnOff, ok := chaosControls[c]
 		if !ok {
 			return fail(fmt.Errorf("CHAOS_CONTROL: no defence %q", c))
 		}
-		off(pool)
+		turnOff(pool, &off)
 	}
+	pool.setDefences(off)
 
 	out, err := os.OpenFile(env("CHAOS_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
