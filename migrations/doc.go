@@ -12,8 +12,10 @@
 //     the database, for rows inserted by plain SQL (see below).
 //   - snowflake_reserved_worker(), the worker number snowflake_id() puts in
 //     its IDs; ReservedWorkerOf reads it.
-//   - snowflake_id_state, the sequence that holds snowflake_id()'s last
-//     millisecond and sequence.
+//   - snowflake_id_state and snowflake_id_seq, the sequences that hold
+//     snowflake_id()'s state: the first ID of the millisecond it issues
+//     in, and the last ID it issued. snowflake_id_slow() is the part of
+//     snowflake_id() that starts a millisecond or waits for the clock.
 //   - snowkey_worker_leases, the table of workerid.Postgres's worker
 //     leases. Its SQL lives in package workerid, beside the queries that
 //     use it (workerid.Migrations); Up applies it in the one numbering.
@@ -46,9 +48,16 @@
 // waits up to 1 s and then fails with SQLSTATE SQLStateClockBehind. The
 // file 00001_snowflake_id.sql states its rules in full.
 //
+// Most calls cost one read of the state and one nextval, without a lock:
+// the function is one SQL expression that the planner inlines into the
+// calling query. About once a millisecond, and when the clock is behind,
+// a call takes a lock for a few microseconds to start the next
+// millisecond (or to wait); 00004_snowflake_id_fast_path.sql says why the
+// IDs stay unique and increasing.
+//
 // The role that calls snowflake_id() needs USAGE and UPDATE on
-// snowflake_id_state; the migrations grant nothing, since most apps run
-// them as the role they query with.
+// snowflake_id_state and snowflake_id_seq; the migrations grant nothing,
+// since most apps run them as the role they query with.
 //
 // # Time functions
 //
@@ -122,9 +131,9 @@
 // pg_upgrade) has the function but not the claim: its snowflake_id()
 // refuses with SQLSTATE SQLStateNoServerWorker, and Up without a pool
 // with ErrNoServerWorker, until Up with the pool claims a number of its
-// own. The check costs nothing per ID: snowflake_id() makes it once per
-// session. What the lease store must keep for claims to hold is in
-// docs/operations.md.
+// own. The check costs nothing per ID: snowflake_id() makes it once when
+// a statement that calls it is planned. What the lease store must keep
+// for claims to hold is in docs/operations.md.
 //
 // # The runner
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -341,10 +342,135 @@ func TestSnowflakeIDConcurrent(t *testing.T) {
 	}
 }
 
-// setState moves snowflake_id()'s state to (ms since the epoch, seq).
+// TestSnowflakeIDStateCheck: the fast path of snowflake_id() keeps a
+// value of snowflake_id_seq only in the millisecond and worker of
+// snowflake_id_state, read before it. The test stages what callers that
+// ran past the end of a millisecond leave behind: snowflake_id_seq inside
+// a millisecond m that the state has not started (the state is at m-1,
+// the next value at sequence 6 of m). One call of the fast path follows,
+// then snowflake_id_slow() starts m, then six more calls. The fast path
+// runs as a copy of snowflake_id() with its clock fixed at m, so that
+// the verdict does not hang on when the statements run; m is 500 ms
+// ahead of the database's clock, so that the millisecond is started at m
+// itself (a run where the clock got past m first is not counted; the
+// first slow path waits for m, which the next may have passed). The
+// defended copy drops the staged value; the control copy, without the
+// state check, keeps it, and the start of m hands it out again.
+func TestSnowflakeIDStateCheck(t *testing.T) {
+	ctx := testenv.Deadline(t, 2*time.Minute)
+	for _, control := range []bool{false, true} {
+		name := "defended"
+		if control {
+			name = "control: no state check"
+		}
+		t.Run(name, func(t *testing.T) {
+			db, _ := migrated(t)
+			for try := 1; ; try++ {
+				if stateCheckRun(ctx, t, db, control) {
+					return
+				}
+				if try == 3 {
+					t.Fatalf("in %d tries the clock passed the staged millisecond before it was started", try)
+				}
+			}
+		})
+	}
+}
+
+// stateCheckRun makes one run of TestSnowflakeIDStateCheck and reports
+// whether it met its fault (m was started at m).
+func stateCheckRun(ctx context.Context, t *testing.T, db *sql.DB, control bool) bool {
+	t.Helper()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	epoch := idtype.DefaultLayout.Epoch.UnixMilli()
+	var m int64
+	if err := conn.QueryRowContext(ctx, `SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - $1 + 500`,
+		epoch).Scan(&m); err != nil {
+		t.Fatal(err)
+	}
+	var src string
+	if err := conn.QueryRowContext(ctx, `SELECT prosrc FROM pg_proc WHERE oid = 'snowflake_id()'::regprocedure`).
+		Scan(&src); err != nil {
+		t.Fatal(err)
+	}
+	replace := func(old, new string) {
+		t.Helper()
+		if strings.Count(src, old) != 1 {
+			t.Fatalf("snowflake_id() holds %q %d times, want once:\n%s", old, strings.Count(src, old), src)
+		}
+		src = strings.Replace(src, old, new, 1)
+	}
+	// The middle of millisecond m, in Unix seconds.
+	replace("clock_timestamp()",
+		fmt.Sprintf("to_timestamp((%d + 0.5) / 1000)", m+epoch))
+	if control {
+		replace("pg_sequence_last_value('public.snowflake_id_state'::regclass)", "nextval('public.snowflake_id_seq'::regclass)")
+		replace("WHEN nextval('public.snowflake_id_seq'::regclass)", "WHEN currval('public.snowflake_id_seq'::regclass)")
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE OR REPLACE FUNCTION snowflake_id_frozen() RETURNS bigint
+		LANGUAGE sql VOLATILE AS $frozen$`+src+`$frozen$`); err != nil {
+		t.Fatal(err)
+	}
+	w := workerid.SQLWorker
+	staged := m<<22 | w<<12 | 6
+	if _, err := conn.ExecContext(ctx, "SELECT setval('snowflake_id_seq', $1), setval('snowflake_id_state', $2)",
+		staged-1, (m-1)<<22|w<<12); err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	call := func(q string) {
+		t.Helper()
+		var id int64
+		if err := conn.QueryRowContext(ctx, q).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id)
+	}
+	call("SELECT snowflake_id_frozen()")
+	call("SELECT snowflake_id_slow()")
+	for range 6 {
+		call("SELECT snowflake_id_frozen()")
+	}
+	// m started at m: its first ID, sequence 0, was issued (by the first
+	// call's slow path in the defended copy, by the second call in the
+	// control's).
+	if !slices.Contains(got, m<<22|w<<12) {
+		t.Logf("millisecond %d was not started at itself (IDs %v): the clock had passed it; not counted", m, got)
+		return false
+	}
+	seen := map[int64]int{}
+	dup := int64(0)
+	for i, id := range got {
+		if j, ok := seen[id]; ok {
+			dup = id
+			t.Logf("ID %d issued by call %d and call %d", id, j, i)
+		}
+		seen[id] = i
+	}
+	if control {
+		if got[0] != staged || dup == 0 {
+			t.Fatalf("control: the first call kept %d (staged %d) and the IDs %v hold no duplicate: "+
+				"the test would not see a value kept outside the state's millisecond", got[0], staged, got)
+		}
+		return true
+	}
+	if got[0] == staged || dup != 0 {
+		t.Fatalf("the first call kept %d (staged %d); IDs %v, duplicate %d", got[0], staged, got, dup)
+	}
+	return true
+}
+
+// setState moves snowflake_id()'s state to (ms since the epoch, seq): the
+// last ID issued and the millisecond being issued in, on worker
+// workerid.SQLWorker.
 func setState(t *testing.T, db *sql.DB, ms, seq int64) {
 	t.Helper()
-	if _, err := db.Exec("SELECT setval('snowflake_id_state', $1)", ms<<12|seq); err != nil {
+	id := ms<<22 | workerid.SQLWorker<<12 | seq
+	if _, err := db.Exec("SELECT setval('snowflake_id_seq', $1), setval('snowflake_id_state', $1)", id); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -495,8 +621,9 @@ func TestSnowflakeIDCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = conn.ExecContext(ctx, `SET statement_timeout = 30;
-			SELECT setval('snowflake_id_state', (floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - `+
-			strconv.FormatInt(idtype.DefaultLayout.Epoch.UnixMilli(), 10)+` + 900) << 12);
+			SELECT setval('snowflake_id_seq', x), setval('snowflake_id_state', x) FROM (SELECT
+				((floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - `+
+			strconv.FormatInt(idtype.DefaultLayout.Epoch.UnixMilli(), 10)+` + 900) << 22) | (1023 << 12) AS x) AS s;
 			SELECT snowflake_id()`)
 		if _, rerr := conn.ExecContext(ctx, "RESET statement_timeout"); rerr != nil {
 			t.Fatal(rerr)

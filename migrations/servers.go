@@ -30,13 +30,13 @@ import (
 // The claim lives in the body of snowflake_reserved_worker(), which Up
 // replaces with one that returns the number after checking that it runs
 // on the server and in the database the number was claimed for. The
-// function is IMMUTABLE: snowflake_id() evaluates it once when a session
-// plans its call, so the check costs nothing per ID. A copy of the
-// database (a restored dump, CREATE DATABASE ... TEMPLATE, a server
-// moved by pg_upgrade) carries the function along and fails the check:
-// its snowflake_id() refuses with SQLStateNoServerWorker until Up claims a
-// number of its own. The first line of the body records the claim as
-// JSON, for Up to read back.
+// function is IMMUTABLE: the planner evaluates it once when it plans a
+// statement that calls snowflake_id(), so the check costs nothing per
+// ID. A copy of the database (a restored dump, CREATE DATABASE ...
+// TEMPLATE, a server moved by pg_upgrade) carries the function along and
+// fails the check: its snowflake_id() refuses with SQLStateNoServerWorker
+// until Up claims a number of its own. The first line of the body records
+// the claim as JSON, for Up to read back.
 
 // serverMarker starts the line of a server body of
 // snowflake_reserved_worker() that records its claim.
@@ -118,8 +118,8 @@ func serverBody(r serverRecord) (string, error) {
 	}
 	w := strconv.FormatInt(r.Worker, 10)
 	body := "\n" + serverMarker + string(js) + `
--- snowflake_id() folds this into its plan once a session, so the check
--- runs once per session, not once per ID.
+-- snowflake_id() folds this into the plan of the statement that calls it,
+-- so the check runs once per plan, not once per ID.
 BEGIN
     IF (SELECT system_identifier FROM pg_control_system()) IS DISTINCT FROM ` + r.SystemIdentifier + `
             OR current_database() IS DISTINCT FROM ` + sqlLiteral(r.Database) + ` THEN
@@ -229,15 +229,24 @@ func configureServer(ctx context.Context, conn *sql.Conn, st serverState, namesp
 	}
 	after := st.claim.After
 	if !after.IsZero() {
-		// Raise the state past the mark under snowflake_id()'s own lock,
-		// so that no call moves it in between (setval would take it back).
-		floor := (after.UnixMilli()-idtype.DefaultLayout.Epoch.UnixMilli())<<12 | 4095
-		seq := schema + ".snowflake_id_state"
-		_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1),
-			setval($2::regclass, GREATEST((SELECT last_value FROM `+seq+`), $3::bigint))`,
-			SnowflakeLockKey, seq, floor)
-		if err != nil {
+		// Raise both sequences of snowflake_id() to the greatest ID of
+		// the mark's millisecond, under the lock that snowflake_id()
+		// takes to start a millisecond, so that no call moves them in
+		// between (setval would take them back). The next ID is in a
+		// later millisecond: a value past the floor fails the fast
+		// path's check, which sends the call to the locked path.
+		floor := (after.UnixMilli()-idtype.DefaultLayout.Epoch.UnixMilli())<<22 | (1<<22 - 1)
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, SnowflakeLockKey); err != nil {
 			return fmt.Errorf("migrations: start the server's worker %d after %v: %w", rec.Worker, after, err)
+		}
+		// The sequence first, then the state, as snowflake_id() does.
+		for _, name := range []string{"snowflake_id_seq", "snowflake_id_state"} {
+			seq := schema + "." + name
+			_, err := tx.ExecContext(ctx, `SELECT setval($1::regclass, GREATEST((SELECT last_value FROM `+seq+`), $2::bigint))`,
+				seq, floor)
+			if err != nil {
+				return fmt.Errorf("migrations: start the server's worker %d after %v: %w", rec.Worker, after, err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {

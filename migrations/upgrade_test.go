@@ -4,10 +4,13 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
 
+	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
@@ -107,5 +110,112 @@ func TestFSUnion(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("%s differs from the released file: a released migration never changes", name)
 		}
+	}
+}
+
+// stateConversion is the part of 00004_snowflake_id_fast_path.sql that
+// carries the state of the snowflake_id() before it over to its own.
+const stateConversion = `SELECT setval('snowflake_id_state', (last_value >> 12 << 22) | 4194303) FROM snowflake_id_state;
+SELECT setval('snowflake_id_seq', last_value) FROM snowflake_id_state;
+`
+
+// migrationsUpTo returns FS's migrations numbered up to last, the 00004
+// one with stateConversion removed when convert is false.
+func migrationsUpTo(t *testing.T, last int, convert bool) fs.FS {
+	t.Helper()
+	names, err := fs.Glob(FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := fstest.MapFS{}
+	for _, name := range names {
+		n, err := strconv.Atoi(name[:5])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > last {
+			continue
+		}
+		data, err := fs.ReadFile(FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 4 && !convert {
+			if !strings.Contains(string(data), stateConversion) {
+				t.Fatalf("%s does not hold the state conversion the control removes", name)
+			}
+			data = []byte(strings.Replace(string(data), stateConversion, "", 1))
+		}
+		out[name] = &fstest.MapFile{Data: data}
+	}
+	return out
+}
+
+// TestUpgradeSnowflakeState: a database whose snowflake_id() issued IDs
+// before 00004 changed how it keeps its state issues, after the upgrade,
+// only IDs greater than the last one before it, even when that one is
+// ahead of the database's clock (the clock was set back). The old state
+// is set to an ID 900 ms ahead of the clock, the upgrade runs, and the
+// first new ID must be greater; the run met its fault when the clock was
+// still behind the old ID as the new one was asked for (a machine that
+// stalled longer is given another database). The control upgrades with a
+// 00004 that does not carry the old state over and issues an ID below
+// the old one.
+func TestUpgradeSnowflakeState(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
+	for _, control := range []bool{false, true} {
+		name := "converted"
+		if control {
+			name = "control: state not carried over"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			for try := 1; ; try++ {
+				dsn := testenv.Postgres(t)
+				if err := migrateWith(ctx, t, migrationsUpTo(t, 3, true), dsn); err != nil {
+					t.Fatal(err)
+				}
+				db := openTestDB(t, dsn)
+				var old int64
+				err := db.QueryRowContext(ctx, `SELECT ((x + 900) << 22) | (1023 << 12) | 4000 FROM (SELECT
+					setval('snowflake_id_state', ((x + 900) << 12) | 4000) AS s, x FROM (SELECT
+					floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - $1 AS x) AS c) AS v`,
+					idtype.DefaultLayout.Epoch.UnixMilli()).Scan(&old)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := migrateWith(ctx, t, migrationsUpTo(t, 4, !control), dsn); err != nil {
+					t.Fatal(err)
+				}
+				var clock, id int64
+				err = db.QueryRowContext(ctx, `SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - $1`,
+					idtype.DefaultLayout.Epoch.UnixMilli()).Scan(&clock)
+				if err == nil {
+					err = db.QueryRowContext(ctx, "SELECT snowflake_id()").Scan(&id)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if clock >= old>>22 {
+					if try == 3 {
+						t.Fatalf("in %d tries the clock had passed the old state's millisecond before the new call", try)
+					}
+					t.Logf("the clock (%d) passed the old state's millisecond %d before the call: not counted", clock, old>>22)
+					continue
+				}
+				if control {
+					if id > old {
+						t.Fatalf("control: the first ID %d after an upgrade without the state is greater than the old %d: "+
+							"the test would not see a state left behind", id, old)
+					}
+					t.Logf("control: first ID %d after the upgrade, old state %d", id, old)
+					return
+				}
+				if id <= old {
+					t.Fatalf("the first ID after the upgrade, %d, is not greater than the last before it, %d", id, old)
+				}
+				return
+			}
+		})
 	}
 }

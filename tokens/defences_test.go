@@ -233,10 +233,10 @@ func raceRevocation(ctx context.Context, t *testing.T, m *Manager, gen *idtype.G
 	return m.cache.raced.Load() != raced, bad.Load()
 }
 
-// TestLostIndex: a user's index that is gone (as allkeys-* eviction or a
-// lost write leaves it) must not let a session survive RevokeAll, nor
-// hide it from List and RevokeSession: the index is the authority, and a
-// session missing from it is logged out.
+// TestLostIndex: a user's index that is gone (as allkeys-* eviction of
+// the tag's index or a lost write leaves it) must not let a session
+// survive RevokeAll, nor hide it from List and RevokeSession: the index
+// is the authority, and a session missing from it is logged out.
 func TestLostIndex(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
@@ -250,9 +250,7 @@ func TestLostIndex(t *testing.T) {
 		m.setDefences(defences{noIndexCheck: true})
 		user := userID(t, gen)
 		tok, _ := issue(t, m, user, Metadata{})
-		if err := c.Del(ctx, m.keys.index(slotTag(user), user)).Err(); err != nil {
-			t.Fatal(err)
-		}
+		loseIndex(t, c, m, user)
 		if _, err := m.RevokeAll(ctx, user); err != nil {
 			t.Fatal(err)
 		}
@@ -264,9 +262,7 @@ func TestLostIndex(t *testing.T) {
 		user = userID(t, gen)
 		tok1, s1 := issue(t, m, user, Metadata{})
 		tok2, _ := issue(t, m, user, Metadata{})
-		if err := c.Del(ctx, m.keys.index(slotTag(user), user)).Err(); err != nil {
-			t.Fatal(err)
-		}
+		loseIndex(t, c, m, user)
 		if _, err := m.RevokeAll(ctx, user); err != nil {
 			t.Fatal(err)
 		}
@@ -290,9 +286,7 @@ func TestLostIndex(t *testing.T) {
 		if _, err := m.Validate(ctx, tok); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Del(ctx, m.keys.index(slotTag(user), user)).Err(); err != nil {
-			t.Fatal(err)
-		}
+		loseIndex(t, c, m, user)
 		if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
 			t.Errorf("a session whose index is gone: Validate = %v, want ErrInvalidToken", err)
 		}
@@ -305,14 +299,29 @@ func TestLostIndex(t *testing.T) {
 		if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
 			t.Errorf("the old session after a new login re-created the index: Validate = %v", err)
 		}
+
+		// The index of a slot tag is one key: evicted, it logs out every
+		// user of the tag.
+		tag := slotTag(user)
+		other := sameTagUser(t, gen, tag)
+		tok, _ = issue(t, m, user, Metadata{})
+		otherTok, _ := issue(t, m, other, Metadata{})
+		if err := c.Del(ctx, m.keys.index(tag)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []string{tok, otherTok} {
+			if _, err := m.Validate(ctx, x); err != ErrInvalidToken {
+				t.Errorf("a session of a tag whose index is gone: Validate = %v, want ErrInvalidToken", err)
+			}
+		}
 	})
 }
 
 // TestEvictionFailsClosed fills a Redis under maxmemory-policy
 // allkeys-lru until it evicts sessions and indexes, then revokes every
-// user's sessions: none may validate afterwards. The sessions whose index
-// was evicted and whose key was not are the fault; without the index
-// check (the control) they survive RevokeAll.
+// user's sessions: none may validate afterwards. The sessions whose
+// tag's index was evicted and whose key was not are the fault; without
+// the index check (the control) they survive RevokeAll.
 func TestEvictionFailsClosed(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
@@ -340,16 +349,11 @@ func TestEvictionFailsClosed(t *testing.T) {
 			fillMemory(t, c, 600)
 			orphans := 0
 			for _, x := range all {
-				tag := slotTag(x.user)
-				n, err := c.Exists(ctx, m.keys.session(tag, x.s.ID), m.keys.index(tag, x.user)).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n == 1 && c.Exists(ctx, m.keys.session(tag, x.s.ID)).Val() == 1 {
+				if !inIndex(t, c, m, x.user, x.s.ID) && c.Exists(ctx, m.keys.session(slotTag(x.user), x.s.ID)).Val() == 1 {
 					orphans++
 				}
 			}
-			t.Logf("%d evicted keys; %d of %d sessions kept their key but lost their index",
+			t.Logf("%d evicted keys; %d of %d sessions kept their key but lost their index entry",
 				evictedKeys(t, c), orphans, len(all))
 			if orphans == 0 {
 				t.Fatal("no session lost its index to eviction: the test does not reach the fault")

@@ -17,10 +17,12 @@
 // The session ID is a snowflake from an idtype.Generator: the public handle
 // of the session, shown in session lists and used to revoke one device.
 // The slot tag, a 10-bit hash of the user ID, names the Redis Cluster slot
-// that holds all of that user's keys, so every operation is one command or
-// script in one slot, on a single node, Sentinel and Cluster alike. The
-// user ID itself never appears in a token. The checksum turns away
-// mistyped and made-up tokens before any Redis round trip.
+// that holds all of that user's keys, so every operation sends its
+// commands and scripts to one slot, on a single node, Sentinel and Cluster
+// alike, and every script receives every key it touches in KEYS, as
+// Redis's rule asks (Dragonfly and cloud proxies enforce it). The user ID
+// itself never appears in a token. The checksum turns away mistyped and
+// made-up tokens before any Redis round trip.
 //
 // Sessions end after Options.IdleTimeout without use (sliding, with at
 // most one write per Options.RefreshInterval) and after
@@ -60,25 +62,50 @@
 // retry it; every revocation is safe to repeat.
 //
 // A session is valid only if its Redis key holds the token's digest and
-// its ID is in its user's index (a set per user): the index is the
-// authority, and revoking is removing from it. So a lost index logs its
-// user's sessions out instead of letting them escape a RevokeAll, and a
-// Cluster slot migration, which may put a user's keys on two nodes for a
-// while, cannot leave a revoked session behind.
+// its ID is in its user's index (the user's field of a hash per slot
+// tag): the index is the authority, and revoking is removing from it. So
+// a lost index logs its users' sessions out instead of letting them
+// escape a RevokeAll, and a Cluster slot migration, which may put a
+// user's keys on two nodes for a while, cannot leave a revoked session
+// behind.
+//
+// # Keys in Redis
+//
+// Under Options.KeyPrefix, each session is one string key and each slot
+// tag one hash, its index:
+//
+//	<KeyPrefix>{<tag>}s<session ID>   the session's record (digest, user,
+//	                                  times, metadata); its TTL is the
+//	                                  session's expiry
+//	<KeyPrefix>{<tag>}i               the tag's index: a field per user of
+//	                                  the tag, holding 12 bytes (session
+//	                                  ID, expiry) per session of theirs
+//
+// A token names both keys (session ID and tag), so every script receives
+// every key it touches in KEYS, including Validate's, which reads both in
+// one round trip: servers and proxies that refuse undeclared keys
+// (Dragonfly by default, ElastiCache Serverless and other cloud proxies)
+// get what they ask for. The index holds no secret and no token.
 //
 // # What it needs from Redis
 //
-// Redis 7 (tested on 7.0), one node, Sentinel or Cluster. What happens
-// when a requirement is not met, each shown by a test of this package:
+// Redis 7 or Valkey 8 (tested on Redis 7.0 and Valkey 8.0), one node,
+// Sentinel or Cluster. What happens when a requirement is not met, each
+// shown by a test of this package:
 //
 //   - maxmemory-policy noeviction, and memory for the sessions. When full,
 //     Issue and Rotate fail with ErrUnavailable; Validate still serves
 //     the sessions it reads (a refresh of the idle timeout that Redis
 //     refuses is skipped and counted in Stats.RefreshFailures, and tried
 //     again on a later Validate); every revocation still works, since it
-//     only deletes (TestRefreshUnderOOM). Under an allkeys-* or volatile-*
-//     policy, Redis evicts sessions and indexes: their sessions are logged
-//     out (ErrInvalidToken), never revived (TestEvictionFailsClosed).
+//     deletes before it writes, and Redis lets a script that has deleted
+//     go on writing (TestRefreshUnderOOM). Under an allkeys-* or
+//     volatile-* policy, Redis evicts sessions and indexes: their
+//     sessions are logged out (ErrInvalidToken), never revived
+//     (TestEvictionFailsClosed). An index holds every user of a slot tag,
+//     about one in 1024, so its eviction logs all of them out; every
+//     Validate of theirs reads it, so LRU and LFU keep it longer than any
+//     of their sessions.
 //   - Persistence that keeps every acknowledged write, or none. With
 //     appendonly yes and appendfsync always a revocation survives a crash;
 //     without persistence a restart logs everybody out. With RDB snapshots
@@ -95,9 +122,10 @@
 //   - Cluster resharding: while a user's slot migrates, calls for that
 //     user may fail with ErrUnavailable after go-redis's own redirections
 //     and retries (Issue and Rotate always do until the slot has moved;
-//     Validate does while the session and the index are on different
-//     nodes); retry. Revocations stay correct, and a RevokeAll that fails
-//     applied all or nothing (TestRevokeAllMidMigration,
+//     Validate, Revoke and RevokeSession do while the session's key and
+//     its tag's index are on different nodes, List while the user's
+//     sessions are); retry. Revocations stay correct, and a RevokeAll
+//     that fails applied all or nothing (TestRevokeAllMidMigration,
 //     TestWaitReplicasCluster).
 //
 // A typical setup:

@@ -8,8 +8,9 @@ import "errors"
 var (
 	// ErrInvalidToken means the token cannot be used: it is malformed, has
 	// a wrong checksum, secret or prefix, is unknown, has expired or was
-	// revoked, or its user's index is gone from Redis (evicted or lost,
-	// which ends every session of the user). It is one error on purpose:
+	// revoked, or its entry in the index is gone from Redis (evicted or
+	// lost, which ends every session of the user, or of every user of its
+	// slot tag when the tag's index is evicted). It is one error on purpose:
 	// a caller (and so a client) must not learn which, since that would
 	// tell an attacker which guesses came close. The right answer to it is
 	// "log in again".

@@ -526,3 +526,121 @@ func TestRestartKeepsRevocations(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexSweep: fields of the index whose sessions have all ended do
+// not stay. A user's field is dropped with its last session by the
+// revocations; one whose sessions expired is dropped by later Issues of
+// other users of its slot tag, each of which looks at a few fields picked
+// at random (sweepFields). The run first sees the dead fields still there
+// once their entries' expiry has passed (Redis does not expire fields),
+// then issues for a live user of the same tag until they are gone. And
+// an index that is no longer written expires after its sessions.
+func TestIndexSweep(t *testing.T) {
+	forEach(t, []backend{singleBackend, clusterBackend}, func(t *testing.T, b backend) {
+		ctx := testenv.Deadline(t, time.Minute)
+		gen := newGen(t)
+		c := b.client(t)
+		short := newManager(t, c, gen, Options{IdleTimeout: 300 * time.Millisecond, RefreshInterval: 100 * time.Millisecond})
+		long := newManager(t, c, gen, Options{KeyPrefix: short.opts.KeyPrefix})
+		tag := slotTag(userID(t, gen))
+		index := short.keys.index(tag)
+		var dead []idtype.ID
+		for range 5 {
+			u := sameTagUser(t, gen, tag)
+			dead = append(dead, u)
+			issue(t, short, u, Metadata{})
+			issue(t, short, u, Metadata{})
+		}
+		live := sameTagUser(t, gen, tag)
+		liveTok, _ := issue(t, long, live, Metadata{})
+		// An entry's expiry is the second after its key's.
+		time.Sleep(time.Until(time.Now().Add(short.opts.IdleTimeout).Truncate(time.Second).Add(2 * time.Second)))
+		for _, u := range dead {
+			if ok, err := c.HExists(ctx, index, userField(u)).Result(); !ok || err != nil {
+				t.Fatalf("the field of a user whose sessions expired is gone before any sweep (%v, %v): the test does not reach the fault", ok, err)
+			}
+		}
+		issues := 0
+		for ; issues < 200; issues++ {
+			n, err := c.HLen(ctx, index).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 1 {
+				break
+			}
+			issue(t, long, live, Metadata{})
+		}
+		t.Logf("%d Issues of a live user of the tag swept the fields of 5 users whose sessions expired", issues)
+		if n := c.HLen(ctx, index).Val(); n != 1 {
+			t.Errorf("after %d Issues the index holds %d fields, want only the live user's", issues, n)
+		}
+		if _, err := long.Validate(ctx, liveTok); err != nil {
+			t.Errorf("the live user's first session: %v", err)
+		}
+
+		// A tag of its own (the test's keys have a prefix of their own):
+		// its index lasts at most twice the session's TTL, and goes.
+		other := userID(t, gen)
+		for slotTag(other) == tag {
+			other = userID(t, gen)
+		}
+		issue(t, short, other, Metadata{})
+		otherIndex := short.keys.index(slotTag(other))
+		if pttl := c.PTTL(ctx, otherIndex).Val(); pttl <= 0 || pttl > 2*short.opts.IdleTimeout {
+			t.Errorf("the index's TTL is %v, want at most twice the session's %v", pttl, short.opts.IdleTimeout)
+		}
+		for {
+			n, err := c.Exists(ctx, otherIndex).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// TestRotateLoweredTimeouts: Rotate checks the old session against the
+// Manager's own IdleTimeout and AbsoluteLifetime, as Validate does, and
+// not only against its key's TTL, which the options in force when the
+// session was last written set: a Manager with lowered timeouts refuses
+// to rotate a session past them, while the key still lives (the control:
+// the Manager with the options that wrote it rotates it).
+func TestRotateLoweredTimeouts(t *testing.T) {
+	forEach(t, []backend{miniBackend, singleBackend}, func(t *testing.T, b backend) {
+		ctx := testenv.Deadline(t, time.Minute)
+		gen := newGen(t)
+		c := b.client(t)
+		wrote := newManager(t, c, gen, Options{})
+		idle := newManager(t, c, gen, Options{KeyPrefix: wrote.opts.KeyPrefix, IdleTimeout: 200 * time.Millisecond, RefreshInterval: 100 * time.Millisecond})
+		absolute := newManager(t, c, gen, Options{KeyPrefix: wrote.opts.KeyPrefix, AbsoluteLifetime: 400 * time.Millisecond})
+		a, first := issue(t, wrote, userID(t, gen), Metadata{})
+		// The rotated session's record carries LoginAt, as a rotated session's does.
+		b0, firstB := issue(t, wrote, userID(t, gen), Metadata{})
+		rotated, _, err := wrote.Rotate(ctx, b0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(firstB.IssuedAt.Add(450 * time.Millisecond)))
+		if _, _, err := idle.Rotate(ctx, a); err != ErrInvalidToken {
+			t.Errorf("Rotate past a lowered IdleTimeout = %v, want ErrInvalidToken", err)
+		}
+		for name, tok := range map[string]string{"an issued": a, "a rotated": rotated} {
+			if _, _, err := absolute.Rotate(ctx, tok); err != ErrInvalidToken {
+				t.Errorf("Rotate of %s session past a lowered AbsoluteLifetime = %v, want ErrInvalidToken", name, err)
+			}
+		}
+		for name, x := range map[string]struct {
+			tok   string
+			login time.Time
+		}{"an issued": {a, first.LoginAt}, "a rotated": {rotated, firstB.LoginAt}} {
+			if _, s, err := wrote.Rotate(ctx, x.tok); err != nil || !s.LoginAt.Equal(x.login) {
+				t.Errorf("control: the Manager whose options wrote %s session rotates it to %+v, %v (want LoginAt %v): the test does not reach the fault",
+					name, s, err, x.login)
+			}
+		}
+	})
+}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,19 +23,20 @@ import (
 // needs closing: closing the Redis client is the caller's business.
 //
 // Every session of a user lives in the Redis Cluster slot picked by the
-// user's slot tag (see the token layout in token.go), so each method is a
-// single command or script in one slot: the same code works on a
+// user's slot tag (see the token layout in token.go), so each method
+// sends commands and scripts for one slot: the same code works on a
 // *redis.Client (for Sentinel, the one redis.NewFailoverClient returns)
 // and a *redis.ClusterClient.
 //
-// Round trips: Issue, Revoke, RevokeSession, RevokeAll and List take one
-// (with Options.WaitReplicas, the WAIT goes in the same round trip);
-// Validate takes one, plus one when the session is due for a refresh (at
-// most once per RefreshInterval), plus one when the user's index is not
-// where the session is (evicted, or in a Cluster slot that is
-// migrating), and none when served from the cache; Rotate takes two. A
-// script's first run on a server takes one more, to load it (EVALSHA,
-// then EVAL).
+// Round trips: Validate, Rotate, Revoke and RevokeSession take one (with
+// Options.WaitReplicas, the WAIT goes in the same round trip); Validate
+// takes one more when the session is due for a refresh (at most once per
+// RefreshInterval), and none when served from the cache. Issue takes one,
+// plus one to delete the keys of the sessions it revoked past
+// MaxSessions, if any; RevokeAll one, plus one to delete the keys of the
+// sessions it ended, if any; List one, plus one to read the sessions'
+// records, if the user has any. A script's first run on a server takes
+// one more, to load it (EVALSHA, then EVAL).
 type Manager struct {
 	rdb      redis.UniversalClient
 	gen      idtype.Source
@@ -136,10 +136,17 @@ func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (_
 	if userID <= 0 {
 		return "", Session{}, fmt.Errorf("%w: %d", ErrInvalidUser, userID)
 	}
-	t, r, err := m.newToken(userID, meta)
+	tag := slotTag(userID)
+	t, d, err := m.newToken(tag)
 	if err != nil {
 		return "", Session{}, err
 	}
+	r := record{user: userID, meta: Metadata{
+		Device:    truncate(meta.Device, maxMetaLen),
+		UserAgent: truncate(meta.UserAgent, maxMetaLen),
+		IP:        truncate(meta.IP, maxMetaLen),
+	}}
+	copy(r.digest[:], d[:])
 	s := m.sessionOf(t.session, &r)
 	ttl, ok := m.ttl(s, time.Now())
 	if !ok {
@@ -147,19 +154,21 @@ func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (_
 			t.session, m.opts.AbsoluteLifetime)
 	}
 	cmd, acked := m.exec(ctx, m.s.issue,
-		[]string{m.keys.session(t.tag, t.session), m.keys.index(t.tag, userID)},
-		r.encode(), ttl, strconv.FormatInt(int64(t.session), 10), m.keys.sessionPrefix(t.tag), m.opts.MaxSessions,
+		[]string{m.keys.session(tag, t.session), m.keys.index(tag)},
+		r.encode(), ttl, userField(userID), entryID(t.session), m.opts.MaxSessions, -sweepFields,
 	)
-	revoked, err := cmd.StringSlice()
+	ids, err := cmd.StringSlice()
 	if err != nil {
 		// The script may have revoked sessions before it failed, or
 		// before its reply was lost.
 		m.cache.revokeUser(userID, nil)
-		return "", Session{}, unavailable("issue", err)
+		return "", Session{}, unavailable(fmt.Sprintf("issue session %d", t.session), err)
 	}
+	revoked := parseEntryIDs(ids)
 	m.stats.issued.Add(1)
 	m.stats.revocations.Add(uint64(len(revoked)))
 	m.forget(revoked)
+	m.cleanUp(ctx, tag, revoked)
 	if len(revoked) > 0 {
 		if err := m.acknowledged("issue", acked); err != nil {
 			return "", Session{}, err
@@ -168,22 +177,33 @@ func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (_
 	return t.format(m.opts.TokenPrefix), s, nil
 }
 
-// newToken makes a token with a new session ID and secret, and its record.
-func (m *Manager) newToken(userID idtype.ID, meta Metadata) (token, record, error) {
+// newToken makes a token with a new session ID and secret for a user of
+// the given slot tag, and returns it with its digest.
+func (m *Manager) newToken(tag uint16) (token, [sha256.Size]byte, error) {
 	sid, err := m.gen.Next()
 	if err != nil {
-		return token{}, record{}, fmt.Errorf("tokens: new session ID: %w", err)
+		return token{}, [sha256.Size]byte{}, fmt.Errorf("tokens: new session ID: %w", err)
 	}
-	t := token{session: sid, tag: slotTag(userID)}
+	t := token{session: sid, tag: tag}
 	_, _ = rand.Read(t.secret[:]) // never fails; it crashes the program instead
-	d := m.digest(&t)
-	r := record{user: userID, meta: Metadata{
-		Device:    truncate(meta.Device, maxMetaLen),
-		UserAgent: truncate(meta.UserAgent, maxMetaLen),
-		IP:        truncate(meta.IP, maxMetaLen),
-	}}
-	copy(r.digest[:], d[:])
-	return t, r, nil
+	return t, m.digest(&t), nil
+}
+
+// cleanUp deletes the keys of sessions that a revocation has just ended
+// by removing them from the index: they can no longer validate, and
+// deleting them frees their memory now rather than at their expiry. It
+// is one DEL of keys in one slot; its failure changes nothing for the
+// caller (in a Cluster slot that is migrating, say, where the keys may be
+// on two nodes), and the keys expire.
+func (m *Manager) cleanUp(ctx context.Context, tag uint16, sids []idtype.ID) {
+	if len(sids) == 0 {
+		return
+	}
+	keys := make([]string, len(sids))
+	for i, sid := range sids {
+		keys[i] = m.keys.session(tag, sid)
+	}
+	_ = m.rdb.Del(ctx, keys...).Err()
 }
 
 // digest is what a token's secret is checked against: the SHA-256 of
@@ -212,7 +232,7 @@ func (m *Manager) digest(t *token) [sha256.Size]byte {
 // on different nodes): fail closed on any error.
 //
 // A malformed token costs no round trip; a valid one costs one script
-// (the session's GET and the index's SISMEMBER), plus a second script
+// (the session's GET and its user's field of the index), plus a second script
 // that extends the idle timeout when the stored last-seen time is at
 // least Options.RefreshInterval old. A refresh that Redis does not take
 // (out of memory, say) does not fail the call: the read has verified the
@@ -268,7 +288,7 @@ func (m *Manager) validateStored(ctx context.Context, token string, t *token, su
 	// later than Redis's answer.
 	mark := m.cache.mark(t.session)
 	now := time.Now()
-	s, _, err := m.load(ctx, t, &digest, now)
+	s, err := m.load(ctx, t, &digest, now)
 	if err != nil {
 		return Session{}, err
 	}
@@ -292,50 +312,30 @@ func (m *Manager) validateStored(ctx context.Context, token string, t *token, su
 }
 
 // load reads and checks the session of a parsed token: its key, digest
-// and index membership, in one script. If that script finds no index
-// where the session is, it reads again with the index key declared (known
-// now, from the record's user): in a stable slot that settles it (no
-// index, not valid); in a Cluster slot that is migrating, Redis answers
-// ASK or TRYAGAIN until both keys are on one node, which go-redis
-// follows and retries, and failing that the call is ErrUnavailable.
-func (m *Manager) load(ctx context.Context, t *token, digest *[sha256.Size]byte, now time.Time) (Session, record, error) {
-	key := m.keys.session(t.tag, t.session)
-	sid := m.keys.sessionID(key)
-	d := string(digest[:digestLen])
-	v, err := m.s.validate.Run(ctx, m.rdb, []string{key}, d, sid).Result()
-	if here, ok := v.([]any); ok && err == nil {
-		// The index is not where the session is.
-		var rec string
-		if len(here) == 1 {
-			rec, _ = here[0].(string)
-		}
-		r, err := decodeRecord(rec, true)
-		if err != nil {
-			return Session{}, record{}, ErrInvalidToken
-		}
-		v, err = m.s.validateIndexed.Run(ctx, m.rdb, []string{key, m.keys.index(t.tag, r.user)}, d, sid).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return Session{}, record{}, unavailable("validate", err)
-		}
-	}
+// and index entry, in one script. In a Cluster slot that is migrating,
+// Redis answers ASK or TRYAGAIN until the session's key and its tag's
+// index are on one node, which go-redis follows and retries, and failing
+// that the call is ErrUnavailable.
+func (m *Manager) load(ctx context.Context, t *token, digest *[sha256.Size]byte, now time.Time) (Session, error) {
+	key, index := m.keys.sessionAndIndex(t.tag, t.session)
+	rec, err := m.s.validate.Run(ctx, m.rdb, []string{key, index}, string(digest[:digestLen]), entryID(t.session)).Text()
 	if errors.Is(err, redis.Nil) {
-		return Session{}, record{}, ErrInvalidToken
+		return Session{}, ErrInvalidToken
 	}
 	if err != nil {
-		return Session{}, record{}, unavailable("validate", err)
+		return Session{}, unavailable("validate", err)
 	}
-	rec, _ := v.(string)
 	r, err := decodeRecord(rec, true)
 	if err != nil || subtle.ConstantTimeCompare(r.digest[:], digest[:digestLen]) != 1 || slotTag(r.user) != t.tag {
-		return Session{}, record{}, ErrInvalidToken
+		return Session{}, ErrInvalidToken
 	}
 	s := m.sessionOf(t.session, &r)
 	// Redis expires the key on time; this catches lowered timeouts and
 	// the moment between Redis's clock and ours.
 	if !now.Before(s.ExpiresAt) {
-		return Session{}, record{}, ErrInvalidToken
+		return Session{}, ErrInvalidToken
 	}
-	return s, r, nil
+	return s, nil
 }
 
 // refresh writes a new last-seen time and extends the expiry. It returns
@@ -351,10 +351,9 @@ func (m *Manager) refresh(ctx context.Context, t *token, digest *[sha256.Size]by
 	}
 	var buf [4]byte
 	binary.BigEndian.PutUint32(buf[:], seen)
-	key := m.keys.session(t.tag, t.session)
-	n, err := m.s.refresh.Run(ctx, m.rdb,
-		[]string{key, m.keys.index(t.tag, s.UserID)},
-		string(digest[:digestLen]), buf[:], steps(s.IssuedAt, now.Add(-m.opts.RefreshInterval)), ttl, m.keys.sessionID(key),
+	key, index := m.keys.sessionAndIndex(t.tag, t.session)
+	n, err := m.s.refresh.Run(ctx, m.rdb, []string{key, index},
+		string(digest[:digestLen]), buf[:], steps(s.IssuedAt, now.Add(-m.opts.RefreshInterval)), ttl, entryID(t.session),
 	).Int()
 	if err != nil {
 		return Session{}, unavailable("refresh", err)
@@ -374,7 +373,8 @@ func (m *Manager) refresh(ctx context.Context, t *token, digest *[sha256.Size]by
 // migrating, too few replica acknowledgements with Options.WaitReplicas)
 // leaves it unknown whether the old token still works: the client should
 // retry the rotation, and log in again if that says ErrInvalidToken. It
-// takes two round trips.
+// takes one round trip: one script checks the old session as Validate
+// does and replaces it.
 func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session, err error) {
 	if m.obs != nil {
 		ctx = m.obs.Start(ctx, OpRotate)
@@ -385,40 +385,52 @@ func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session
 		return "", Session{}, ErrInvalidToken
 	}
 	digest := m.digest(&t)
+	nt, nd, err := m.newToken(t.tag)
+	if err != nil {
+		return "", Session{}, err
+	}
+	// The script decides with the record it reads; it gets what it needs
+	// of the options and of this clock, as Validate's Go side would use
+	// them: the old session is valid while now < LastSeenAt + IdleTimeout
+	// and now < LoginAt + AbsoluteLifetime, and the new one expires at the
+	// earlier of its IssuedAt + IdleTimeout and that same absolute end.
 	now := time.Now()
-	old, r, err := m.load(ctx, &t, &digest, now)
+	oldIssued := m.layout.Decode(t.session).Time
+	newIssued := m.layout.Decode(nt.session).Time
+	login := oldIssued.UnixMilli()
+	cmd, acked := m.exec(ctx, m.s.rotate,
+		[]string{m.keys.session(t.tag, t.session), m.keys.session(nt.tag, nt.session), m.keys.index(t.tag)},
+		string(digest[:digestLen]), string(nd[:digestLen]), entryID(t.session), entryID(nt.session),
+		string(binary.BigEndian.AppendUint64([]byte{fieldLogin, 8}, uint64(login))), login,
+		newIssued.Add(m.opts.IdleTimeout).Sub(now).Milliseconds(), m.opts.AbsoluteLifetime.Milliseconds()-now.UnixMilli(),
+		floorSteps(now.Add(-m.opts.IdleTimeout).Sub(oldIssued)),
+	)
+	v, err := cmd.Result()
+	m.cache.revoke(t.session)
 	if err != nil {
-		return "", Session{}, err
+		return "", Session{}, unavailable(fmt.Sprintf("rotate to session %d", nt.session), err)
 	}
-	nt, nr, err := m.newToken(r.user, r.meta)
-	if err != nil {
-		return "", Session{}, err
-	}
-	nr.login = old.LoginAt.UnixMilli()
-	s := m.sessionOf(nt.session, &nr)
-	ttl, ok := m.ttl(s, now)
+	rec, ok := v.(string)
 	if !ok {
 		return "", Session{}, ErrInvalidToken
 	}
-	cmd, acked := m.exec(ctx, m.s.rotate,
-		[]string{m.keys.session(t.tag, t.session), m.keys.session(nt.tag, nt.session), m.keys.index(t.tag, r.user)},
-		string(digest[:digestLen]), nr.encode(), ttl,
-		strconv.FormatInt(int64(t.session), 10), strconv.FormatInt(int64(nt.session), 10),
-	)
-	n, err := cmd.Int()
-	m.cache.revoke(t.session)
+	r, err := decodeRecord(rec, false)
 	if err != nil {
-		return "", Session{}, unavailable("rotate", err)
-	}
-	if n == 0 {
+		// The old session was replaced; the new one is lost with its
+		// token, and idles out.
 		return "", Session{}, ErrInvalidToken
+	}
+	copy(r.digest[:], nd[:])
+	r.lastSeen = 0
+	if r.login == 0 {
+		r.login = login
 	}
 	m.stats.issued.Add(1)
 	m.stats.revocations.Add(1)
 	if err := m.acknowledged("rotate", acked); err != nil {
 		return "", Session{}, err
 	}
-	return nt.format(m.opts.TokenPrefix), s, nil
+	return nt.format(m.opts.TokenPrefix), m.sessionOf(nt.session, &r), nil
 }
 
 // Revoke ends the session of a token: logging out. It returns
@@ -426,7 +438,8 @@ func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session
 // that), or an error wrapping ErrUnavailable, after which the session may
 // or may not have ended: retry (Revoke is safe to repeat; a repeat that
 // finds the session ended says ErrInvalidToken). It works when Redis is
-// out of memory, since it only deletes. It takes one round trip.
+// out of memory, since it deletes before it writes. It takes one round
+// trip.
 func (m *Manager) Revoke(ctx context.Context, token string) (err error) {
 	if m.obs != nil {
 		ctx = m.obs.Start(ctx, OpRevoke)
@@ -437,8 +450,8 @@ func (m *Manager) Revoke(ctx context.Context, token string) (err error) {
 		return ErrInvalidToken
 	}
 	digest := m.digest(&t)
-	key := m.keys.session(t.tag, t.session)
-	cmd, acked := m.exec(ctx, m.s.revoke, []string{key}, string(digest[:digestLen]), m.keys.sessionID(key))
+	key, index := m.keys.sessionAndIndex(t.tag, t.session)
+	cmd, acked := m.exec(ctx, m.s.revoke, []string{key, index}, string(digest[:digestLen]), entryID(t.session))
 	n, err := cmd.Int()
 	// Drop the cache entry whatever the outcome: on a mismatch it can
 	// only be for a session that the stored digest no longer vouches for.
@@ -469,8 +482,8 @@ func (m *Manager) RevokeSession(ctx context.Context, userID, sessionID idtype.ID
 	}
 	tag := slotTag(userID)
 	cmd, acked := m.exec(ctx, m.s.revokeSession,
-		[]string{m.keys.session(tag, sessionID), m.keys.index(tag, userID)},
-		strconv.FormatInt(int64(sessionID), 10),
+		[]string{m.keys.session(tag, sessionID), m.keys.index(tag)},
+		userField(userID), entryID(sessionID),
 	)
 	n, err := cmd.Int()
 	m.cache.revoke(sessionID)
@@ -488,24 +501,27 @@ func (m *Manager) RevokeSession(ctx context.Context, userID, sessionID idtype.ID
 
 // RevokeAll ends every session of a user except those in keep, such as the
 // current one: "log out everywhere (else)". It returns how many live
-// sessions it ended.
+// sessions it ended: those in the user's index whose expiry had not
+// passed.
 //
 // Every session issued before RevokeAll was called is invalid when it
 // returns without error, on every Redis deployment: the revocation is one
-// script that removes the sessions from the user's index, the one key
-// it declares, so no Issue or Rotate can slip in, and in a Cluster whose
-// slot is migrating, Redis runs it whole on the node that has the index
-// or not at all. Sessions issued while it runs may survive. With
-// Options.CacheTTL set, other instances may still accept the ended
-// sessions for up to CacheTTL.
+// script that removes the sessions from the user's field of the index,
+// the one key it declares, so no Issue or Rotate can slip in, and in a
+// Cluster whose slot is migrating, Redis runs it whole on the node that
+// has the index or not at all. Sessions issued while it runs may survive.
+// With Options.CacheTTL set, other instances may still accept the ended
+// sessions for up to CacheTTL. A second round trip deletes the ended
+// sessions' keys, as clean-up: they can no longer validate, and a
+// clean-up that fails (in a Cluster slot that is migrating, where the
+// keys may be on two nodes) leaves them to expire.
 //
 // It is idempotent and safe to retry. An error wraps ErrUnavailable
 // (Redis down or failing, a Cluster slot move that go-redis's redirects
 // and retries did not ride out, too few replica acknowledgements with
 // Options.WaitReplicas): the sessions may or may not have ended, so call
 // it again until it returns nil; a repeat that finds them ended returns
-// 0. It works when Redis is out of memory. While a Cluster slot migrates
-// the count may leave out sessions whose keys were on the other node.
+// 0. It works when Redis is out of memory.
 func (m *Manager) RevokeAll(ctx context.Context, userID idtype.ID, keep ...idtype.ID) (_ int, err error) {
 	if m.obs != nil {
 		ctx = m.obs.Start(ctx, OpRevokeAll)
@@ -516,52 +532,73 @@ func (m *Manager) RevokeAll(ctx context.Context, userID idtype.ID, keep ...idtyp
 	}
 	tag := slotTag(userID)
 	args := make([]any, 1, 1+len(keep))
-	args[0] = m.keys.sessionPrefix(tag)
+	args[0] = userField(userID)
 	for _, k := range keep {
-		args = append(args, strconv.FormatInt(int64(k), 10))
+		args = append(args, entryID(k))
 	}
-	cmd, acked := m.exec(ctx, m.s.revokeAll, []string{m.keys.index(tag, userID)}, args...)
-	live, err := cmd.Int()
+	cmd, acked := m.exec(ctx, m.s.revokeAll, []string{m.keys.index(tag)}, args...)
+	ids, err := cmd.StringSlice()
 	// Whatever Redis answered: see cache.revokeUser.
 	m.cache.revokeUser(userID, keep)
 	if err != nil {
 		return 0, unavailable("revoke all", err)
 	}
-	m.stats.revocations.Add(uint64(max(live, 0)))
+	ended := parseEntryIDs(ids)
+	m.stats.revocations.Add(uint64(len(ended)))
+	m.cleanUp(ctx, tag, ended)
 	if err := m.acknowledged("revoke all", acked); err != nil {
 		return 0, err
 	}
-	return live, nil
+	return len(ended), nil
 }
 
 // List returns the user's live sessions, newest first, with their
 // metadata. It never returns a token or a secret. It lists exactly the
 // sessions that Validate accepts (by the index), and in a Cluster it does
-// not run while the user's slot migrates, so that it never lists half:
-// then it returns ErrUnavailable, after go-redis's retries. It takes one
-// round trip.
+// not run while the user's sessions are split between two nodes by a slot
+// migration, so that it never lists half: then it returns
+// ErrUnavailable, after go-redis's retries. It takes one round trip to
+// read the user's field of the index, and, if it names any session, one
+// more to read their records (a script that declares their keys, so it
+// checks the field again beside them).
 func (m *Manager) List(ctx context.Context, userID idtype.ID) ([]Session, error) {
 	if userID <= 0 {
 		return nil, fmt.Errorf("%w: %d", ErrInvalidUser, userID)
 	}
 	tag := slotTag(userID)
-	pairs, err := m.s.list.Run(ctx, m.rdb, []string{m.keys.index(tag, userID), m.keys.guard(tag)},
-		m.keys.sessionPrefix(tag)).StringSlice()
+	index, field := m.keys.index(tag), userField(userID)
+	entries, err := m.rdb.HGet(ctx, index, field).Result()
+	if errors.Is(err, redis.Nil) {
+		return []Session{}, nil
+	}
+	if err != nil {
+		return nil, unavailable("list", err)
+	}
+	sids := parseEntries(entries)
+	keys := make([]string, 1, 1+len(sids))
+	keys[0] = index
+	args := make([]any, 1, 1+len(sids))
+	args[0] = field
+	for _, sid := range sids {
+		keys = append(keys, m.keys.session(tag, sid))
+		args = append(args, entryID(sid))
+	}
+	pairs, err := m.s.list.Run(ctx, m.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
 	now := time.Now()
 	out := make([]Session, 0, len(pairs)/2)
 	for i := 0; i+1 < len(pairs); i += 2 {
-		sid, err := strconv.ParseInt(pairs[i], 10, 64)
-		if err != nil {
+		if len(pairs[i]) != 8 {
 			continue
 		}
+		sid := idtype.ID(beUint64(pairs[i]))
 		r, err := decodeRecord(pairs[i+1], false)
 		if err != nil || r.user != userID {
 			continue
 		}
-		if s := m.sessionOf(idtype.ID(sid), &r); now.Before(s.ExpiresAt) {
+		if s := m.sessionOf(sid, &r); now.Before(s.ExpiresAt) {
 			out = append(out, s)
 		}
 	}
@@ -605,13 +642,10 @@ func (m *Manager) ttl(s Session, now time.Time) (int64, bool) {
 	return ms, ms > 0
 }
 
-// forget drops revoked sessions (decimal IDs, as the scripts return them)
-// from the cache.
-func (m *Manager) forget(sids []string) {
-	for _, s := range sids {
-		if id, err := strconv.ParseInt(s, 10, 64); err == nil {
-			m.cache.revoke(idtype.ID(id))
-		}
+// forget drops revoked sessions from the cache.
+func (m *Manager) forget(sids []idtype.ID) {
+	for _, sid := range sids {
+		m.cache.revoke(sid)
 	}
 }
 
@@ -619,6 +653,17 @@ func (m *Manager) forget(sids []string) {
 func steps(issued, t time.Time) uint32 {
 	d := t.Sub(issued) / timeUnit
 	return uint32(max(0, min(d, math.MaxUint32)))
+}
+
+// floorSteps counts the 10 ms steps in d, rounded down (toward minus
+// infinity): a last-seen of n steps since IssuedAt is past a moment d
+// after IssuedAt if and only if n > floorSteps(d).
+func floorSteps(d time.Duration) int64 {
+	n := d / timeUnit
+	if d%timeUnit < 0 {
+		n--
+	}
+	return int64(n)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -182,12 +182,15 @@ func TestRevokeAll(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{})
+		c := b.client(t)
+		m := newManager(t, c, gen, Options{})
 		anna, ben := userID(t, gen), userID(t, gen)
 		var annaToks []string
+		var annaKeys []string
 		for range 5 {
-			tok, _ := issue(t, m, anna, Metadata{})
+			tok, s := issue(t, m, anna, Metadata{})
 			annaToks = append(annaToks, tok)
+			annaKeys = append(annaKeys, m.keys.session(slotTag(anna), s.ID))
 		}
 		current, cur := issue(t, m, anna, Metadata{})
 		benTok, _ := issue(t, m, ben, Metadata{})
@@ -200,6 +203,10 @@ func TestRevokeAll(t *testing.T) {
 			if _, err := m.Validate(ctx, tok); err != ErrInvalidToken {
 				t.Errorf("token %d after RevokeAll: %v", i, err)
 			}
+		}
+		// Their keys are gone with them, not left to expire.
+		if n, err := c.Exists(ctx, annaKeys...).Result(); n != 0 || err != nil {
+			t.Errorf("%d of the keys of the sessions RevokeAll ended exist (%v)", n, err)
 		}
 		if _, err := m.Validate(ctx, current); err != nil {
 			t.Errorf("the kept session: %v", err)
@@ -296,13 +303,15 @@ func TestRotate(t *testing.T) {
 			t.Errorf("List after Rotate = %+v, %v; want only the new session", list, err)
 		}
 
-		// Of concurrent rotations of one token, exactly one wins.
+		// Of concurrent rotations of one token, exactly one wins. It is
+		// the second rotation of the session, which carries LoginAt from
+		// the first's record.
 		var wg sync.WaitGroup
-		wins := make(chan string, 8)
+		wins := make(chan Session, 8)
 		for range 8 {
 			wg.Go(func() {
-				if nt, _, err := m.Rotate(ctx, tok); err == nil {
-					wins <- nt
+				if _, s, err := m.Rotate(ctx, tok); err == nil {
+					wins <- s
 				} else if err != ErrInvalidToken {
 					t.Errorf("concurrent Rotate: %v", err)
 				}
@@ -312,6 +321,11 @@ func TestRotate(t *testing.T) {
 		close(wins)
 		if n := len(wins); n != 1 {
 			t.Errorf("%d concurrent rotations won, want 1", n)
+		}
+		for s := range wins {
+			if !s.LoginAt.Equal(first.LoginAt) || !s.AbsoluteExpiresAt.Equal(first.AbsoluteExpiresAt) || s.Metadata != meta || s.UserID != user {
+				t.Errorf("second rotation: %+v, from %+v", s, first)
+			}
 		}
 		if list, _ := m.List(ctx, user); len(list) != 1 {
 			t.Errorf("after concurrent rotations the user has %d sessions, want 1", len(list))
@@ -324,12 +338,17 @@ func TestMaxSessions(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{MaxSessions: 3})
+		c := b.client(t)
+		m := newManager(t, c, gen, Options{MaxSessions: 3})
 		user := userID(t, gen)
-		var toks []string
+		var toks, keys []string
 		for range 5 {
-			tok, _ := issue(t, m, user, Metadata{})
+			tok, s := issue(t, m, user, Metadata{})
 			toks = append(toks, tok)
+			keys = append(keys, m.keys.session(slotTag(user), s.ID))
+		}
+		if n, err := c.Exists(ctx, keys[:2]...).Result(); n != 0 || err != nil {
+			t.Errorf("%d of the keys of the 2 sessions revoked past MaxSessions exist (%v)", n, err)
 		}
 		for i, tok := range toks {
 			_, err := m.Validate(ctx, tok)
@@ -422,8 +441,8 @@ func TestRoundTrips(t *testing.T) {
 				t.Errorf("Issue %d sent %v, want one round trip", i+2, got)
 			}
 		}
-		// Validate is one script (the session's GET and its index's
-		// SISMEMBER); its first run may load it.
+		// Validate is one script (the session's GET and its user's field
+		// of the index); its first run may load it.
 		if _, err := m.Validate(ctx, tok); err != nil {
 			t.Fatal(err)
 		}
@@ -438,6 +457,68 @@ func TestRoundTrips(t *testing.T) {
 				t.Errorf("Validate sent %v, want one EVALSHA", got)
 			}
 		}
+		// Each call below runs twice: the first may load its script.
+		for i := range 2 {
+			rotated, _, err := m.Rotate(ctx, tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := hook.take(); i == 1 && len(got) != 1 {
+				t.Errorf("Rotate sent %v, want one round trip", got)
+			}
+			if err := m.Revoke(ctx, rotated); err != nil {
+				t.Fatal(err)
+			}
+			if got := hook.take(); i == 1 && len(got) != 1 {
+				t.Errorf("Revoke sent %v, want one round trip", got)
+			}
+			_, s := issue(t, m, user, Metadata{})
+			hook.take()
+			if ok, err := m.RevokeSession(ctx, user, s.ID); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			if got := hook.take(); i == 1 && len(got) != 1 {
+				t.Errorf("RevokeSession sent %v, want one round trip", got)
+			}
+			issue(t, m, user, Metadata{})
+			hook.take()
+			if _, err := m.List(ctx, user); err != nil {
+				t.Fatal(err)
+			}
+			if got := hook.take(); i == 1 && len(got) != 2 {
+				t.Errorf("List of a user with sessions sent %v, want two round trips (the index, then the sessions)", got)
+			}
+			if n, err := m.RevokeAll(ctx, user, s.ID); err != nil || n == 0 {
+				t.Fatal(n, err)
+			}
+			if got := hook.take(); i == 1 && len(got) != 2 {
+				t.Errorf("RevokeAll that ended sessions sent %v, want two round trips (the revocation, then the clean-up)", got)
+			}
+			if n, err := m.RevokeAll(ctx, user); err != nil || n != 0 {
+				t.Fatal(n, err)
+			}
+			if got := hook.take(); len(got) != 1 {
+				t.Errorf("RevokeAll that ended nothing sent %v, want one round trip", got)
+			}
+			if list, err := m.List(ctx, user); err != nil || len(list) != 0 {
+				t.Fatal(list, err)
+			}
+			if got := hook.take(); len(got) != 1 {
+				t.Errorf("List of a user without sessions sent %v, want one round trip", got)
+			}
+			tok, _ = issue(t, m, user, Metadata{})
+			hook.take()
+		}
+		// Past MaxSessions, Issue revokes and then deletes the keys.
+		few := newManager(t, c, gen, Options{KeyPrefix: m.opts.KeyPrefix, MaxSessions: 1})
+		issue(t, few, user, Metadata{})
+		hook.take()
+		issue(t, few, user, Metadata{})
+		if got := hook.take(); len(got) != 2 {
+			t.Errorf("Issue past MaxSessions sent %v, want two round trips (the session, then the clean-up)", got)
+		}
+		tok, _ = issue(t, m, user, Metadata{})
+		hook.take()
 		time.Sleep(20 * time.Millisecond)
 		if _, err := eager.Validate(ctx, tok); err != nil { // loads the refresh script
 			t.Fatal(err)

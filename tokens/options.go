@@ -42,9 +42,11 @@ type Options struct {
 	// KeyPrefix starts every Redis key the Manager writes. Zero means
 	// DefaultKeyPrefix, "tok:". Give each Manager that shares a Redis its
 	// own prefix. It must not hold '{' or '}', which would change the
-	// keys' Redis Cluster hash slot. Keys are the prefix plus at most 24
-	// bytes; Redis stores a key of up to 30 bytes in its smallest
-	// allocation, so a prefix of up to 6 bytes costs the least memory.
+	// keys' Redis Cluster hash slot. A session's key is the prefix plus
+	// 16 bytes; Redis stores a key of up to 22 bytes in a 24-byte
+	// allocation (up to 30 in 32 bytes where the allocator's sizes step
+	// by 16, as Debian's jemalloc's do), so a prefix of up to 6 bytes
+	// costs the least memory.
 	KeyPrefix string
 
 	// TokenPrefix starts every token, before an underscore: "snk" makes
@@ -78,7 +80,9 @@ type Options struct {
 	// MaxSessions bounds the live sessions of one user. Zero means
 	// DefaultMaxSessions, 100. When Issue would pass it, the user's oldest
 	// sessions are revoked, so a login loop cannot fill Redis; there is no
-	// setting without a bound.
+	// setting without a bound. Every Validate reads the user's entries in
+	// the index (12 bytes a session), so a bound in the hundreds keeps
+	// that read small.
 	MaxSessions int
 
 	// CacheTTL turns on an in-process cache of validated sessions when

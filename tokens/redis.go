@@ -2,9 +2,7 @@ package tokens
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -12,43 +10,56 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 )
 
-// What the Manager keeps in Redis, per user, all under the user's slot
-// tag, so that every command and script touches a single Cluster slot:
+// What the Manager keeps in Redis, all under a slot tag (see slotTag),
+// so that every command and script touches a single Cluster slot:
 //
-//	<KeyPrefix>{<tag>}s<session ID>   string, the session record; its TTL
-//	                                  is the session's expiry
-//	<KeyPrefix>{<tag>}u<user ID>      set of the user's session IDs (the
-//	                                  index); its TTL is at least that of
-//	                                  every session in it
+//	<KeyPrefix>{<tag>}s<session ID>   string, a session's record; its TTL is
+//	                                  the session's expiry
+//	<KeyPrefix>{<tag>}i               hash, the index of the tag's users:
+//	                                  field = a user ID (8 bytes, big-endian),
+//	                                  value = the user's sessions, 12 bytes
+//	                                  each (see below); its TTL is at least
+//	                                  that of every session in it
 //
-// Session IDs are in decimal, in keys and in the index, because the
-// scripts turn index members (stored by Redis as integers) back into
-// session keys, and Lua 5.1 has no 64-bit integers to do any other
-// conversion with. The user ID in the index key is 16 hex digits: Validate's
-// script builds that key from the 8 user bytes of the session record,
-// which Lua can format byte by byte but not read as one number.
+// The session ID in a key is its 11 base62 digits, as in the token. An
+// index entry is the session ID (8 bytes, big-endian) and the Unix second
+// (4 bytes, big-endian) after which the session's key is surely gone:
+// each script that sets a key's TTL writes its entry's expiry from
+// Redis's own clock (TIME) in the same call, rounded past the key's
+// expiry, so that a script can drop the entries of ended sessions without
+// touching their keys. Entries are in the order Redis created their
+// sessions, oldest first.
+//
+// A token names its session key and its tag's index, but not its user:
+// the user ID, which the token never carries, is in the session record,
+// where the scripts read the user's field name. So every script receives
+// every key it touches in KEYS, as Redis asks (a Cluster checks them,
+// Dragonfly and proxies refuse others), and no token reveals its user.
 //
 // The rule (the index is the authority): a session is valid if and only
-// if its key exists, holds the token's digest, and its ID is a member of
-// its user's index. So:
-//   - removing an ID from the index revokes the session: one write to one
-//     key, which every revoking script declares, so it is atomic on every
-//     deployment and, in a Cluster whose slot is migrating, Redis answers
-//     ASK or TRYAGAIN (which go-redis follows and retries) instead of
-//     running the script on half of the user's keys. Deleting the session
-//     key also ends the session; RevokeAll and MaxSessions delete the keys
-//     after the index change as clean-up only.
-//   - a lost index (evicted, or a write lost in a failover) logs every
-//     session of the user out instead of letting it survive a RevokeAll
-//     that can no longer find it: fail closed. Nothing puts a session back
-//     into the index: with the index as the authority, re-adding an ID
-//     would bring a revoked session back.
-//   - only Issue and Rotate add IDs, each a new session ID in the script
-//     that creates its key (SET NX); the refresh rewrites a key only after
-//     seeing it exist, with its digest, in the index, in the same script.
+// if its key exists, holds the token's digest, and its entry is in its
+// user's field of the index. So:
+//   - removing an entry revokes the session: one write to one key, which
+//     every revoking script declares, so it is atomic on every deployment
+//     and, in a Cluster whose slot is migrating, Redis answers ASK or
+//     TRYAGAIN (which go-redis follows and retries) instead of running
+//     the script on half of the tag's keys. Deleting the session key also
+//     ends the session; RevokeAll and MaxSessions delete the keys after the
+//     index change, as clean-up only.
+//   - a lost index (evicted, or a write lost in a failover) logs out
+//     every session of the tag's users instead of letting one survive a
+//     RevokeAll that can no longer find it: fail closed. Nothing puts an
+//     entry back: with the index as the authority, re-adding one would
+//     bring a revoked session back.
+//   - only Issue and Rotate add entries, each for a new session ID in the
+//     script that creates its key (SET NX); the refresh rewrites a key
+//     only after seeing it, with its digest, in the index, in the same
+//     script.
 //
-// The index may hold IDs of sessions whose keys are gone (expired, or
-// deleted by Revoke); Issue and List drop them.
+// A field may hold entries of ended sessions: Issue drops the user's own,
+// and those of a few other fields of the tag picked at random (see
+// sweepFields); Revoke, RevokeSession and RevokeAll rewrite the field
+// without the sessions they end. A field left with no entry is deleted.
 
 // keys names a Manager's Redis keys.
 type keys struct{ prefix string }
@@ -61,38 +72,75 @@ func (k keys) appendTagged(b []byte, tag uint16, kind byte) []byte {
 	return append(b, '}', kind)
 }
 
-// taggedLen is the length of "<prefix>{<tag>}<kind>".
-func (k keys) taggedLen() int { return len(k.prefix) + tagDigits + 3 }
-
-// session is the key of a session record. It builds the key on the stack,
-// so that Validate pays for one allocation, the string.
+// session is the key of a session record.
 func (k keys) session(tag uint16, sid idtype.ID) string {
 	var buf [64]byte
-	return string(strconv.AppendInt(k.appendTagged(buf[:0], tag, 's'), int64(sid), 10))
+	return string(appendBase62(k.appendTagged(buf[:0], tag, 's'), uint64(sid), sidDigits))
 }
 
-// sessionID returns the decimal session ID at the end of a session key,
-// sharing its memory.
-func (k keys) sessionID(sessionKey string) string { return sessionKey[k.taggedLen():] }
-
-// index is the key of a user's set of session IDs.
-func (k keys) index(tag uint16, user idtype.ID) string {
-	var buf [64]byte
-	var u [8]byte
-	binary.BigEndian.PutUint64(u[:], uint64(user))
-	return string(hex.AppendEncode(k.appendTagged(buf[:0], tag, 'u'), u[:]))
+// index is the key of a slot tag's index.
+func (k keys) index(tag uint16) string {
+	var buf [32]byte
+	return string(k.appendTagged(buf[:0], tag, 'i'))
 }
 
-// sessionPrefix is a session key without the ID, for the scripts.
-func (k keys) sessionPrefix(tag uint16) string { return string(k.appendTagged(nil, tag, 's')) }
+// sessionAndIndex returns a session's key and its tag's index key in one
+// allocation, for Validate.
+func (k keys) sessionAndIndex(tag uint16, sid idtype.ID) (session, index string) {
+	var buf [96]byte
+	b := appendBase62(k.appendTagged(buf[:0], tag, 's'), uint64(sid), sidDigits)
+	n := len(b)
+	both := string(k.appendTagged(b, tag, 'i'))
+	return both[:n], both[n:]
+}
 
-// guard is a key that is never written. A script that declares it beside
-// a key that exists cannot run while its Cluster slot migrates: the
-// source node answers TRYAGAIN or ASK for a request with a missing key,
-// and the target answers TRYAGAIN for one with several keys of which it
-// lacks some. List declares it, so that it never reads half of a user's
-// sessions; on a single node it costs nothing.
-func (k keys) guard(tag uint16) string { return string(k.appendTagged(nil, tag, 'g')) }
+// entryLen is the length of an index entry: session ID and expiry.
+const entryLen = 12
+
+// sweepFields is how many fields of its tag's index each Issue picks at
+// random (HRANDFIELD) to drop the entries of ended sessions from, and
+// the field itself once none is left. A field is picked, in expectation,
+// once per F/sweepFields Issues of its tag (F: the index's fields), so
+// fields whose sessions all ended stay bounded: at most about
+// 1/(sweepFields-1) as many as live ones, even if no user ever comes back
+// (the worst case, where every Issue makes a field that later dies
+// unvisited); users who do come back drop their own field's ended
+// entries. An index that stops being written expires after its last
+// session.
+const sweepFields = 3
+
+// userField is a user's field name in the index: the ID, 8 bytes
+// big-endian, as the session record holds it.
+func userField(user idtype.ID) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(user))
+	return string(b[:])
+}
+
+// entryID is a session ID as the index entries and the scripts hold it:
+// 8 bytes, big-endian.
+func entryID(sid idtype.ID) string { return userField(sid) }
+
+// parseEntryIDs returns the session IDs of the 8-byte IDs the scripts
+// return, skipping anything else.
+func parseEntryIDs(ids []string) []idtype.ID {
+	out := make([]idtype.ID, 0, len(ids))
+	for _, s := range ids {
+		if len(s) == 8 {
+			out = append(out, idtype.ID(beUint64(s)))
+		}
+	}
+	return out
+}
+
+// parseEntries returns the session IDs of a user's index field.
+func parseEntries(v string) []idtype.ID {
+	out := make([]idtype.ID, 0, len(v)/entryLen)
+	for ; len(v) >= entryLen; v = v[entryLen:] {
+		out = append(out, idtype.ID(beUint64(v)))
+	}
+	return out
+}
 
 // A record is the stored value of a session: a fixed 28-byte head that
 // the scripts read, then optional fields that only Go reads.
@@ -102,6 +150,9 @@ func (k keys) guard(tag uint16) string { return string(k.appendTagged(nil, tag, 
 //	16       8    user ID, big-endian
 //	24       4    last seen: 10 ms steps since the session's IssuedAt, big-endian
 //	28       …    fields: kind byte, length byte, value; unknown kinds are skipped
+//
+// The login field, when a record has one, is its first field: Rotate's
+// script reads it there, to carry it to the new session.
 //
 // Redis keeps a string of up to 44 bytes in one allocation with its
 // object header, and a 28-byte one in the 48-byte size class, so a
@@ -203,21 +254,19 @@ func beUint64(s string) uint64 {
 		uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8 | uint64(s[7])
 }
 
-// The scripts. Each touches only keys in the slot of its first key: KEYS,
-// and keys it builds from them or from the user's index, which carry the
-// same tag. Every key whose answer decides the result is declared in KEYS,
-// except where the key's name is only known from a value the script
-// reads (Validate's and Revoke's index); those scripts tell "the index is
-// elsewhere or gone" apart from "not a member", so that Go can ask again
-// with the key declared (see Manager.load).
+// The scripts. Each receives in KEYS every key it touches, all with one
+// slot tag. Session IDs and user IDs reach them as 8 big-endian bytes,
+// the form of index entries and field names.
 //
 // None has a "#!lua flags=" line: Redis 7 refuses a script with flags
 // but without allow-oom as a whole when it is out of memory, while a
-// script without flags runs, and only its first command that may grow
-// memory (SET, SADD) fails. So the revoking scripts, which only delete
-// (DEL, SREM), work in a full Redis under noeviction, and so does the read
-// of Validate; Issue, Rotate and the refresh, which SET before any other
-// write, fail cleanly without writing anything.
+// script without flags runs, and only a command that may grow memory
+// (SET, HSET) fails, and only if the script has not written yet. So
+// Issue, Rotate and the refresh, which SET before any other write, fail
+// cleanly without writing anything in a full Redis under noeviction; the
+// revoking scripts delete first (DEL, HDEL), which Redis allows when
+// full, and then may rewrite the index field they shortened; and
+// Validate only reads.
 //
 // Digests are compared in Lua with ==: Lua 5.1 interns every string, so
 // equality is a pointer comparison once both exist, and what is compared
@@ -226,84 +275,87 @@ func beUint64(s string) uint64 {
 // Lines ending in "-- index check" enforce the index's authority; the
 // package's tests remove them (see defences) for control runs.
 
-// luaIndexKey is a line of Lua that sets idx to the index key of the
-// session in v (its record) and KEYS[1] (its key), whose decimal ID is
-// ARGV[2]: the key's tagged start with 'u' for 's', then the record's 8
-// user bytes as 16 hex digits, formatted as two 32-bit halves, which a
-// Lua number holds exactly (measured in Redis 7, about 0.45 µs a call,
-// against 0.8 µs for eight %02x).
-const luaIndexKey = `local a, b, c, d, e, f, g, h = string.byte(v, 17, 24) ` +
-	`local idx = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[2] - 1) .. string.format('u%08x%08x', ` +
-	`((a * 256 + b) * 256 + c) * 256 + d, ((e * 256 + f) * 256 + g) * 256 + h)`
+// luaFind is a line of Lua that sets i to the place of session sid's
+// entry in e, the entries of a field (a string), or to nil: the first
+// match of the 8 bytes at an entry's start.
+const luaFind = `local i = string.find(e, sid, 1, true) ` +
+	`while i and i % 12 ~= 1 do i = string.find(e, sid, i + 1, true) end`
 
-// validateScript returns the record of a valid session: its key holds the
-// digest and its ID is in its user's index. It returns nil for an invalid
-// one, and {record} when the index key does not exist here, or is on
-// another Cluster node: Go then asks again with validateIndexedScript.
-//
-// KEYS: session. ARGV: digest, session ID.
-const validateScript = `
-local v = redis.call('GET', KEYS[1])
-if not v or #v < 28 or string.sub(v, 1, 16) ~= ARGV[1] then
-  return false
-end
-` + luaIndexKey + ` -- index check
-local member = redis.pcall('SISMEMBER', idx, ARGV[2]) -- index check
-if member == 0 and redis.call('EXISTS', idx) == 1 then return false end -- index check
-if member ~= 1 then return {v} end -- index check
-return v
-`
+// luaExpiry is a line of Lua that sets now, the Unix second by Redis's
+// clock, and x, the 4 bytes of an index entry's expiry for a key given
+// a TTL of ttl ms (a number) earlier in the same script: the second after
+// now + ttl, so past the key's own expiry, which Redis counted from a
+// moment no later than TIME's.
+const luaExpiry = `local t = redis.call('TIME') local now = tonumber(t[1]) ` +
+	`local s = now + math.floor((tonumber(t[2]) / 1000 + ttl) / 1000) + 1 ` +
+	`local x = string.char(math.floor(s / 16777216) % 256, math.floor(s / 65536) % 256, math.floor(s / 256) % 256, s % 256)`
 
-// validateIndexedScript is validateScript with the index key declared:
-// it runs only where both keys are, and where the index is missing from
-// a stable slot, the session is not valid.
+// luaKeepIndex is a line of Lua that makes the index KEYS[ix] last at
+// least ttl ms more (it must outlive every session in it), setting twice
+// that when it is short, so that most writes find it long enough.
+const luaKeepIndex = `if redis.call('PTTL', KEYS[ix]) < ttl then redis.call('PEXPIRE', KEYS[ix], 2 * ttl) end`
+
+// validateScript returns the record of a valid session, and nil for any
+// other.
 //
 // KEYS: session, index. ARGV: digest, session ID.
-const validateIndexedScript = `
+const validateScript = `
 local v = redis.call('GET', KEYS[1])
-if not v or #v < 28 or string.sub(v, 1, 16) ~= ARGV[1] then
-  return false
-end
-if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 0 then return false end -- index check
+if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return false end
+local e = redis.call('HGET', KEYS[2], string.sub(v, 17, 24)) -- index check
+if not e then return false end -- index check
+local sid = ARGV[2] -- index check
+` + luaFind + ` -- index check
+if not i then return false end -- index check
 return v
 `
 
-// issueScript creates a session and adds it to the user's index, dropping
-// ended sessions from the index and revoking the oldest live ones past
-// MaxSessions. It returns the IDs it revoked. It declares the new key,
-// which never exists before, so it does not run while the slot migrates
-// (see keys.guard), and the EXISTS and DEL of other sessions are exact.
+// issueScript creates a session and adds its entry to its user's field,
+// dropping the entries of ended sessions and revoking the oldest live
+// ones past MaxSessions, then sweeps a few fields of the tag (see
+// sweepFields). It returns the IDs of the sessions it revoked, whose keys
+// Go deletes afterwards. It declares the new key, which never exists
+// before, so it does not run while the slot migrates.
 //
-// KEYS: session, index. ARGV: record, TTL ms, session ID, session key
-// prefix, max sessions.
+// KEYS: session, index. ARGV: record, TTL ms, user, session ID, max
+// sessions, -sweepFields.
 const issueScript = `
 if not redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
-  return redis.error_reply('ERR session ID ' .. ARGV[3] .. ' is already in use')
+  return redis.error_reply('ERR session ID already in use')
 end
-local live = {}
-for _, sid in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  if redis.call('EXISTS', ARGV[4] .. sid) == 1 then
-    live[#live + 1] = sid
-  else
-    redis.call('SREM', KEYS[2], sid)
+local ttl, ix = tonumber(ARGV[2]), 2
+` + luaExpiry + `
+local function live(e)
+  for j = 1, #e - 11, 12 do
+    local a, b, c, d = string.byte(e, j + 8, j + 11)
+    if ((a * 256 + b) * 256 + c) * 256 + d < now then
+      local l = {}
+      for k = 1, #e - 11, 12 do
+        a, b, c, d = string.byte(e, k + 8, k + 11)
+        if ((a * 256 + b) * 256 + c) * 256 + d >= now then l[#l + 1] = string.sub(e, k, k + 11) end
+      end
+      return table.concat(l)
+    end
   end
+  return e
 end
+local mine = live(redis.call('HGET', KEYS[2], ARGV[3]) or '')
+local over = #mine / 12 + 1 - tonumber(ARGV[5])
 local revoked = {}
-local over = #live + 1 - tonumber(ARGV[5])
-if over > 0 then
-  table.sort(live, function(a, b)
-    if #a ~= #b then return #a < #b end
-    return a < b
-  end)
-  for i = 1, over do
-    redis.call('SREM', KEYS[2], live[i])
-    redis.call('DEL', ARGV[4] .. live[i])
-    revoked[#revoked + 1] = live[i]
+for j = 1, over do revoked[j] = string.sub(mine, j * 12 - 11, j * 12 - 4) end
+if over > 0 then mine = string.sub(mine, over * 12 + 1) end
+redis.call('HSET', KEYS[2], ARGV[3], mine .. ARGV[4] .. x)
+` + luaKeepIndex + `
+local f = redis.call('HRANDFIELD', KEYS[2], ARGV[6], 'WITHVALUES')
+for j = 1, #f - 1, 2 do
+  if f[j] ~= ARGV[3] then
+    local l = live(f[j + 1])
+    if l == '' then
+      redis.call('HDEL', KEYS[2], f[j])
+    elseif l ~= f[j + 1] then
+      redis.call('HSET', KEYS[2], f[j], l)
+    end
   end
-end
-redis.call('SADD', KEYS[2], ARGV[3])
-if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
 end
 return revoked
 `
@@ -317,122 +369,150 @@ return revoked
 // TTL ms, session ID.
 const refreshScript = `
 local v = redis.call('GET', KEYS[1])
-if not v or #v < 28 or string.sub(v, 1, 16) ~= ARGV[1] then
-  return 0
-end
-if redis.call('SISMEMBER', KEYS[2], ARGV[5]) == 0 then return 0 end -- index check
+if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return 0 end
+local u = string.sub(v, 17, 24)
+local e = redis.call('HGET', KEYS[2], u) or ''
+local sid = ARGV[5]
+` + luaFind + `
+if not i then return 0 end -- index check
 local a, b, c, d = string.byte(v, 25, 28)
-if ((a * 256 + b) * 256 + c) * 256 + d > tonumber(ARGV[3]) then
-  return 1
-end
+if ((a * 256 + b) * 256 + c) * 256 + d > tonumber(ARGV[3]) then return 1 end
 redis.call('SET', KEYS[1], string.sub(v, 1, 24) .. ARGV[2] .. string.sub(v, 29), 'PX', ARGV[4])
-if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[4]) then
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
-end
+local ttl, ix = tonumber(ARGV[4]), 2
+` + luaExpiry + `
+if i then redis.call('HSET', KEYS[2], u, string.sub(e, 1, i + 7) .. x .. string.sub(e, i + 12)) end
+` + luaKeepIndex + `
 return 1
 `
 
-// rotateScript replaces a session by a new one, if the old one is still
-// valid. It returns 1 if it did, else 0. Like Issue, it creates a key, so
-// it does not run while the slot migrates.
+// rotateScript replaces a valid session by a new one for the same user:
+// the new record keeps the user, the login time and the metadata, under
+// the new digest; the new entry goes last in the user's field. It
+// returns the old record without its digest, or 0 if the old session is
+// not valid (also when it has idled out or passed its absolute lifetime
+// by the Manager's options, which may have been lowered since its key's
+// TTL was set). Like Issue, it creates a key, so it does not run while
+// the slot migrates.
 //
-// KEYS: old session, new session, index. ARGV: old digest, new record,
-// TTL ms, old session ID, new session ID.
+// KEYS: old session, new session, index. ARGV: old digest, new digest,
+// old session ID, new session ID, the login field for a record without
+// one (the old session's IssuedAt), that login time in Unix ms, the new
+// session's idle TTL ms, AbsoluteLifetime ms minus the Unix ms now, and
+// the last-seen at or below which the old session has idled out.
 const rotateScript = `
 local v = redis.call('GET', KEYS[1])
-if not v or #v < 28 or string.sub(v, 1, 16) ~= ARGV[1] then
-  return 0
+if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return 0 end
+local u = string.sub(v, 17, 24)
+local e = redis.call('HGET', KEYS[3], u) or ''
+local sid = ARGV[3]
+` + luaFind + `
+if not i then return 0 end -- index check
+local a, b, c, d = string.byte(v, 25, 28)
+if ((a * 256 + b) * 256 + c) * 256 + d <= tonumber(ARGV[9]) then return 0 end
+local rest, login = string.sub(v, 29), tonumber(ARGV[6])
+if string.sub(rest, 1, 2) == '\1\8' then
+  login = 0
+  for _, y in ipairs({string.byte(rest, 3, 10)}) do login = login * 256 + y end
+else
+  rest = ARGV[5] .. rest
 end
-if redis.call('SISMEMBER', KEYS[3], ARGV[4]) == 0 then return 0 end -- index check
-if not redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3], 'NX') then
-  return redis.error_reply('ERR session ID ' .. ARGV[5] .. ' is already in use')
+local ttl, ix = math.min(tonumber(ARGV[7]), login + tonumber(ARGV[8])), 3
+if ttl <= 0 then return 0 end
+if not redis.call('SET', KEYS[2], ARGV[2] .. u .. '\0\0\0\0' .. rest, 'PX', ttl, 'NX') then
+  return redis.error_reply('ERR session ID already in use')
 end
-redis.call('SREM', KEYS[3], ARGV[4])
 redis.call('DEL', KEYS[1])
-redis.call('SADD', KEYS[3], ARGV[5])
-if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) then
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-end
-return 1
+` + luaExpiry + `
+if i then e = string.sub(e, 1, i - 1) .. string.sub(e, i + 12) end
+redis.call('HSET', KEYS[3], u, e .. ARGV[4] .. x)
+` + luaKeepIndex + `
+return string.sub(v, 17)
 `
 
 // revokeScript ends the session of a token: it deletes the key if the
-// digest matches, which ends the session on its own, then drops the ID
-// from the index as clean-up (the index may be on another node while the
-// slot migrates; then it stays, harmless, until Issue or List drops it).
-// It returns 1 if the session was valid, 0 if not (wrong digest, gone, or
-// no longer in an index that exists).
+// digest matches, which ends the session on its own, then drops the
+// entry. It returns 1 if the session was valid, 0 if not (wrong digest,
+// gone, or not in the index).
 //
-// KEYS: session. ARGV: digest, session ID.
+// KEYS: session, index. ARGV: digest, session ID.
 const revokeScript = `
 local v = redis.call('GET', KEYS[1])
-if not v or #v < 28 or string.sub(v, 1, 16) ~= ARGV[1] then
-  return 0
-end
+if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return 0 end
 redis.call('DEL', KEYS[1])
-` + luaIndexKey + `
-local removed = redis.pcall('SREM', idx, ARGV[2])
-if removed == 0 and redis.call('EXISTS', idx) == 1 then return 0 end
+local u = string.sub(v, 17, 24)
+local e = redis.call('HGET', KEYS[2], u) or ''
+local sid = ARGV[2]
+` + luaFind + `
+if not i then return 0 end
+e = string.sub(e, 1, i - 1) .. string.sub(e, i + 12)
+if e == '' then redis.call('HDEL', KEYS[2], u) else redis.call('HSET', KEYS[2], u, e) end
 return 1
 `
 
-// revokeSessionScript ends one session of a user: removing its ID from
-// the user's index is the revocation, and a session ID that is not there
-// (another user's, or already ended) is left alone. It returns 1 if it
-// ended a live session, else 0.
+// revokeSessionScript ends one session of a user: dropping its entry from
+// the user's field is the revocation, and a session ID that is not there
+// (another user's, or already ended) is left alone. It deletes the key
+// first. It returns 1 if it ended a session whose key was there, else 0.
 //
-// KEYS: session, index. ARGV: session ID.
+// KEYS: session, index. ARGV: user, session ID.
 const revokeSessionScript = `
-if redis.call('SREM', KEYS[2], ARGV[1]) == 0 then
-  return 0
-end
-return redis.call('DEL', KEYS[1])
+local e = redis.call('HGET', KEYS[2], ARGV[1])
+if not e then return 0 end
+local sid = ARGV[2]
+` + luaFind + `
+if not i then return 0 end
+local n = redis.call('DEL', KEYS[1])
+e = string.sub(e, 1, i - 1) .. string.sub(e, i + 12)
+if e == '' then redis.call('HDEL', KEYS[2], ARGV[1]) else redis.call('HSET', KEYS[2], ARGV[1], e) end
+return n
 `
 
-// revokeAllScript ends every session in the user's index but those to
-// keep: it removes them from the index, which is the revocation, then
-// deletes their keys as clean-up. While the slot migrates, a key may be
-// on the other node, where the DEL cannot reach it; the session is ended
-// all the same, and its key expires. It returns the number of sessions
-// whose keys it deleted or could not reach.
+// revokeAllScript ends every session in the user's field but those to
+// keep: it deletes the field, which is the revocation, then writes back
+// the entries kept, if any. It returns the IDs of the sessions it ended
+// whose keys had not expired, which Go deletes afterwards as clean-up.
 //
-// KEYS: index. ARGV: session key prefix, then the session IDs to keep.
+// KEYS: index. ARGV: user, then the session IDs to keep.
 const revokeAllScript = `
+local e = redis.call('HGET', KEYS[1], ARGV[1])
+if not e then return {} end
+redis.call('HDEL', KEYS[1], ARGV[1])
 local keep = {}
-for i = 2, #ARGV do
-  keep[ARGV[i]] = true
-end
-local ended = {}
-for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if not keep[sid] then
-    redis.call('SREM', KEYS[1], sid)
-    ended[#ended + 1] = sid
+for j = 2, #ARGV do keep[ARGV[j]] = true end
+local now = tonumber(redis.call('TIME')[1])
+local kept, ended = {}, {}
+for j = 1, #e - 11, 12 do
+  local sid = string.sub(e, j, j + 7)
+  if keep[sid] then
+    kept[#kept + 1] = string.sub(e, j, j + 11)
+  else
+    local a, b, c, d = string.byte(e, j + 8, j + 11)
+    if ((a * 256 + b) * 256 + c) * 256 + d >= now then ended[#ended + 1] = sid end
   end
 end
-local live = 0
-for _, sid in ipairs(ended) do
-  if redis.pcall('DEL', ARGV[1] .. sid) ~= 0 then
-    live = live + 1
-  end
-end
-return live
+if #kept > 0 then redis.call('HSET', KEYS[1], ARGV[1], table.concat(kept)) end
+return ended
 `
 
-// listScript returns the user's live sessions as pairs of ID and record
-// without its digest, and drops ended sessions from the index. It
-// declares the guard key (see keys.guard), so it never runs on a slot
-// that is half migrated.
+// listScript returns, of the sessions given, those still in the user's
+// field whose keys exist, as pairs of ID and record without its digest.
+// Every key it reads is declared, so in a Cluster it runs only on a node
+// that holds all of them: it never lists half of a slot that is
+// migrating.
 //
-// KEYS: index, guard. ARGV: session key prefix.
+// KEYS: index, then session keys. ARGV: user, then the sessions' IDs.
 const listScript = `
+local e = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 local out = {}
-for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local v = redis.call('GET', ARGV[1] .. sid)
-  if v then
-    out[#out + 1] = sid
-    out[#out + 1] = string.sub(v, 17)
-  else
-    redis.call('SREM', KEYS[1], sid)
+for j = 2, #KEYS do
+  local sid = ARGV[j]
+  ` + luaFind + `
+  if i then
+    local v = redis.call('GET', KEYS[j])
+    if v then
+      out[#out + 1] = sid
+      out[#out + 1] = string.sub(v, 17)
+    end
   end
 end
 return out
@@ -441,7 +521,7 @@ return out
 // scripts are a Manager's loaded scripts. redis.Script caches its SHA, so
 // each Manager has its own set rather than sharing package-level ones.
 type scripts struct {
-	validate, validateIndexed, issue, refresh, rotate, revoke, revokeSession, revokeAll, list *redis.Script
+	validate, issue, refresh, rotate, revoke, revokeSession, revokeAll, list *redis.Script
 }
 
 // newScripts returns the scripts with the defences in d.
@@ -453,15 +533,14 @@ func newScripts(d defences) scripts {
 		return redis.NewScript(src)
 	}
 	return scripts{
-		validate:        load(validateScript),
-		validateIndexed: load(validateIndexedScript),
-		issue:           load(issueScript),
-		refresh:         load(refreshScript),
-		rotate:          load(rotateScript),
-		revoke:          load(revokeScript),
-		revokeSession:   load(revokeSessionScript),
-		revokeAll:       load(revokeAllScript),
-		list:            load(listScript),
+		validate:      load(validateScript),
+		issue:         load(issueScript),
+		refresh:       load(refreshScript),
+		rotate:        load(rotateScript),
+		revoke:        load(revokeScript),
+		revokeSession: load(revokeSessionScript),
+		revokeAll:     load(revokeAllScript),
+		list:          load(listScript),
 	}
 }
 

@@ -2,7 +2,9 @@ package tokens
 
 import (
 	"context"
-	"fmt"
+	"encoding/binary"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,29 +84,33 @@ func TestKeys(t *testing.T) {
 	k := keys{prefix: "tok:"}
 	tag := slotTag(1863480000000000001)
 	tg := string(appendBase62(nil, uint64(tag), tagDigits))
-	s := k.session(tag, 1863486340915077120)
-	u := k.index(tag, 1863480000000000001)
-	if want := "tok:{" + tg + "}s1863486340915077120"; s != want {
+	const sid = idtype.ID(1863486340915077120)
+	s := k.session(tag, sid)
+	i := k.index(tag)
+	if want := "tok:{" + tg + "}s" + string(appendBase62(nil, uint64(sid), sidDigits)); s != want {
 		t.Errorf("session key %q, want %q", s, want)
 	}
-	if want := "tok:{" + tg + "}u" + fmt.Sprintf("%016x", 1863480000000000001); u != want {
-		t.Errorf("index key %q, want %q", u, want)
+	if want := "tok:{" + tg + "}i"; i != want {
+		t.Errorf("index key %q, want %q", i, want)
 	}
-	if p := k.sessionPrefix(tag); !strings.HasPrefix(s, p) || len(s)-len(p) != 19 {
-		t.Errorf("session prefix %q of %q", p, s)
+	if s2, i2 := k.sessionAndIndex(tag, sid); s2 != s || i2 != i {
+		t.Errorf("sessionAndIndex = %q, %q; want %q, %q", s2, i2, s, i)
 	}
-	if id := k.sessionID(s); id != "1863486340915077120" {
-		t.Errorf("session ID of %q is %q", s, id)
+	// Redis keeps a key of up to 22 bytes in a 24-byte allocation (its
+	// 1-byte header and a terminating zero besides) where its allocator
+	// has that size: a session key is the prefix and 16 bytes, and the
+	// default prefix must leave it within that.
+	if max := len(DefaultKeyPrefix) + 16; len(s) != max || max > 22 {
+		t.Errorf("session key %q: not the prefix and 16 bytes, or past 22 bytes with the default prefix", s)
 	}
-	// Redis keeps keys of up to 30 bytes in its smallest allocation for
-	// them; the default prefix must leave keys within it.
-	if max := len(DefaultKeyPrefix) + 24; len(s) > max || len(u) > max || max > 30 {
-		t.Errorf("keys %q and %q: longer than the default prefix + 24 = %d, or that is past 30", s, u, max)
+	if got := parseEntries(entryID(sid) + "\x00\x00\x00\x01" + entryID(7) + "\xff\xff\xff\xff" + "junk"); len(got) != 2 || got[0] != sid || got[1] != 7 {
+		t.Errorf("parseEntries = %v", got)
 	}
 }
 
-// TestSameSlot checks on the real cluster that a user's keys and the
-// keys built from a token land in one slot.
+// TestSameSlot checks on the real cluster that the keys of a user's
+// sessions, those built from their tokens and the index of their tag land
+// in one slot.
 func TestSameSlot(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	c := testenv.RedisClusterClient(t)
@@ -120,7 +126,7 @@ func TestSameSlot(t *testing.T) {
 	seen := map[int64]bool{}
 	for user := idtype.ID(1863480000000000001); user < 1863480000000000001+50; user++ {
 		tag := slotTag(user)
-		want := slot(k.index(tag, user))
+		want := slot(k.index(tag))
 		seen[want] = true
 		tok := token{session: 1863486340915077120 + user%7, tag: tag}
 		parsed, _ := parseToken("snk", tok.format("snk"))
@@ -166,8 +172,10 @@ func TestNoSecretInRedis(t *testing.T) {
 				switch typ := node.Type(ctx, key).Val(); typ {
 				case "string":
 					dump = append(dump, node.Get(ctx, key).Val())
-				case "set":
-					dump = append(dump, node.SMembers(ctx, key).Val()...)
+				case "hash":
+					for f, v := range node.HGetAll(ctx, key).Val() {
+						dump = append(dump, f, v)
+					}
 				default:
 					t.Errorf("key %q has type %q", key, typ)
 				}
@@ -204,26 +212,82 @@ func TestNoSecretInRedis(t *testing.T) {
 	})
 }
 
-// TestIndexKeyInLua checks that the index key the scripts build from a
-// record's user bytes is the one Go builds from the user ID, for IDs
-// whose bytes hit every edge of the two 32-bit halves.
-func TestIndexKeyInLua(t *testing.T) {
+// TestIndexEntries checks the index entries that the scripts write:
+// Issue, Rotate and the refresh each write the session's entry with an
+// expiry past its key's, by Redis's clock, so that dropping an entry
+// whose expiry has passed never drops a live session; Revoke drops it.
+func TestIndexEntries(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	forEach(t, []backend{miniBackend, singleBackend}, func(t *testing.T, b backend) {
+	forEach(t, []backend{miniBackend, singleBackend, clusterBackend}, func(t *testing.T, b backend) {
+		ctx := t.Context()
 		c := b.client(t)
-		k := keys{prefix: "tok:"}
-		script := redis.NewScript("local v = ARGV[1]\n" + luaIndexKey + "\nreturn idx")
-		for _, user := range []idtype.ID{1, 255, 256, 1<<32 - 1, 1 << 32, 1<<63 - 1, 1863480000000000001, 0x7f80ff00ff00ff80} {
-			tag := slotTag(user)
-			const sid = idtype.ID(1863486340915077120)
-			rec := (&record{user: user}).encode()
-			got, err := script.Run(t.Context(), c, []string{k.session(tag, sid)}, rec, sid.String()).Text()
+		gen := newGen(t)
+		m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: 20 * time.Millisecond})
+		user := userID(t, gen)
+		tag := slotTag(user)
+		check := func(what string, sids ...idtype.ID) {
+			t.Helper()
+			v, err := c.HGet(ctx, m.keys.index(tag), userField(user)).Result()
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s: HGET of the user's field: %v", what, err)
 			}
-			if want := k.index(tag, user); got != want {
-				t.Errorf("user %d: Lua builds %q, Go %q", user, got, want)
+			if got := parseEntries(v); !slices.Equal(got, sids) || len(v) != len(sids)*entryLen {
+				t.Fatalf("%s: entries %v (%d bytes), want %v", what, got, len(v), sids)
+			}
+			for i, sid := range sids {
+				pttl, err := c.PTTL(ctx, m.keys.session(tag, sid)).Result()
+				if err != nil || pttl <= 0 {
+					t.Fatalf("%s: PTTL of session %d = %v, %v", what, sid, pttl, err)
+				}
+				now := time.Now() // no earlier than Redis's TIME in the script
+				expiry := time.Unix(int64(binary.BigEndian.Uint32([]byte(v[i*entryLen+8:]))), 0)
+				if key := now.Add(pttl); !expiry.After(key.Add(-time.Second)) || expiry.After(now.Add(time.Hour+2*time.Second)) {
+					t.Errorf("%s: session %d: entry expiry %v, key expiry about %v", what, sid, expiry, key)
+				}
 			}
 		}
+		tok1, s1 := issue(t, m, user, Metadata{})
+		_, s2 := issue(t, m, user, Metadata{})
+		check("after two Issues", s1.ID, s2.ID)
+		time.Sleep(30 * time.Millisecond)
+		if _, err := m.Validate(ctx, tok1); err != nil { // refreshes
+			t.Fatal(err)
+		}
+		check("after a refresh", s1.ID, s2.ID)
+		tok3, s3, err := m.Rotate(ctx, tok1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("after Rotate", s2.ID, s3.ID)
+		if err := m.Revoke(ctx, tok3); err != nil {
+			t.Fatal(err)
+		}
+		check("after Revoke", s2.ID)
+		if ok, err := m.RevokeSession(ctx, user, s2.ID); !ok || err != nil {
+			t.Fatalf("RevokeSession = %v, %v", ok, err)
+		}
+		if n, err := c.HExists(ctx, m.keys.index(tag), userField(user)).Result(); n || err != nil {
+			t.Errorf("the field of a user without sessions: HEXISTS = %v, %v; want it deleted", n, err)
+		}
 	})
+}
+
+// loseIndex deletes a user's field of the index, as a lost write leaves
+// it.
+func loseIndex(t testing.TB, c redis.UniversalClient, m *Manager, user idtype.ID) {
+	t.Helper()
+	if err := c.HDel(context.Background(), m.keys.index(slotTag(user)), userField(user)).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// inIndex reports whether a session has its entry in its user's field of
+// the index.
+func inIndex(t testing.TB, c redis.UniversalClient, m *Manager, user, sid idtype.ID) bool {
+	t.Helper()
+	v, err := c.HGet(context.Background(), m.keys.index(slotTag(user)), userField(user)).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+	return slices.Contains(parseEntries(v), sid)
 }

@@ -1,8 +1,10 @@
 package tokens
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -210,7 +212,8 @@ func TestWaitReplicasCluster(t *testing.T) {
 			t.Errorf("%s = %v, want ErrUnavailable for too few replicas", name, err)
 		}
 	}
-	slot, err := cl.KeySlot(ctx, plain.keys.index(tag, users[0].id))
+	index := plain.keys.index(tag)
+	slot, err := cl.KeySlot(ctx, index)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,20 +232,30 @@ func TestWaitReplicasCluster(t *testing.T) {
 		}
 		return err != nil
 	}
+	// The index first, with the first user's session: the revocations
+	// then meet both kinds of split.
+	first := []string{index, plain.keys.session(tag, users[0].s.ID)}
+	order := func(keys []string) {
+		slices.SortStableFunc(keys, func(x, y string) int {
+			return cmp.Compare(orderOf(first, x), orderOf(first, y))
+		})
+	}
 	next, movedOps := 0, 0
-	_, err = cl.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 2, Step: func(int) error {
-		// Revoke every user whose session key or index has left, but
-		// leave the last three for after the move.
+	_, err = cl.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 2, Order: order, Step: func(int) error {
+		// Once the index has left, revoke every user, but leave the last
+		// three for after the move: Revoke when its session key has left
+		// too (a script that declares both), RevokeAll when it has not
+		// (a script that declares the index alone).
+		if !moved(index) {
+			return nil
+		}
 		for ; next < len(users)-3; next++ {
 			u := users[next]
-			switch {
-			case moved(plain.keys.session(tag, u.s.ID)):
+			if moved(plain.keys.session(tag, u.s.ID)) {
 				tooFew("Revoke of a moved session", waiting.Revoke(ctx, u.tok))
-			case moved(plain.keys.index(tag, u.id)):
+			} else {
 				_, err := waiting.RevokeAll(ctx, u.id)
 				tooFew("RevokeAll of a moved index", err)
-			default:
-				return nil
 			}
 			movedOps++
 		}
