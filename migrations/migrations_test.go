@@ -364,7 +364,7 @@ func TestSnowflakeIDStateCheck(t *testing.T) {
 			name = "control: no state check"
 		}
 		t.Run(name, func(t *testing.T) {
-			db, _ := migrated(t)
+			db, _ := migrated(t, migrations.Options{})
 			for try := 1; ; try++ {
 				if stateCheckRun(ctx, t, db, control) {
 					return
