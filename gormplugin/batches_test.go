@@ -50,7 +50,7 @@ func TestCreateInBatchesSourceFails(t *testing.T) {
 			name = "SkipDefaultTransaction"
 		}
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newEnv(t, gormplugin.Options{})
 			gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 			if err != nil {
 				t.Fatal(err)
@@ -61,7 +61,7 @@ func TestCreateInBatchesSourceFails(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := db.Use(gormplugin.New(src)); err != nil {
+			if err := db.Use(gormplugin.New(src, gormplugin.Options{})); err != nil {
 				t.Fatal(err)
 			}
 

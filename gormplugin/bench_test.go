@@ -59,7 +59,7 @@ func benchDBs(b *testing.B) (withPlugin, plain *gorm.DB, gen *idtype.Generator) 
 		b.Fatal(err)
 	}
 	withPlugin, plain = open(), open()
-	if err := withPlugin.Use(gormplugin.New(gen)); err != nil {
+	if err := withPlugin.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		b.Fatal(err)
 	}
 	if err := plain.AutoMigrate(&PluginRow{}, &ManualRow{}, &SerialRow{}); err != nil {
@@ -166,7 +166,7 @@ func BenchmarkAssign(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := withPlugin.Use(gormplugin.New(gen)); err != nil {
+	if err := withPlugin.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		b.Fatal(err)
 	}
 	const size = 1000

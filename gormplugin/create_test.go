@@ -18,7 +18,7 @@ import (
 // the database: the row's key equals the struct's, non-zero and unique.
 func TestCreatePaths(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 	db := e.db
 	var want []idtype.ID
 	collect := func(ids ...idtype.ID) { want = append(want, ids...) }
@@ -130,7 +130,7 @@ func TestCreatePaths(t *testing.T) {
 
 func TestCreateMaps(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 	db := e.db
 	preset := idtype.ID(777)
 	m1 := map[string]any{"Name": "by field name"}
@@ -185,7 +185,7 @@ func TestCreateMaps(t *testing.T) {
 
 func TestAssociations(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 	db := e.db
 	en := Language{Code: "en"}
 	if err := db.Create(&en).Error; err != nil { // an existing row, linked again below
@@ -255,7 +255,7 @@ func TestAssociations(t *testing.T) {
 
 func TestRules(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 	db := e.db
 
 	t.Run("preset key kept", func(t *testing.T) {
@@ -417,7 +417,7 @@ func TestRulesOnlyTagged(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 
 	t.Run("generator fails", func(t *testing.T) {
 		// A generator whose floor is an hour ahead and that may not wait:
@@ -430,7 +430,7 @@ func TestErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Use(gormplugin.New(gen)); err != nil {
+		if err := db.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 			t.Fatal(err)
 		}
 		u := User{Name: "nope", Company: &Company{Name: "nope"}, Posts: []Post{{Title: "nope"}}}
@@ -493,7 +493,7 @@ func TestErrors(t *testing.T) {
 // plugin; no key collides.
 func TestConcurrentCreates(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 	const workers, each = 8, 500
 	var (
 		wg   sync.WaitGroup
@@ -529,7 +529,7 @@ func TestConcurrentCreates(t *testing.T) {
 // made of snowflake keys: plain bigint, no sequence behind them.
 func TestAutoMigrateTypes(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 	tests := []struct {
 		table, column string
 		typ           string

@@ -3,7 +3,7 @@
 //
 //	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 7})
 //	...
-//	err = db.Use(gormplugin.New(gen))
+//	err = db.Use(gormplugin.New(gen, gormplugin.Options{}))
 //
 //	type Post struct {
 //		ID       idtype.ID // primary key: filled on create

@@ -31,7 +31,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := db.Use(gormplugin.New(gen)); err != nil {
+	if err := db.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		log.Fatal(err)
 	}
 
@@ -58,7 +58,7 @@ func Example() {
 func Example_tagged() {
 	db := dryRun()
 	gen, _ := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
-	_ = db.Use(gormplugin.New(gen))
+	_ = db.Use(gormplugin.New(gen, gormplugin.Options{}))
 
 	type Order struct {
 		ID     idtype.ID
@@ -75,7 +75,7 @@ func Example_tagged() {
 func Example_upsert() {
 	db := dryRun()
 	gen, _ := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
-	_ = db.Use(gormplugin.New(gen))
+	_ = db.Use(gormplugin.New(gen, gormplugin.Options{}))
 
 	type Account struct {
 		ID    idtype.ID
@@ -97,7 +97,7 @@ func Example_upsert() {
 func Example_databaseDefault() {
 	db := dryRun()
 	gen, _ := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
-	_ = db.Use(gormplugin.New(gen))
+	_ = db.Use(gormplugin.New(gen, gormplugin.Options{}))
 
 	type Audit struct {
 		ID   idtype.ID `gorm:"primaryKey;default:snowflake_id()"`

@@ -165,7 +165,7 @@ type env struct {
 
 // newEnv migrates a fresh database (so that snowflake_id() exists),
 // registers the plugin on worker 1, and creates every model's table.
-func newEnv(t testing.TB, opts ...gormplugin.Options) *env {
+func newEnv(t testing.TB, opts gormplugin.Options) *env {
 	t.Helper()
 	url := testenv.Postgres(t)
 	sqlDB, err := sql.Open("pgx", url)
@@ -173,7 +173,7 @@ func newEnv(t testing.TB, opts ...gormplugin.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sqlDB.Close() })
-	if err := migrations.Up(context.Background(), sqlDB); err != nil {
+	if err := migrations.Up(context.Background(), sqlDB, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), &gorm.Config{Logger: logger.Discard})
@@ -185,7 +185,7 @@ func newEnv(t testing.TB, opts ...gormplugin.Options) *env {
 		t.Fatal(err)
 	}
 	src := &countingSource{gen: gen}
-	if err := db.Use(gormplugin.New(src, opts...)); err != nil {
+	if err := db.Use(gormplugin.New(src, opts)); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.AutoMigrate(allModels...); err != nil {

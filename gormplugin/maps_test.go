@@ -19,7 +19,7 @@ import (
 // and filled, as the struct path fills a zero key: no row gets key 0.
 func TestCreateMapsZeroSpellings(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 	var zeroID idtype.ID
 	var zeroInt int64
 	spellings := []any{
@@ -65,7 +65,7 @@ func TestCreateMapsZeroSpellings(t *testing.T) {
 // cast some of them ("-5", " 12", 1.5) into a key.
 func TestCreateMapsKeyText(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 	for _, tc := range []struct {
 		in   any
 		want idtype.ID

@@ -44,7 +44,7 @@ func TestFieldRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Use(gormplugin.New(gen)); err != nil {
+	if err := db.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	c := &Company{}
@@ -107,7 +107,7 @@ func TestNoDatabaseErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Use(gormplugin.New(gen)); err != nil {
+	if err := db.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	c := Company{}
@@ -119,7 +119,7 @@ func TestNoDatabaseErrors(t *testing.T) {
 		t.Errorf("error %q does not name the table and column", err)
 	}
 	// Registering twice on one *gorm.DB is refused by GORM.
-	if err := db.Use(gormplugin.New(gen)); err == nil {
+	if err := db.Use(gormplugin.New(gen, gormplugin.Options{})); err == nil {
 		t.Errorf("a second plugin of the same name was accepted")
 	}
 }
@@ -134,7 +134,7 @@ func TestFieldTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Use(gormplugin.New(gen)); err != nil {
+	if err := db.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	type (
@@ -181,8 +181,7 @@ func TestFieldTypes(t *testing.T) {
 	}
 }
 
-// TestNewArguments: a nil Source or more than one Options makes db.Use
-// fail with idtype.ErrInvalidOptions, and then nothing is registered.
+// TestNewArguments: a nil Source makes db.Use fail with idtype.ErrInvalidOptions, and then nothing is registered.
 func TestNewArguments(t *testing.T) {
 	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 5})
 	if err != nil {
@@ -193,8 +192,7 @@ func TestNewArguments(t *testing.T) {
 		p    *gormplugin.Plugin
 		says string
 	}{
-		{"nil Source", gormplugin.New(nil), "Source is nil"},
-		{"two Options", gormplugin.New(gen, gormplugin.Options{}, gormplugin.Options{OnlyTagged: true}), "at most one Options, not 2"},
+		{"nil Source", gormplugin.New(nil, gormplugin.Options{}), "Source is nil"},
 	} {
 		db := dryRun()
 		err := db.Use(tc.p)
@@ -210,18 +208,17 @@ func TestNewArguments(t *testing.T) {
 		}
 	}
 
-	// One Options, zero or not, is fine; the zero one is the default.
-	for _, opts := range [][]gormplugin.Options{nil, {{}}, {{OnlyTagged: true}}} {
+	// Any Options is fine; the zero one is the default.
+	for _, opts := range []gormplugin.Options{{}, {OnlyTagged: true}} {
 		db := dryRun()
-		if err := db.Use(gormplugin.New(gen, opts...)); err != nil {
+		if err := db.Use(gormplugin.New(gen, opts)); err != nil {
 			t.Fatalf("New(gen, %+v): %v", opts, err)
 		}
 		c := Company{}
 		if err := db.Create(&c).Error; err != nil {
 			t.Fatal(err)
 		}
-		onlyTagged := len(opts) == 1 && opts[0].OnlyTagged
-		if filled := c.ID != 0; filled == onlyTagged {
+		if filled := c.ID != 0; filled == opts.OnlyTagged {
 			t.Errorf("New(gen, %+v): untagged idtype.ID key filled = %v", opts, filled)
 		}
 	}

@@ -35,27 +35,21 @@ type Options struct {
 	OnlyTagged bool
 }
 
-// New returns a plugin that takes its IDs from src. opts is optional, at
-// most one Options; the zero Options is the default:
+// New returns a plugin that takes its IDs from src, configured by opts;
+// the zero Options is the default:
 //
 //	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 7})
 //	...
-//	err = db.Use(gormplugin.New(gen))
+//	err = db.Use(gormplugin.New(gen, gormplugin.Options{}))
 //	// or, to fill tagged fields only:
 //	err = db.Use(gormplugin.New(gen, gormplugin.Options{OnlyTagged: true}))
 //
-// A nil src or more than one Options makes Initialize, and so db.Use,
-// fail with an error wrapping idtype.ErrInvalidOptions, and the plugin
-// registers nothing.
-func New(src idtype.Source, opts ...Options) *Plugin {
-	p := &Plugin{src: src}
-	switch {
-	case src == nil:
+// A nil src makes Initialize, and so db.Use, fail with an error wrapping
+// idtype.ErrInvalidOptions, and the plugin registers nothing.
+func New(src idtype.Source, opts Options) *Plugin {
+	p := &Plugin{src: src, onlyTagged: opts.OnlyTagged}
+	if src == nil {
 		p.err = fmt.Errorf("%w: gormplugin.New: the Source is nil", idtype.ErrInvalidOptions)
-	case len(opts) > 1:
-		p.err = fmt.Errorf("%w: gormplugin.New takes at most one Options, not %d", idtype.ErrInvalidOptions, len(opts))
-	case len(opts) == 1:
-		p.onlyTagged = opts[0].OnlyTagged
 	}
 	return p
 }

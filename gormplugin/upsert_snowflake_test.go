@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
@@ -42,7 +43,7 @@ func memberRow(t *testing.T, e *env, email string) (id idtype.ID, public int64, 
 // and the struct ends up holding the row's real values.
 func TestUpsertKeepsSnowflakeFields(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 	if err := e.db.AutoMigrate(&Member{}, &Ticket{}); err != nil {
 		t.Fatal(err)
 	}

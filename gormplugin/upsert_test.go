@@ -6,6 +6,7 @@ import (
 
 	"gorm.io/gorm/clause"
 
+	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
@@ -32,7 +33,7 @@ func accountIDs(t *testing.T, e *env) map[string]idtype.ID {
 
 func TestUpsert(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	e := newEnv(t)
+	e := newEnv(t, gormplugin.Options{})
 	db := e.db
 	first := Account{Email: "ada@example.com", Name: "Ada"}
 	if err := db.Create(&first).Error; err != nil {

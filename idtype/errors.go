@@ -3,6 +3,8 @@ package idtype
 import (
 	"errors"
 	"fmt"
+
+	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // The kinds of bad input. Every error this package returns for bad input is
@@ -32,10 +34,6 @@ var (
 	ErrUnsupportedType = errors.New("unsupported source type")
 )
 
-// maxInputInError bounds how much of a bad input an error message repeats,
-// so a megabyte of junk does not become a megabyte of log line.
-const maxInputInError = 64
-
 // Error reports bad input to Parse, the Unmarshal methods and Scan.
 //
 // Err is the kind (one of ErrEmpty, ErrSyntax, ErrNegative, ErrRange,
@@ -60,38 +58,6 @@ func (e *Error) Error() string {
 // Unwrap returns the kind of failure, for errors.Is.
 func (e *Error) Unwrap() error { return e.Err }
 
-// DescribeInput renders bad input for an error message the way an *Error's
-// Input does: text (a string or []byte) quoted and cut to 64 bytes, with
-// its length when cut; any other value as its Go type and value, cut the
-// same way. Packages that read IDs from formats of their own (sqltype's
-// arrays) use it, so that every snowkey error names its input alike.
-func DescribeInput(v any) string {
-	switch v := v.(type) {
-	case string:
-		return quoteInput(v)
-	case []byte:
-		return quoteInput(string(v))
-	}
-	return describeValue(v)
-}
-
-// describeValue names a value's Go type and value for an error message.
-func describeValue(v any) string {
-	s := fmt.Sprintf("%T(%v)", v, v)
-	if len(s) > maxInputInError {
-		s = s[:maxInputInError] + "..."
-	}
-	return s
-}
-
-// quoteInput renders bad input for an error message, cut short when long.
-func quoteInput(s string) string {
-	if len(s) > maxInputInError {
-		return fmt.Sprintf("%q... (%d bytes)", s[:maxInputInError], len(s))
-	}
-	return fmt.Sprintf("%q", s)
-}
-
 func newError(op string, input []byte, err error) *Error {
-	return &Error{Op: op, Input: quoteInput(string(input)), Err: err}
+	return &Error{Op: op, Input: describe.Text(string(input)), Err: err}
 }

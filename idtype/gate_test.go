@@ -427,7 +427,7 @@ func TestGrantJudgesReservation(t *testing.T) {
 				}
 				t.Run(name, func(t *testing.T) {
 					g, gate, clock := newGated(t, GeneratorOptions{MaxWait: -1})
-					g.defences.noGrantJudge = control
+					g.setDefences(defences{noGrantJudge: control})
 					if _, err := nx.next(g); err != nil {
 						t.Fatal(err)
 					}
@@ -437,7 +437,7 @@ func TestGrantJudgesReservation(t *testing.T) {
 						reserved int64 = -1 // the state the grant met, after a reservation
 					)
 					run := func() {
-						g.defences.hooks = nil
+						g.setHooks(nil)
 						gr = tt.grant(clock.Now())
 						if tt.after {
 							reserved = g.state.Load()
@@ -445,9 +445,9 @@ func TestGrantJudgesReservation(t *testing.T) {
 						final = gate.Grant(gr)
 					}
 					if tt.after {
-						g.defences.hooks = &hooks{afterReserve: run}
+						g.setHooks(&hooks{afterReserve: run})
 					} else {
-						g.defences.hooks = &hooks{beforeReserve: run}
+						g.setHooks(&hooks{beforeReserve: run})
 					}
 					ids, err := nx.next(g)
 					if final.IsZero() {
@@ -489,7 +489,7 @@ func TestStopLine(t *testing.T) {
 		for _, control := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/control=%v", nx.name, control), func(t *testing.T) {
 				g, gate, _ := newGated(t, GeneratorOptions{})
-				g.defences.noStopLine = control
+				g.setDefences(defences{noStopLine: control})
 				first, err := nx.next(g)
 				if err != nil {
 					t.Fatal(err)
@@ -498,11 +498,11 @@ func TestStopLine(t *testing.T) {
 					final   time.Time
 					counted int64 = -1
 				)
-				g.defences.hooks = &hooks{afterReserve: func() {
-					g.defences.hooks = nil
+				g.setHooks(&hooks{afterReserve: func() {
+					g.setHooks(nil)
 					final = gate.Grant(Grant{Err: fmt.Errorf("%w: closed", ErrLeaseLost)})
 					counted = g.Stats().IDs
-				}}
+				}})
 				ids, err := nx.next(g)
 				if counted < 0 {
 					t.Fatal("the hook never ran: the call reserved nothing")

@@ -87,13 +87,6 @@ type GeneratorOptions struct {
 	RandomSequenceStart bool
 }
 
-// Config is the name GeneratorOptions had.
-//
-// Deprecated: use GeneratorOptions, the name every snowkey options struct
-// follows (it is named for what it configures). Config goes in the next
-// release.
-type Config = GeneratorOptions
-
 // Stats is a snapshot of what a Generator has done.
 type Stats struct {
 	// IDs is how many IDs the generator has issued.
@@ -214,7 +207,7 @@ type Generator struct {
 // defences switches a generator's defences off one at a time, for the
 // controls of the tests that prove each, and holds the tests' hooks. The
 // zero value, every defence on and no hook, is every generator's outside
-// the tests.
+// the tests; only export_test.go changes it.
 type defences struct {
 	// spreadAfterSpent draws a random start even for the millisecond after
 	// a spent one (RandomSequenceStart).

@@ -97,18 +97,6 @@ func TestNewGeneratorRefuses(t *testing.T) {
 	}
 }
 
-// TestConfigAlias: round-1 code that names the options Config compiles and
-// runs for one more release.
-func TestConfigAlias(t *testing.T) {
-	g, err := NewGenerator(Config{Worker: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id, err := g.Next(); err != nil || DefaultLayout.Decode(id).Worker != 9 {
-		t.Fatalf("Next = %d, %v; want an ID of worker 9", id, err)
-	}
-}
-
 func TestNextDecodes(t *testing.T) {
 	for name, l := range testLayouts {
 		worker := l.MaxWorker()
@@ -658,7 +646,7 @@ func TestCrossingJudgedByClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.defences.noClockJudge = control
+		g.setDefences(defences{noClockJudge: control})
 		perMs := int(DefaultLayout.MaxSequence()) + 1
 		if err := g.NextN(make([]ID, perMs-1)); err != nil {
 			t.Fatal(err)
@@ -666,12 +654,12 @@ func TestCrossingJudgedByClock(t *testing.T) {
 		// The call about to add has seen one ID left; another call takes
 		// it before the add.
 		var took ID
-		g.defences.hooks = &hooks{beforeReserve: func() {
-			g.defences.hooks = nil
+		g.setHooks(&hooks{beforeReserve: func() {
+			g.setHooks(nil)
 			if took, err = g.Next(); err != nil {
 				t.Error(err)
 			}
-		}}
+		}})
 		id, err := g.Next()
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // Boundary values every encoding is checked with: 2^53±1 is where a
@@ -76,7 +78,7 @@ func TestParse(t *testing.T) {
 		if !errors.As(err, &e) || e.Op != "parse" {
 			t.Errorf("Parse(%q) error %#v is not an *Error for op parse", tc.in, err)
 		}
-		if !strings.Contains(err.Error(), quoteInput(tc.in)) {
+		if !strings.Contains(err.Error(), describe.Text(tc.in)) {
 			t.Errorf("Parse(%q) error %q does not name the input", tc.in, err)
 		}
 	}
@@ -129,26 +131,5 @@ func TestTime(t *testing.T) {
 	id := ID(1_000_000<<22 | 5<<12 | 7)
 	if got, want := id.Time().UnixMilli(), int64(1288834974657+1_000_000); got != want {
 		t.Errorf("Time() of %d = %d ms; want %d", id, got, want)
-	}
-}
-
-func TestDescribeInput(t *testing.T) {
-	long := strings.Repeat("7", 100)
-	for _, tc := range []struct {
-		in   any
-		want string
-	}{
-		{"12x", `"12x"`},
-		{[]byte("12x"), `"12x"`},
-		{long, `"` + long[:64] + `"... (100 bytes)`},
-		{[]byte(long), `"` + long[:64] + `"... (100 bytes)`},
-		{1.5, "float64(1.5)"},
-		{int64(-1), "int64(-1)"},
-		{[]int64{1, 2}, "[]int64([1 2])"},
-		{[]string{long}, "[]string([" + long[:64-len("[]string([")] + "..."},
-	} {
-		if got := DescribeInput(tc.in); got != tc.want {
-			t.Errorf("DescribeInput(%#v) = %s; want %s", tc.in, got, tc.want)
-		}
 	}
 }

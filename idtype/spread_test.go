@@ -87,7 +87,7 @@ func TestChiSquareP(t *testing.T) {
 	}
 }
 
-// shardNs are the shard counts of issue 11: powers of two that sharding
+// shardNs are the shard counts tested: powers of two that sharding
 // middleware likes, and others.
 var shardNs = []int{2, 3, 4, 8, 10, 16, 64, 100, 1024}
 
@@ -231,7 +231,7 @@ func TestRandomSequenceStartSaturated(t *testing.T) {
 	spans := map[string]int64{}
 	for _, mode := range []string{"off", "on", "control"} {
 		g, _ := newTestGenerator(t, GeneratorOptions{Worker: 1, RandomSequenceStart: mode != "off"})
-		g.defences.spreadAfterSpent = mode == "control"
+		g.setDefences(defences{spreadAfterSpent: mode == "control"})
 		batch := make([]ID, 1024)
 		var first, last ID
 		for i := 0; i < ids; i += len(batch) {

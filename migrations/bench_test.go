@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // benchRows is how many IDs each statement makes inside PostgreSQL.
@@ -18,7 +20,7 @@ const benchRows = 100_000
 // is reported ("snowflake_id/nextval"), with each one's rows/s. ns/op is
 // the time of both.
 func BenchmarkInPostgres(b *testing.B) {
-	db, _ := migrated(b)
+	db, _ := migrated(b, migrations.Options{})
 	ctx := b.Context()
 	for _, ddl := range []string{
 		"CREATE SEQUENCE bench_seq",

@@ -2,7 +2,7 @@
 // and embedded in the binary (FS), and a small runner, Up, that applies it.
 //
 //	db, _ := sql.Open("pgx", os.Getenv("DATABASE_URL"))
-//	if err := migrations.Up(ctx, db); err != nil {
+//	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 //		log.Fatal(err)
 //	}
 //
@@ -25,9 +25,9 @@
 //
 // # Options
 //
-// Up takes an optional Options struct, migrations.Up(ctx, db,
-// migrations.Options{...}), as every snowkey constructor takes one options
-// struct by value: the zero value of each field is the default its doc
+// Up takes one Options struct by value, migrations.Up(ctx, db,
+// migrations.Options{...}), as every snowkey constructor takes its options
+// struct: the zero value of each field is the default its doc
 // names, and a bad value is an error wrapping idtype.ErrInvalidOptions
 // that names the field.
 //

@@ -36,7 +36,7 @@ func ExampleUp() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 		log.Fatal(err)
 	}
 	_, err = db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS audit (

@@ -36,11 +36,11 @@ func openDB(t testing.TB, url string) *sql.DB {
 }
 
 // migrated returns a pool on a fresh, migrated database and its URL.
-func migrated(t testing.TB, opts ...migrations.Options) (*sql.DB, string) {
+func migrated(t testing.TB, opts migrations.Options) (*sql.DB, string) {
 	t.Helper()
 	url := testenv.Postgres(t)
 	db := openDB(t, url)
-	if err := migrations.Up(context.Background(), db, opts...); err != nil {
+	if err := migrations.Up(context.Background(), db, opts); err != nil {
 		t.Fatal(err)
 	}
 	return db, url
@@ -84,24 +84,23 @@ func TestOptions(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, "postgres://nowhere.invalid/x") // never reached: options fail first
 	for _, tc := range []struct {
-		opts []migrations.Options
+		opts migrations.Options
 		want string // the field named
 	}{
-		{[]migrations.Options{{ReservedWorker: -1}}, "ReservedWorker -1"},
-		{[]migrations.Options{{ReservedWorker: 1024}}, "ReservedWorker 1024"},
-		{[]migrations.Options{{LockTimeout: time.Millisecond}}, "LockTimeout 1ms"},
-		{[]migrations.Options{{LockTimeout: -time.Second}}, "LockTimeout -1s"},
-		{[]migrations.Options{{IDSpace: "has space"}}, "IDSpace"},
-		{[]migrations.Options{{IDSpace: "quote'"}}, "IDSpace"},
-		{[]migrations.Options{{IDSpace: strings.Repeat("x", 64)}}, "IDSpace"},
-		{[]migrations.Options{{}, {}}, "at most one Options, got 2"},
+		{migrations.Options{ReservedWorker: -1}, "ReservedWorker -1"},
+		{migrations.Options{ReservedWorker: 1024}, "ReservedWorker 1024"},
+		{migrations.Options{LockTimeout: time.Millisecond}, "LockTimeout 1ms"},
+		{migrations.Options{LockTimeout: -time.Second}, "LockTimeout -1s"},
+		{migrations.Options{IDSpace: "has space"}, "IDSpace"},
+		{migrations.Options{IDSpace: "quote'"}, "IDSpace"},
+		{migrations.Options{IDSpace: strings.Repeat("x", 64)}, "IDSpace"},
 	} {
-		err := migrations.Up(ctx, db, tc.opts...)
+		err := migrations.Up(ctx, db, tc.opts)
 		if !errors.Is(err, idtype.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Up with %+v: %v, want idtype.ErrInvalidOptions naming %q", tc.opts, err, tc.want)
 		}
 	}
-	if err := migrations.Up(ctx, nil); !errors.Is(err, idtype.ErrInvalidOptions) {
+	if err := migrations.Up(ctx, nil, migrations.Options{}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("Up(nil): %v, want idtype.ErrInvalidOptions", err)
 	}
 	if _, err := migrations.Version(ctx, nil); !errors.Is(err, idtype.ErrInvalidOptions) {
@@ -122,7 +121,7 @@ func TestUp(t *testing.T) {
 		t.Fatalf("ReservedWorkerOf before Up: %v, want ErrNotMigrated", err)
 	}
 	for range 2 { // the second run finds nothing to do
-		if err := migrations.Up(ctx, db); err != nil {
+		if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -199,7 +198,7 @@ func TestUpConcurrent(t *testing.T) {
 func TestReservedWorker(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
-	db, _ := migrated(t)
+	db, _ := migrated(t, migrations.Options{})
 
 	// A session that has used snowflake_id() already, and so has the
 	// reserved worker folded into its cached plan.
@@ -233,7 +232,7 @@ func TestReservedWorker(t *testing.T) {
 	// Up without the option keeps the number; with the same number it
 	// changes nothing; concurrent instances with the option do not trip
 	// over each other.
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if w, _ := migrations.ReservedWorkerOf(ctx, db); w != 1000 {
@@ -279,7 +278,7 @@ func ids(ctx context.Context, conn *sql.Conn, n int) ([]idtype.ID, error) {
 // than all of them.
 func TestSnowflakeIDConcurrent(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t)
+	db, _ := migrated(t, migrations.Options{})
 	ctx := t.Context()
 	const sessions, calls = 8, 1500
 	got := make([][]idtype.ID, sessions)
@@ -365,7 +364,7 @@ func TestSnowflakeIDStateCheck(t *testing.T) {
 			name = "control: no state check"
 		}
 		t.Run(name, func(t *testing.T) {
-			db, _ := migrated(t)
+			db, _ := migrated(t, migrations.Options{})
 			for try := 1; ; try++ {
 				if stateCheckRun(ctx, t, db, control) {
 					return
@@ -486,7 +485,7 @@ func epochMs(t time.Time) int64 {
 // sequence 0 of the next one and waits until the clock gets there.
 func TestSnowflakeIDWaitsForNextMillisecond(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t)
+	db, _ := migrated(t, migrations.Options{})
 	const ahead = 80 * time.Millisecond
 	full := epochMs(time.Now().Add(ahead))
 	setState(t, db, full, 4095)
@@ -515,7 +514,7 @@ func TestSnowflakeIDWaitsForNextMillisecond(t *testing.T) {
 // reaches the state it would have waited for.
 func TestSnowflakeIDClockBehind(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t)
+	db, _ := migrated(t, migrations.Options{})
 	state := time.Now().Add(time.Minute)
 	setState(t, db, epochMs(state), 0)
 	_, err := db.ExecContext(ctx, "SELECT snowflake_id()")
@@ -538,7 +537,7 @@ func TestSnowflakeIDClockBehind(t *testing.T) {
 // IDs out again.
 func TestSnowflakeIDNoLockHeld(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t)
+	db, _ := migrated(t, migrations.Options{})
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -609,7 +608,7 @@ func issueUnblocked(ctx context.Context, t *testing.T, db *sql.DB, what string) 
 // checks that nothing is left locked behind them.
 func TestSnowflakeIDCancel(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t)
+	db, _ := migrated(t, migrations.Options{})
 	// Each call waits for a state 900 ms ahead, set by the statement
 	// before it on the server's own clock, and is cancelled by
 	// statement_timeout after 30 ms. A call that found the clock already
@@ -653,7 +652,7 @@ func TestSnowflakeIDCancel(t *testing.T) {
 // decodes to the worker that made it.
 func TestSnowflakeIDWithApp(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t)
+	db, _ := migrated(t, migrations.Options{})
 	ctx := t.Context()
 	if _, err := db.Exec("CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_id(), source text NOT NULL)"); err != nil {
 		t.Fatal(err)

@@ -225,7 +225,7 @@ func TestServerWorkers(t *testing.T) {
 			} else {
 				// The fleet's leases live in the first server's database,
 				// which must hold the lease table before it can claim.
-				if err := migrations.Up(ctx, dbs[0]); err != nil {
+				if err := migrations.Up(ctx, dbs[0], migrations.Options{}); err != nil {
 					t.Fatal(err)
 				}
 				pool = postgresFleet(t, dbs[0])
@@ -282,7 +282,7 @@ func TestServerWorkers(t *testing.T) {
 		var dbs []*sql.DB
 		for _, s := range servers[:2] {
 			db := openDB(t, createDB(t, ctx, s.URL()))
-			if err := migrations.Up(ctx, db); err != nil {
+			if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 				t.Fatal(err)
 			}
 			dbs = append(dbs, db)
@@ -322,7 +322,7 @@ func TestServerWorkerAgain(t *testing.T) {
 		}
 	}
 	// Up without the pool leaves the number.
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if w, err := migrations.ReservedWorkerOf(ctx, db); err != nil || w != first {
@@ -377,7 +377,7 @@ func TestServerWorkerCopy(t *testing.T) {
 		pgErr.Code != migrations.SQLStateNoServerWorker {
 		t.Fatalf("snowflake_id() in the copy: %v, want SQLSTATE %s", err, migrations.SQLStateNoServerWorker)
 	}
-	if err := migrations.Up(ctx, cp); !errors.Is(err, migrations.ErrNoServerWorker) {
+	if err := migrations.Up(ctx, cp, migrations.Options{}); !errors.Is(err, migrations.ErrNoServerWorker) {
 		t.Fatalf("Up without the pool in the copy: %v, want ErrNoServerWorker", err)
 	}
 	if err := migrations.Up(ctx, cp, migrations.Options{WorkerPool: pool}); err != nil {

@@ -119,7 +119,7 @@ func TestUpTwoSchemas(t *testing.T) {
 	ctx := t.Context()
 	base := testenv.Postgres(t)
 	db := openDB(t, base)
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, "CREATE SCHEMA tenant"); err != nil {
@@ -127,7 +127,7 @@ func TestUpTwoSchemas(t *testing.T) {
 	}
 	tenant := openDB(t, withParams(t, base, "", map[string]string{"search_path": "tenant"}))
 
-	err := migrations.Up(ctx, tenant)
+	err := migrations.Up(ctx, tenant, migrations.Options{})
 	if err == nil {
 		// What the refusal prevents: two streams of one worker.
 		twoStreams(t, db, "public.snowflake_id()", "tenant.snowflake_id()", 1023, 1023)
@@ -142,10 +142,10 @@ func TestUpTwoSchemas(t *testing.T) {
 	}
 	twoStreams(t, db, "public.snowflake_id()", "tenant.snowflake_id()", 1023, 1000)
 	// Both keep working without options, at every start.
-	if err := migrations.Up(ctx, tenant); err != nil {
+	if err := migrations.Up(ctx, tenant, migrations.Options{}); err != nil {
 		t.Errorf("Up again in tenant: %v", err)
 	}
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 		t.Errorf("Up again in public: %v", err)
 	}
 	// Moving public onto tenant's number is refused too.
@@ -163,7 +163,7 @@ func TestUpUserSchema(t *testing.T) {
 	ctx := t.Context()
 	base := testenv.Postgres(t)
 	admin := openDB(t, base)
-	if err := migrations.Up(ctx, admin); err != nil {
+	if err := migrations.Up(ctx, admin, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	role := randomName("app_")
@@ -189,7 +189,7 @@ func TestUpUserSchema(t *testing.T) {
 	})
 	app := openDB(t, withParams(t, base, role, nil))
 	// Before the role has a schema of its own, Up finds public.
-	if err := migrations.Up(ctx, app); err != nil {
+	if err := migrations.Up(ctx, app, migrations.Options{}); err != nil {
 		t.Fatalf("Up as %s with public migrated: %v", role, err)
 	}
 	// The role gets its schema, as CREATE SCHEMA AUTHORIZATION makes it.
@@ -200,7 +200,7 @@ func TestUpUserSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	app = openDB(t, withParams(t, base, role, nil))
-	wantConflict(t, migrations.Up(ctx, app), "public", role)
+	wantConflict(t, migrations.Up(ctx, app, migrations.Options{}), "public", role)
 	if exists(t, admin, role+".snowflake_id()") {
 		t.Fatal("the refused Up created snowflake_id() in the role's schema")
 	}
@@ -237,7 +237,7 @@ func TestUpTwoDatabases(t *testing.T) {
 	}
 	// Once recorded, a database stays in its space: Up without the option
 	// still checks, and refuses what it refused before.
-	if err := migrations.Up(ctx, db2); err != nil {
+	if err := migrations.Up(ctx, db2, migrations.Options{}); err != nil {
 		t.Errorf("Up again without Options.IDSpace: %v", err)
 	}
 	wantConflict(t, migrations.Up(ctx, db2, migrations.Options{ReservedWorker: 1023}), name1, space)
@@ -381,7 +381,7 @@ func TestUpWithoutIDSpaceNeedsNoGrant(t *testing.T) {
 			}
 		}
 	})
-	if err := migrations.Up(ctx, openDB(t, withParams(t, base, role, nil))); err != nil {
+	if err := migrations.Up(ctx, openDB(t, withParams(t, base, role, nil)), migrations.Options{}); err != nil {
 		t.Fatalf("Up as the database's owner, without an ID space: %v", err)
 	}
 }

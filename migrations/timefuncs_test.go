@@ -67,7 +67,7 @@ func ints(ids []idtype.ID) []int64 {
 // snowflake_sequence against Layout.Decode on the same IDs, in both forms
 // for the default layout and through the variant for every other.
 func TestTimeFunctions(t *testing.T) {
-	db, _ := migrated(t)
+	db, _ := migrated(t, migrations.Options{})
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	check := func(t *testing.T, l idtype.Layout, query string, args ...any) {
 		t.Helper()
@@ -153,7 +153,7 @@ func edgeTimes(l idtype.Layout) []time.Time {
 // TestFirstID checks snowflake_first_id against Layout.FirstID, which
 // gives 0 before the epoch and MaxID past the last time.
 func TestFirstID(t *testing.T) {
-	db, _ := migrated(t)
+	db, _ := migrated(t, migrations.Options{})
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	check := func(t *testing.T, l idtype.Layout, query string, args ...any) {
 		t.Helper()
@@ -211,7 +211,7 @@ func wantSQLState(t *testing.T, what string, err error, code string) {
 // idtype refuses, are errors with their own SQLSTATE, never a made-up
 // answer; NULL gives NULL.
 func TestTimeFunctionsRefuse(t *testing.T) {
-	db, _ := migrated(t)
+	db, _ := migrated(t, migrations.Options{})
 	ctx := testenv.Deadline(t, time.Minute)
 	epoch := idtype.DefaultLayout.Epoch
 	for _, id := range []int64{0, -1, math.MinInt64} {
@@ -273,7 +273,7 @@ func TestTimeFunctionsRefuse(t *testing.T) {
 // calling them row by row, and they work for a caller whose search_path
 // does not hold their schema.
 func TestTimeFunctionsImmutable(t *testing.T) {
-	db, url := migrated(t)
+	db, url := migrated(t, migrations.Options{})
 	ctx := testenv.Deadline(t, time.Minute)
 	for _, ddl := range []string{
 		`CREATE TABLE events (

@@ -25,9 +25,9 @@ import (
 const DefaultLockTimeout = 5 * time.Minute
 
 // Options configure Up. The zero value of every field is a safe default,
-// said in the field's doc, so migrations.Up(ctx, db) needs none. Up takes
-// at most one Options; a bad value, or more than one Options, is an error
-// wrapping idtype.ErrInvalidOptions that names the field.
+// said in the field's doc, so migrations.Up(ctx, db, migrations.Options{})
+// is the common call. A bad value is an error wrapping
+// idtype.ErrInvalidOptions that names the field.
 type Options struct {
 	// Logger receives a line for each migration Up applies. Nil means Up
 	// logs nothing.
@@ -84,15 +84,7 @@ type Options struct {
 }
 
 // resolve checks the options given to Up and fills in the defaults.
-func resolve(opts []Options) (Options, error) {
-	var o Options
-	switch len(opts) {
-	case 0:
-	case 1:
-		o = opts[0]
-	default:
-		return o, fmt.Errorf("%w: Up takes at most one Options, got %d", idtype.ErrInvalidOptions, len(opts))
-	}
+func resolve(o Options) (Options, error) {
 	if o.LockTimeout == 0 {
 		o.LockTimeout = DefaultLockTimeout
 	}
@@ -138,7 +130,7 @@ func resolve(opts []Options) (Options, error) {
 // db must be a PostgreSQL database, through any database/sql driver (pgx's
 // stdlib, lib/pq). Migrations are created in the first schema of the
 // connection's search_path.
-func Up(ctx context.Context, db *sql.DB, opts ...Options) (err error) {
+func Up(ctx context.Context, db *sql.DB, opts Options) (err error) {
 	o, err := resolve(opts)
 	if err != nil {
 		return err

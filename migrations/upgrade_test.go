@@ -50,7 +50,7 @@ func TestUpgradeFromReleased(t *testing.T) {
 			t.Fatal(err)
 		}
 		db := openTestDB(t, dsn)
-		if err := Up(ctx, db); err != nil {
+		if err := Up(ctx, db, Options{}); err != nil {
 			t.Fatalf("Up on a database migrated by the released code: %v", err)
 		}
 		want := int64(len(migrationNames(t)))

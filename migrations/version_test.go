@@ -139,7 +139,7 @@ func TestVersionReadOnly(t *testing.T) {
 			if v, err := gooseVersion(ctx, reader); err == nil {
 				t.Fatalf("control: goose's read answered %d: the reader can create tables, the test proves nothing", v)
 			}
-			if err := Up(ctx, admin); err != nil {
+			if err := Up(ctx, admin, Options{}); err != nil {
 				t.Fatal(err)
 			}
 			if r.name == "role without CREATE" {

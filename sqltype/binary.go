@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // This file reads PostgreSQL's binary array format, which pgx hands to
@@ -116,7 +117,7 @@ func parseBinaryArray(src []byte) (IDs, error) {
 		rest = rest[size:]
 		if width == 0 {
 			if err := out[i].UnmarshalText(elem); err != nil {
-				return nil, fail(kindOf(err), "element %d %s", i, idtype.DescribeInput(elem))
+				return nil, fail(kindOf(err), "element %d %s", i, describe.Input(elem))
 			}
 			continue
 		}

@@ -7,7 +7,7 @@ package tokens
 // find the violation a defence prevents. Each test that proves a defence
 // turns that one off alone.
 func (m *Manager) setDefences(d defences) {
-	m.def = d
+	m.defences = d
 	m.s = newScripts(d)
 	if m.cache != nil {
 		m.cache.unguarded = d.noCacheGuard

@@ -38,16 +38,16 @@ import (
 // records, if the user has any. A script's first run on a server takes
 // one more, to load it (EVALSHA, then EVAL).
 type Manager struct {
-	rdb    redis.UniversalClient
-	gen    idtype.Source
-	layout idtype.Layout
-	opts   Options
-	keys   keys
-	s      scripts
-	cache  *cache // nil when Options.CacheTTL is zero
-	def    defences
-	stats  counters
-	obs    Observer // Options.Observer
+	rdb      redis.UniversalClient
+	gen      idtype.Source
+	layout   idtype.Layout
+	opts     Options
+	keys     keys
+	s        scripts
+	cache    *cache   // nil when Options.CacheTTL is zero
+	defences defences // zero: every defence on; only export_test.go turns one off
+	stats    counters
+	obs      Observer // Options.Observer
 }
 
 // defences are switches, one per defence of the revocation promise, that
@@ -213,7 +213,7 @@ func (m *Manager) cleanUp(ctx context.Context, tag uint16, sids []idtype.ID) {
 // that prefix. The prefix is letters and digits and the secret has a
 // fixed length, so the hashed bytes have one reading.
 func (m *Manager) digest(t *token) [sha256.Size]byte {
-	if m.def.noPrefixBinding {
+	if m.defences.noPrefixBinding {
 		return sha256.Sum256(t.secret[:])
 	}
 	var b [maxPrefixLen + 1 + secretBytes]byte
@@ -302,7 +302,7 @@ func (m *Manager) validateStored(ctx context.Context, token string, t *token, su
 			return Session{}, err
 		default:
 			m.stats.refreshFailures.Add(1)
-			if m.def.noRefreshTolerance {
+			if m.defences.noRefreshTolerance {
 				return Session{}, err
 			}
 		}

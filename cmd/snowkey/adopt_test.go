@@ -22,7 +22,7 @@ func adoptTestDB(t *testing.T, ctx context.Context) (string, *sql.DB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE users (id serial PRIMARY KEY, name text);

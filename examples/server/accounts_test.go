@@ -17,10 +17,7 @@ func TestPasswordChange(t *testing.T) {
 		t.Run(map[bool]string{false: "others end", true: "control"}[control], func(t *testing.T) {
 			testenv.Deadline(t, time.Minute)
 			cfg := Config{Throttle: generous()}
-			if control {
-				cfg.keepingOtherSessions()
-			}
-			_, srv := startAppConfig(t, cfg)
+			_, srv := startAppWithout(t, cfg, defences{keepOtherSessions: control})
 			const email = "pat@example.com"
 			_, phone := signupLogin(t, srv, email, goodPassword)
 			_, laptop := signupLoginExisting(t, srv, email, goodPassword)

@@ -79,10 +79,6 @@ type Config struct {
 	// Open wraps it so that no line holds a secret of DatabaseURL or
 	// RedisURL.
 	Logger *slog.Logger
-
-	// defences switches defences off, for the control runs of the tests
-	// that prove each one. Nothing outside this package can reach it.
-	defences
 }
 
 // defences are the test-only switches that turn a defence off, and test
@@ -134,7 +130,9 @@ type App struct {
 	closers   []func(context.Context) error
 	handler   http.Handler
 	ops       http.Handler
-	defences  defences
+	// defences are on (the zero value) in every App that Open makes; only
+	// export_test.go turns one off.
+	defences defences
 }
 
 // ErrConfig means the Config cannot work; the message says which field.
@@ -144,9 +142,14 @@ var ErrConfig = errors.New("invalid server configuration")
 // applies the migrations and builds the App. Its first log line says
 // which database and Redis it uses, without their passwords. On error
 // nothing is left open, and the error holds no secret of the URLs.
-func Open(ctx context.Context, cfg Config) (_ *App, err error) {
+func Open(ctx context.Context, cfg Config) (*App, error) {
+	return open(ctx, cfg, defences{})
+}
+
+// open is Open with the defences in d; only the tests turn one off.
+func open(ctx context.Context, cfg Config, d defences) (_ *App, err error) {
 	secrets := newRedactor(cfg.DatabaseURL, cfg.RedisURL)
-	if cfg.noRedaction {
+	if d.noRedaction {
 		secrets = nil
 	}
 	defer func() { err = secrets.err(err) }()
@@ -154,7 +157,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &App{log: secrets.logger(log), secrets: secrets, argon: cfg.Argon2, defences: cfg.defences, keyPrefix: cfg.KeyPrefix}
+	a := &App{log: secrets.logger(log), secrets: secrets, argon: cfg.Argon2, defences: d, keyPrefix: cfg.KeyPrefix}
 	if a.keyPrefix == "" {
 		a.keyPrefix = defaultKeyPrefix
 	}
@@ -188,14 +191,14 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.limits, err = newThrottle(cfg.Throttle, cfg.KeyPrefix, cfg.noThrottle); err != nil {
+	if a.limits, err = newThrottle(cfg.Throttle, cfg.KeyPrefix, d.noThrottle); err != nil {
 		return nil, err
 	}
-	if a.hashes, err = newHashPool(cfg.Throttle, cfg.unboundedHashQueue); err != nil {
+	if a.hashes, err = newHashPool(cfg.Throttle, d.unboundedHashQueue); err != nil {
 		return nil, err
 	}
 	dbDesc := dbKind.describe()
-	if cfg.noRedaction {
+	if d.noRedaction {
 		// The control run logs the URLs as they are, as a server that
 		// trusted url.URL.Redacted would have.
 		dbDesc, redisDesc = cfg.DatabaseURL, cfg.RedisURL
@@ -232,7 +235,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.auth, err = tokenAuth(a.tokens, a.cookies, a.log); err != nil {
 		return nil, err
 	}
-	if a.devices, err = newDevices(ctx, a.rdb, a.keyPrefix, cfg.noDeviceCookies); err != nil {
+	if a.devices, err = newDevices(ctx, a.rdb, a.keyPrefix, d.noDeviceCookies); err != nil {
 		return nil, err
 	}
 	if a.dummyHash, err = hashPassword("not a password", a.argon); err != nil {

@@ -230,19 +230,20 @@ func TestBrowserCookie(t *testing.T) {
 
 	for i, run := range []struct {
 		name    string
-		control func(*Config)
+		control func(*Config, *defences)
 	}{
 		{"defended", nil},
-		{"control: token in the body", (*Config).withTokenInBody},
-		{"control: the attacker's origin trusted", func(c *Config) { c.Cookie.TrustedOrigins = []string{attacker.URL} }},
+		{"control: token in the body", func(_ *Config, d *defences) { d.tokenInBody = true }},
+		{"control: the attacker's origin trusted", func(c *Config, _ *defences) { c.Cookie.TrustedOrigins = []string{attacker.URL} }},
 	} {
 		t.Run(run.name, func(t *testing.T) {
 			b.t = t
 			cfg := Config{Throttle: generous()}
+			var off defences
 			if run.control != nil {
-				run.control(&cfg)
+				run.control(&cfg, &off)
 			}
-			_, srv := startAppConfig(t, cfg)
+			_, srv := startAppWithout(t, cfg, off)
 			target = srv.URL
 			email := fmt.Sprintf("cookie%d@example.com", i)
 			_, phone := signupLogin(t, srv, email, goodPassword) // another device, by header
@@ -270,14 +271,14 @@ func TestBrowserCookie(t *testing.T) {
 				if ((await res.text()).includes("snk_")) found.push("login body");
 				return found.join(",") || "none";
 			})()`)
-			if cfg.tokenInBody {
+			if off.tokenInBody {
 				if probe == "none" {
 					t.Errorf("control: the probe found no token, though the login answer's body held one")
 				}
 			} else if probe != "none" {
 				t.Errorf("script reads the token from: %s", probe)
 			}
-			if cfg.tokenInBody {
+			if off.tokenInBody {
 				return
 			}
 

@@ -41,10 +41,7 @@ func TestDeviceLockout(t *testing.T) {
 			testenv.Deadline(t, 2*time.Minute)
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: defaultBursts(t)}
 			cfg.Argon2 = Argon2Params{Memory: 1024, Time: 1, Threads: 1} // the counts are under test, not the cost
-			if control {
-				cfg.withoutDeviceCookies()
-			}
-			app, _ := startAppConfig(t, cfg)
+			app, _ := startAppWithout(t, cfg, defences{noDeviceCookies: control})
 			const owner = "owner@example.com"
 			_, device := signupVerified(t, app, "198.51.100.7:1", owner, goodPassword)
 			login := func(ip, password string, cookies ...*http.Cookie) response {

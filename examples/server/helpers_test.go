@@ -98,6 +98,13 @@ func startApp(t *testing.T, b backend) (*App, *httptest.Server) {
 // are closed when the test ends.
 func startAppConfig(t *testing.T, cfg Config) (*App, *httptest.Server) {
 	t.Helper()
+	return startAppWithout(t, cfg, defences{})
+}
+
+// startAppWithout is startAppConfig with the defences in d switched off
+// (see openWithout).
+func startAppWithout(t *testing.T, cfg Config, d defences) (*App, *httptest.Server) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
@@ -109,7 +116,7 @@ func startAppConfig(t *testing.T, cfg Config) (*App, *httptest.Server) {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + srv.Listener.Addr().String() + "/"
 	}
-	app, err := Open(ctx, cfg)
+	app, err := openWithout(ctx, cfg, d)
 	if err != nil {
 		srv.Close()
 		t.Fatalf("Open: %v", err)

@@ -105,7 +105,7 @@ func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtyp
 			return nil, fmt.Errorf("%w: Worker %d is the number this database's snowflake_id() stamps", ErrConfig, worker)
 		}
 	}
-	clock := cfg.clock
+	clock := a.defences.clock
 	if clock == nil {
 		clock = idtype.SystemClock()
 	}
@@ -160,7 +160,7 @@ func (a *App) restartFloor(ctx context.Context, cfg Config, worker int64, clock 
 	if newest != 0 {
 		floor = a.layout.Decode(newest).Time
 	}
-	if cfg.Redis == nil && cfg.RedisURL == "" || cfg.noSessionFloor {
+	if cfg.Redis == nil && cfg.RedisURL == "" || a.defences.noSessionFloor {
 		return floor, nil
 	}
 	prefix := cfg.KeyPrefix
@@ -182,7 +182,7 @@ func (a *App) restartFloor(ctx context.Context, cfg Config, worker int64, clock 
 // useGenerator makes GORM fill every zero idtype.ID primary key on
 // create, from the App's generator.
 func (a *App) useGenerator() error {
-	if err := a.db.Use(gormplugin.New(a.gen)); err != nil {
+	if err := a.db.Use(gormplugin.New(a.gen, gormplugin.Options{})); err != nil {
 		return fmt.Errorf("register gormplugin: %w", err)
 	}
 	return nil

@@ -63,8 +63,7 @@ func TestPostsPartitionedByMonth(t *testing.T) {
 			ctx := testenv.Deadline(t, 2*time.Minute)
 			cfg := realServers().config(t)
 			cfg.Throttle = generous()
-			cfg.noPartitions = tc.noPartitions
-			app, srv := startAppConfig(t, cfg)
+			app, srv := startAppWithout(t, cfg, defences{noPartitions: tc.noPartitions})
 			_, tok := signupLogin(t, srv, "alice@example.com", goodPassword)
 			for i := range 5 {
 				if r := call(t, srv, "POST", "/api/posts", tok, fmt.Sprintf(`{"title":"post %d","body":"b"}`, i)); r.status != http.StatusCreated {

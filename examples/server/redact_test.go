@@ -18,14 +18,14 @@ import (
 )
 
 // secretForms are DATABASE_URL and REDIS_URL values with their secrets:
-// every place a password can stand, the form of the issue
-// (?password= beside a userinfo password) first. The hosts are a closed
+// every place a password can stand, a ?password= beside a userinfo
+// password first. The hosts are a closed
 // port on loopback, so that Open fails at once, after parsing.
 var secretForms = []struct {
 	name, db, redis string
 	secrets         []string
 }{
-	{name: "issue's form", db: "postgres://a:x@127.0.0.1:1/db?password=qpw", secrets: []string{"qpw"}},
+	{name: "query and userinfo", db: "postgres://a:x@127.0.0.1:1/db?password=qpw", secrets: []string{"qpw"}},
 	{name: "userinfo", db: "postgres://ann:s3cr3t-userinfo@127.0.0.1:1/app?sslmode=disable", secrets: []string{"s3cr3t-userinfo"}},
 	{name: "postgresql scheme, both", db: "postgresql://ann:ui-secret-1@127.0.0.1:1/app?password=query-secret-1&sslmode=disable",
 		secrets: []string{"ui-secret-1", "query-secret-1"}},
@@ -70,8 +70,7 @@ func testRedaction(t *testing.T, control bool, leaked *atomic.Int64) {
 			ctx := testenv.Deadline(t, 30*time.Second)
 			var log testenv.LogBuffer
 			cfg := Config{DatabaseURL: f.db, RedisURL: f.redis, Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-			cfg.noRedaction = control
-			app, err := Open(ctx, cfg)
+			app, err := openWithout(ctx, cfg, defences{noRedaction: control})
 			if err == nil {
 				app.Close(ctx)
 				t.Fatal("Open succeeded on a closed port")

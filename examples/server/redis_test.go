@@ -25,10 +25,7 @@ func TestEmbeddedRedisAuth(t *testing.T) {
 		t.Run(map[bool]string{false: "password", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)
 			cfg := Config{Throttle: generous()}
-			if control {
-				cfg.withOpenEmbeddedRedis()
-			}
-			app, srv := startAppConfig(t, cfg)
+			app, srv := startAppWithout(t, cfg, defences{openEmbeddedRedis: control})
 			if r := call(t, srv, "GET", "/readyz", "", ""); r.status != 200 {
 				t.Fatalf("the App cannot use its Redis: %d %s", r.status, r.body)
 			}

@@ -53,12 +53,9 @@ func TestSessionFloor(t *testing.T) {
 			testenv.Deadline(t, 2*time.Minute)
 			prefix := testenv.KeyPrefix(t)
 			rdb := testenv.RedisClient(t)
-			config := func(clock idtype.Clock) Config {
-				cfg := Config{Redis: rdb, Worker: 9, KeyPrefix: prefix + "ex:", Tokens: tokens.Options{KeyPrefix: prefix + "tok:"},
-					Throttle: generous(), Argon2: Argon2Params{Memory: 1024, Time: 1, Threads: 1}}
-				cfg.clock, cfg.noSessionFloor = clock, control
-				return cfg
-			}
+			cfg := Config{Redis: rdb, Worker: 9, KeyPrefix: prefix + "ex:", Tokens: tokens.Options{KeyPrefix: prefix + "tok:"},
+				Throttle: generous(), Argon2: Argon2Params{Memory: 1024, Time: 1, Threads: 1}}
+			off := func(clock idtype.Clock) defences { return defences{clock: clock, noSessionFloor: control} }
 			sessionOf := func(srv string, login response) idtype.ID {
 				t.Helper()
 				var l struct{ Session struct{ ID string } }
@@ -66,7 +63,7 @@ func TestSessionFloor(t *testing.T) {
 				return checkID(t, srv+" session ID", l.Session.ID)
 			}
 
-			app1, srv1 := startAppConfig(t, config(nil))
+			app1, srv1 := startAppWithout(t, cfg, off(nil))
 			signupLogin(t, srv1, "floor@example.com", goodPassword)
 			s1 := sessionOf("first", call(t, srv1, "POST", "/api/login", "", `{"email":"floor@example.com","password":"`+goodPassword+`"}`))
 			srv1.Close()
@@ -82,10 +79,9 @@ func TestSessionFloor(t *testing.T) {
 			}
 
 			// The restart: a fresh database, the clock 2 s behind.
-			cfg := config(&restartClock{at: s1.Time().Add(-2 * time.Second).UnixNano(), still: control})
 			var log testenv.LogBuffer
 			cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&log, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
-			_, srv2 := startAppConfig(t, cfg)
+			_, srv2 := startAppWithout(t, cfg, off(&restartClock{at: s1.Time().Add(-2 * time.Second).UnixNano(), still: control}))
 			signupLogin(t, srv2, "floor@example.com", goodPassword)
 			s2 := sessionOf("second", call(t, srv2, "POST", "/api/login", "", `{"email":"floor@example.com","password":"`+goodPassword+`"}`))
 			t.Logf("session before the restart %s (%v), after %s (%v)", s1, s1.Time(), s2, s2.Time())

@@ -88,13 +88,12 @@ func TestThrottle(t *testing.T) {
 		testenv.Deadline(t, 2*time.Minute)
 		cfg := embedded().config(t)
 		cfg.Throttle = strictLimits()
-		cfg.noThrottle = true
 		testThrottle(t, cfg, true)
 	})
 }
 
 func testThrottle(t *testing.T, cfg Config, control bool) {
-	app, _ := startAppConfig(t, cfg)
+	app, _ := startAppWithout(t, cfg, defences{noThrottle: control})
 	// The account exists: one signup and its verification, from its own
 	// address; the verification's password check counts against the
 	// account's login limits.
@@ -193,9 +192,8 @@ func TestLoginFlood(t *testing.T) {
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: defaultBursts(t)}
 			// The control turns the hash queue's bound off too: alone, it
 			// answers part of the flood 503.
-			cfg.noThrottle, cfg.unboundedHashQueue = control, control
 			cfg.Argon2 = Argon2Params{Memory: 1024, Time: 1, Threads: 1} // the count is under test, not the cost
-			app, srv := startAppConfig(t, cfg)
+			app, srv := startAppWithout(t, cfg, defences{noThrottle: control, unboundedHashQueue: control})
 			signupVerified(t, app, "203.0.113.1:1", "victim@example.com", goodPassword)
 			hashes := app.hashes.hashes.Load()
 

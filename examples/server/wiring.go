@@ -37,7 +37,7 @@ func databaseReservedWorker(ctx context.Context, db *sql.DB) (int64, error) {
 // migrateLibrary applies snowkey's own migrations: snowflake_id() and the
 // worker-lease table.
 func migrateLibrary(ctx context.Context, db *sql.DB) error {
-	return migrations.Up(ctx, db)
+	return migrations.Up(ctx, db, migrations.Options{})
 }
 
 // postsTable is the table of Post on PostgreSQL, partitioned by the month

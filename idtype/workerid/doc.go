@@ -4,7 +4,7 @@
 // and clock trouble.
 //
 //	pool, err := workerid.Redis(rdb, workerid.Options{Namespace: "api"})
-//	// or: workerid.Postgres(db, opts), after migrations.Up(ctx, db)
+//	// or: workerid.Postgres(db, opts), after migrations.Up(ctx, db, migrations.Options{})
 //	lease, err := pool.Acquire(ctx)
 //	if err != nil {
 //		return err

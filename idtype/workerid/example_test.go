@@ -72,7 +72,7 @@ func ExamplePostgres() {
 		panic(err)
 	}
 	defer db.Close()
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 		panic(err)
 	}
 	pool, err := workerid.Postgres(db, workerid.Options{Namespace: "api"})

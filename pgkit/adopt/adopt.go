@@ -27,10 +27,10 @@ type Plan struct {
 	// nothing reads or writes them in between.
 	Locks []string
 
-	names []string // the tables, schema-qualified
-	fn    string   // snowflake_id(), schema-qualified; "" with AppKeys
-	o     Options
-	d     defences
+	names    []string // the tables, schema-qualified
+	fn       string   // snowflake_id(), schema-qualified; "" with AppKeys
+	o        Options
+	defences defences // zero: every defence on; only export_test.go turns one off
 }
 
 // defences lists the defences of a plan, each of which a test may switch
@@ -134,7 +134,7 @@ func (p *Plan) Apply(ctx context.Context, db *sql.DB) error {
 	if len(p.Steps) == 0 {
 		return nil
 	}
-	if p.d.noTx {
+	if p.defences.noTx {
 		return p.applyUnsafe(ctx, db)
 	}
 	tx, err := db.BeginTx(ctx, nil)
@@ -147,7 +147,7 @@ func (p *Plan) Apply(ctx context.Context, db *sql.DB) error {
 			return execError(stmt, err)
 		}
 	}
-	again, err := buildPlan(ctx, tx, p.names, p.fn, p.o, p.d)
+	again, err := buildPlan(ctx, tx, p.names, p.fn, p.o, p.defences)
 	if err != nil {
 		return err
 	}
@@ -180,10 +180,10 @@ func (p *Plan) applyUnsafe(ctx context.Context, db *sql.DB) error {
 // search_path (in the script; Apply's plan pins it) and the locks.
 func (p *Plan) prelude(script bool) []string {
 	var out []string
-	if !p.d.noLock {
+	if !p.defences.noLock {
 		out = append(out, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", p.o.LockTimeout.Milliseconds()))
 	}
-	if script && !p.d.unqualified {
+	if script && !p.defences.unqualified {
 		out = append(out, "SET LOCAL search_path = "+pinnedPath)
 	}
 	if len(p.Locks) > 0 {

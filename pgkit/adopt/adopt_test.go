@@ -62,7 +62,7 @@ func openDB(t testing.TB, ctx context.Context, schema string) *sql.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, schema); err != nil {
@@ -98,7 +98,7 @@ func snapshot(t testing.TB, ctx context.Context, db *sql.DB) (rows, constraints,
 	return rows, constraints, columns
 }
 
-// TestAdopt adopts the tables of testSchema and checks what the issue
+// TestAdopt adopts the tables of testSchema and checks what adoption
 // promises: old rows and constraints intact, keys and every column that
 // holds them bigint, the view created again with its privileges and
 // comments, new rows from raw SQL and from GORM with the plugin keyed with
@@ -333,7 +333,7 @@ func gormWithPlugin(t testing.TB, url string, worker int64) *gorm.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Use(gormplugin.New(gen)); err != nil {
+	if err := db.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -71,7 +71,7 @@ var snowflakeDefault = regexp.MustCompile(`^(?:(?:"[^"]+"|[^".()]+)\.)?snowflake
 // resolved the names and snowflake_id(), the function fn names if set (as
 // an earlier plan found it), else the one on the caller's search_path.
 func buildPlan(ctx context.Context, q querier, names []string, fn string, o Options, d defences) (*Plan, error) {
-	p := &Plan{o: o, d: d}
+	p := &Plan{o: o, defences: d}
 	var errs []error
 
 	// The names, under the caller's search_path.

@@ -25,14 +25,14 @@ import (
 // sit idle through it. The caller's goroutine owns src and ids; the
 // copier owns conn's COPYs, vals and result until it has ended.
 type load struct {
-	ctx   context.Context
-	db    *gorm.DB
-	src   idtype.Source
-	o     Options
-	d     defences
-	plan  *loadPlan
-	model reflect.Type // the input's struct type
-	conn  *pgx.Conn
+	ctx      context.Context
+	db       *gorm.DB
+	src      idtype.Source
+	o        Options
+	defences defences // zero: every defence on; only export_test.go turns one off
+	plan     *loadPlan
+	model    reflect.Type // the input's struct type
+	conn     *pgx.Conn
 	// track keeps the addresses of rows that may be shared: only a
 	// belongs-to or many2many row is likely to be shared by several rows
 	// (or to be an input row as well); without such associations no
@@ -66,7 +66,7 @@ func newLoad[T any](ctx context.Context, db *gorm.DB, src idtype.Source, opts Op
 	if err != nil {
 		return nil, err
 	}
-	l := &load{ctx: ctx, db: db, src: src, o: o, d: d, plan: plan, model: model,
+	l := &load{ctx: ctx, db: db, src: src, o: o, defences: d, plan: plan, model: model,
 		result: Result{Tables: map[string]int64{}}}
 	for _, n := range plan.nodes {
 		for _, r := range n.rels {
@@ -130,7 +130,7 @@ func (l *load) run(ctx context.Context, input func(yield func(reflect.Value) err
 			}
 			b.addRoot(v, n)
 			n++
-			if b.roots >= l.o.BatchSize && !l.d.unbounded {
+			if b.roots >= l.o.BatchSize && !l.defences.unbounded {
 				return send()
 			}
 			return nil
@@ -188,7 +188,7 @@ func (l *load) inTx(ctx context.Context, fn func() error) error {
 			return fmt.Errorf("%w: db's driver connection is a %T, not pgx's (gorm.io/driver/postgres uses pgx)", ErrConn, dc)
 		}
 		l.conn = sc.Conn()
-		if l.d.noTx {
+		if l.defences.noTx {
 			return fn()
 		}
 		tx, err := l.conn.Begin(ctx)

@@ -140,7 +140,7 @@ func openURL(t testing.TB, url string, src idtype.Source, models ...any) *gorm.D
 		t.Fatal(err)
 	}
 	if src != nil {
-		if err := db.Use(gormplugin.New(src)); err != nil {
+		if err := db.Use(gormplugin.New(src, gormplugin.Options{})); err != nil {
 			t.Fatal(err)
 		}
 	}

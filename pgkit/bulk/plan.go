@@ -60,7 +60,7 @@ func newLoadPlan(db *gorm.DB, model reflect.Type, o Options, d defences) (*loadP
 	if err := stmt.Parse(reflect.New(model).Interface()); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrModel, model, err)
 	}
-	b := &planner{o: o, d: d, byKey: map[nodeKey]*node{}}
+	b := &planner{o: o, defences: d, byKey: map[nodeKey]*node{}}
 	root, err := b.node(stmt.Schema, stmt.Table)
 	if err != nil {
 		return nil, err
@@ -114,10 +114,10 @@ type nodeKey struct {
 
 // planner builds the nodes of a plan.
 type planner struct {
-	o     Options
-	d     defences
-	byKey map[nodeKey]*node
-	order []*node // discovery order
+	o        Options
+	defences defences // zero: every defence on; only export_test.go turns one off
+	byKey    map[nodeKey]*node
+	order    []*node // discovery order
 }
 
 // node returns the node of s written to table, made on first use.
@@ -126,7 +126,7 @@ func (b *planner) node(s *schema.Schema, table string) (*node, error) {
 	if n, ok := b.byKey[k]; ok {
 		return n, nil
 	}
-	if !b.o.SkipHooks && !b.d.noHookCheck {
+	if !b.o.SkipHooks && !b.defences.noHookCheck {
 		if hooks := hooksOf(s); hooks != "" {
 			return nil, fmt.Errorf("%w: %s has %s; set Options.SkipHooks to load it without them, "+
 				"or call them on the rows yourself before the load", ErrHooks, s.Name, hooks)

@@ -31,7 +31,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := gormDB.Use(gormplugin.New(gen)); err != nil {
+	if err := gormDB.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		log.Fatal(err)
 	}
 

@@ -10,38 +10,38 @@ package partition
 func SetDatabaseClock(p *Table, expr string) { p.nowSQL = expr }
 
 // WithoutLock makes p's Maintain take no advisory lock.
-func WithoutLock(p *Table) { p.d.noLock = true }
+func WithoutLock(p *Table) { p.defences.noLock = true }
 
 // WithoutMove makes p's Maintain create partitions without first moving
 // their rows out of the default partition.
-func WithoutMove(p *Table) { p.d.noMove = true }
+func WithoutMove(p *Table) { p.defences.noMove = true }
 
 // WithoutRefCheck makes p's Maintain move rows that other rows refer to
 // with a DELETE and an INSERT in the session's own replication role,
-// firing the foreign keys' actions, as moves once did.
-func WithoutRefCheck(p *Table) { p.d.noRefCheck = true }
+// firing the foreign keys' actions.
+func WithoutRefCheck(p *Table) { p.defences.noRefCheck = true }
 
 // WithoutTriggerGuard makes p's Maintain move rows with the user's
 // triggers enabled.
-func WithoutTriggerGuard(p *Table) { p.d.noTriggerGuard = true }
+func WithoutTriggerGuard(p *Table) { p.defences.noTriggerGuard = true }
 
 // WithoutDatabaseClock makes p's Maintain decide on the app's clock
 // (Options.Clock) instead of the database's.
-func WithoutDatabaseClock(p *Table) { p.d.appClock = true }
+func WithoutDatabaseClock(p *Table) { p.defences.appClock = true }
 
 // WithoutDetach makes p's Maintain drop expired partitions without
 // detaching them first.
-func WithoutDetach(p *Table) { p.d.plainDrop = true }
+func WithoutDetach(p *Table) { p.defences.plainDrop = true }
 
 // WithoutKeepCheck makes p's Maintain remove expired partitions without
 // looking for rows that refer to theirs.
-func WithoutKeepCheck(p *Table) { p.d.noKeepCheck = true }
+func WithoutKeepCheck(p *Table) { p.defences.noKeepCheck = true }
 
 // WithoutSkip makes p's Maintain end with an error at the first period it
 // cannot finish, leaving the steps after it undone.
-func WithoutSkip(p *Table) { p.d.stopAtLeft = true }
+func WithoutSkip(p *Table) { p.defences.stopAtLeft = true }
 
 // WithoutLockOrder makes p's Maintain lock the table alone, leaving the
 // locks of the tables that refer to it to the statements that need them,
 // under LockTimeout.
-func WithoutLockOrder(p *Table) { p.d.parentFirst = true }
+func WithoutLockOrder(p *Table) { p.defences.parentFirst = true }

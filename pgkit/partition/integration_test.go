@@ -44,7 +44,7 @@ func TestCreateTable(t *testing.T) {
 	}
 
 	gen, clk := generator(t, 3, date("2025-03-09T00:00:00Z"))
-	if err := gdb.Use(gormplugin.New(gen)); err != nil {
+	if err := gdb.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	made := map[idtype.ID]string{}
@@ -183,7 +183,7 @@ func TestPruning(t *testing.T) {
 		t.Fatalf("partitions %v, want the default and 5 days", all)
 	}
 	gen, clk := generator(t, 1, date("2025-03-10T00:00:00Z"))
-	if err := gdb.Use(gormplugin.New(gen)); err != nil {
+	if err := gdb.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	var one Event
@@ -319,7 +319,7 @@ func TestRetention(t *testing.T) {
 				t.Fatal(err)
 			}
 			gen, clk := generator(t, 2, date("2025-02-01T00:00:00Z"))
-			if err := gdb.Use(gormplugin.New(gen)); err != nil {
+			if err := gdb.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 				t.Fatal(err)
 			}
 			insertAt(t, ctx, gdb, clk, date("2025-02-01T10:00:00Z"), 10)
@@ -407,7 +407,7 @@ func TestDefaultMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen, clk := generator(t, 4, date("2025-03-10T12:00:00Z"))
-	if err := gdb.Use(gormplugin.New(gen)); err != nil {
+	if err := gdb.Use(gormplugin.New(gen, gormplugin.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	insertAt(t, ctx, gdb, clk, date("2025-03-10T13:00:00Z"), 100)

@@ -51,7 +51,7 @@ func (m *maintenance) lockTables(ctx context.Context, tx *sql.Tx, st *tableState
 		}
 	}
 	parent := "LOCK TABLE ONLY " + st.ident() + " IN ACCESS EXCLUSIVE MODE"
-	if len(tables) == 0 || m.p.d.parentFirst {
+	if len(tables) == 0 || m.p.defences.parentFirst {
 		_, err := tx.ExecContext(ctx, parent)
 		return fks, err
 	}

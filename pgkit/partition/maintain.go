@@ -186,7 +186,7 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 		return false, fmt.Errorf("partition: table %s: %w", p.Name(), err)
 	}
 	defer func() { _ = tx.Rollback() }() // after Commit it does nothing
-	if !p.d.noLock {
+	if !p.defences.noLock {
 		// The OID is unsigned; the lock takes a signed int4 with the same bits.
 		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, $2)", LockClass, int32(m.oid)); err != nil {
 			return false, fmt.Errorf("partition: table %s: advisory lock: %w", p.Name(), err)
@@ -207,7 +207,7 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 		m.rep.DatabaseTime, m.rep.ClockSkew = dbNow, appNow.Sub(dbNow)
 	}
 	now := dbNow
-	if p.d.appClock {
+	if p.defences.appClock {
 		now = appNow
 	}
 	st, err := p.readState(ctx, tx, m.oid)
@@ -248,7 +248,7 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 		_ = tx.Rollback()
 		m.skip[act.key()] = true
 		err = fmt.Errorf("partition: table %s: %s: %w", p.Name(), act, err)
-		if fatal(ctx, err) || p.d.stopAtLeft {
+		if fatal(ctx, err) || p.defences.stopAtLeft {
 			return false, err
 		}
 		m.errs = append(m.errs, err)
@@ -258,7 +258,7 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 		// Nothing changed: the transaction rolls back.
 		m.skip[act.key()] = true
 		m.addLeft(*res.left)
-		if p.d.stopAtLeft {
+		if p.defences.stopAtLeft {
 			return false, fmt.Errorf("partition: table %s: %s: %w", p.Name(), act, res.left.Err)
 		}
 		return false, nil

@@ -54,7 +54,7 @@ func (m *maintenance) makePeriod(ctx context.Context, tx *sql.Tx, st *tableState
 	}
 	part := pgx.Identifier{st.schema, act.name}.Sanitize()
 	create := "CREATE TABLE " + part + " PARTITION OF " + parent + " FOR VALUES FROM (" + act.lo.sql() + ") TO (" + act.hi.sql() + ")"
-	if st.def == nil || p.d.noMove {
+	if st.def == nil || p.defences.noMove {
 		_, err := exec(create)
 		return result{}, err
 	}
@@ -69,8 +69,8 @@ func (m *maintenance) makePeriod(ctx context.Context, tx *sql.Tx, st *tableState
 		return result{}, err
 	}
 
-	replica := st.replica && !p.d.noRefCheck
-	if !replica && !p.d.noRefCheck {
+	replica := st.replica && !p.defences.noRefCheck
+	if !replica && !p.defences.noRefCheck {
 		labels, refs, err := referrers(ctx, tx, fks, act.lo, act.hi)
 		if err != nil {
 			return result{}, err
@@ -93,7 +93,7 @@ func (m *maintenance) makePeriod(ctx context.Context, tx *sql.Tx, st *tableState
 	}
 	var guarded []trigger
 	guard := func(rel int64, ident string) error {
-		if p.d.noTriggerGuard {
+		if p.defences.noTriggerGuard {
 			return nil
 		}
 		ts, err := firingTriggers(ctx, tx, rel, ident, replica)

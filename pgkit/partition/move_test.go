@@ -321,8 +321,8 @@ func TestMoveTriggers(t *testing.T) {
 
 // TestMoveLeftDoesNotStall: a day left for its referred rows does not
 // stop maintenance: the days after it are made and retention runs. The
-// control ends Maintain at the first day it cannot finish, as it once
-// did, and nothing after it is done.
+// control ends Maintain at the first day it cannot finish, and nothing
+// after it is done.
 func TestMoveLeftDoesNotStall(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {

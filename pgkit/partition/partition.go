@@ -32,8 +32,8 @@ type Table struct {
 
 	// nowSQL is the SQL expression each step reads the database's time
 	// from; tests move it (export_test.go).
-	nowSQL string
-	d      defences
+	nowSQL   string
+	defences defences // zero: every defence on; only export_test.go turns one off
 }
 
 // defences lists the defences of maintenance, each of which a test may

@@ -27,7 +27,7 @@ func (m *maintenance) plan(ctx context.Context, q querier, st *tableState, now t
 		}
 		l.Partition, l.From, l.To, l.Err = o.name, o.start, p.period.next(o.start), o.err
 		m.addLeft(l)
-		if p.d.stopAtLeft {
+		if p.defences.stopAtLeft {
 			return nil, o.err
 		}
 	}
@@ -203,7 +203,7 @@ func (m *maintenance) fromDefault(ctx context.Context, q querier, st *tableState
 			}
 			l.Partition, l.From, l.To, l.Err = name, s, p.period.next(s), o.err
 			m.addLeft(l)
-			if p.d.stopAtLeft {
+			if p.defences.stopAtLeft {
 				return nil, o.err
 			}
 		}

@@ -33,7 +33,7 @@ func (m *maintenance) removeExpired(ctx context.Context, tx *sql.Tx, st *tableSt
 	var res result
 	var drop []string
 	for _, pt := range act.parts {
-		if len(fks) > 0 && !p.d.noKeepCheck {
+		if len(fks) > 0 && !p.defences.noKeepCheck {
 			labels, n, err := referrers(ctx, tx, fks, pt.lo, pt.hi)
 			if err != nil {
 				return result{}, err
@@ -47,7 +47,7 @@ func (m *maintenance) removeExpired(ctx context.Context, tx *sql.Tx, st *tableSt
 		}
 		// Detached first when others refer to the table, or to keep it;
 		// a table nothing refers to has its partitions dropped at once.
-		if (len(fks) > 0 && !p.d.plainDrop) || p.detach {
+		if (len(fks) > 0 && !p.defences.plainDrop) || p.detach {
 			if _, err := tx.ExecContext(ctx, "ALTER TABLE "+parent+" DETACH PARTITION "+pt.ident()); err != nil {
 				return result{}, fmt.Errorf("%s: %w", pt.name, err)
 			}

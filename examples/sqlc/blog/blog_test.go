@@ -61,7 +61,7 @@ func openPool(t *testing.T, ctx context.Context, registered bool) *pgxpool.Pool 
 	t.Cleanup(pool.Close)
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	if err := migrations.Up(ctx, db); err != nil {
+	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	schema, err := os.ReadFile("../schema.sql")

@@ -36,7 +36,7 @@ func BenchmarkCallback(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := New(gen)
+	p := New(gen, Options{})
 	rows := make([]row, 1000)
 	tx := db.Session(&gorm.Session{NewDB: true})
 	tx.Statement.Dest = &rows
