@@ -7,8 +7,10 @@
 # bench-results/ratios.md (the tables, also printed).
 #
 # Environment: BENCHCOUNT (runs of each benchmark, default 5), BENCH (the
-# -bench regular expression, default "."), BENCHTIME (go test -benchtime,
-# default 1s), BENCHTIMEOUT (go test -timeout, default 60m).
+# -bench regular expression, default "."), BENCHSKIP (go test -skip: the
+# benchmarks to leave out, e.g. 'FleetColdStart/.*/16bits', whose 65,535
+# instances take minutes a run), BENCHTIME (go test -benchtime, default
+# 1s), BENCHTIMEOUT (go test -timeout, default 60m).
 #
 # Unmet goals do not fail the run: benchmarks measure, they do not decide.
 # A benchmark that fails, or a malformed spec, does.

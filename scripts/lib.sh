@@ -337,7 +337,7 @@ bench_all() {
 	local raw=$1 m failed=() pkgs
 	for m in $(go_modules); do
 		echo "go test -bench: $m"
-		(cd "$m" && go test -run '^$' -bench "${BENCH:-.}" -benchmem -count "${BENCHCOUNT:-5}" \
+		(cd "$m" && go test -run '^$' -bench "${BENCH:-.}" -skip "${BENCHSKIP:-}" -benchmem -count "${BENCHCOUNT:-5}" \
 			-benchtime "${BENCHTIME:-1s}" -timeout "${BENCHTIMEOUT:-60m}" ./...) 2>&1 |
 			tee -a "$raw" || failed+=("$m")
 	done
