@@ -355,13 +355,22 @@ func TestGateStopIsFinal(t *testing.T) {
 			close(start)
 			running.Wait()
 			final := gate.Grant(Grant{Err: fmt.Errorf("%w: closed", ErrLeaseLost)})
-			after := g.Stats().IDs
+			atStop := g.Stats().IDs
 			wg.Wait()
 			if len(issued) == 0 {
 				t.Fatal("no IDs issued before the stop")
 			}
-			if int64(len(issued)) != after {
-				t.Fatalf("%d IDs issued, but Stats said %d when the stop returned", len(issued), after)
+			// Nothing is issued beyond what Stats counted when the stop
+			// returned. Stats may still count, for a moment, the unused
+			// rest of a millisecond that a call in flight crossed out of
+			// (it counts it as skipped just after its reservation): it
+			// overcounts transiently, as its doc says, and is exact once
+			// the calls have returned.
+			if int64(len(issued)) > atStop {
+				t.Fatalf("%d IDs issued, but Stats said %d when the stop returned", len(issued), atStop)
+			}
+			if quiet := g.Stats().IDs; int64(len(issued)) != quiet {
+				t.Fatalf("%d IDs issued, but Stats says %d once every call returned (%d when the stop returned)", len(issued), quiet, atStop)
 			}
 			for _, id := range issued {
 				if at := DefaultLayout.Decode(id).Time; at.After(final) {
