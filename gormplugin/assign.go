@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/intfield"
 )
 
 // assign is the create callback. It finds every zero key the statement is
@@ -62,7 +63,7 @@ func (p *Plugin) assign(db *gorm.DB) {
 			return
 		}
 		for i, fv := range slots {
-			setInt(fv, int64(ids[i]))
+			intfield.Set(fv, int64(ids[i]))
 		}
 	}
 	p.upsertReturning(stmt, fields)
@@ -91,7 +92,7 @@ func collect(stmt *gorm.Statement, fields []*schema.Field) (slots []reflect.Valu
 				}
 				continue
 			}
-			if fv := f.ReflectValueOf(stmt.Context, rv); isZeroInt(fv) {
+			if fv := f.ReflectValueOf(stmt.Context, rv); intfield.IsZero(fv) {
 				slots = append(slots, fv)
 			}
 		}
@@ -242,29 +243,6 @@ func structOf(v reflect.Value) (reflect.Value, bool) {
 		v = v.Elem()
 	}
 	return v, v.Kind() == reflect.Struct
-}
-
-// isZeroInt reports whether an integer field, or a pointer to one, holds
-// no key yet: zero or nil.
-func isZeroInt(v reflect.Value) bool {
-	for v.Kind() == reflect.Pointer {
-		if v.IsNil() {
-			return true
-		}
-		v = v.Elem()
-	}
-	return v.Int() == 0
-}
-
-// setInt stores n in an integer field, allocating through nil pointers.
-func setInt(v reflect.Value, n int64) {
-	for v.Kind() == reflect.Pointer {
-		if v.IsNil() {
-			v.Set(reflect.New(v.Type().Elem()))
-		}
-		v = v.Elem()
-	}
-	v.SetInt(n)
 }
 
 func generateError(s *schema.Schema, fields []*schema.Field, n int, err error) error {

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/intfield"
 )
 
 // batch is BatchSize input rows and every row they reach, on their
@@ -231,7 +232,7 @@ func (b *batch) fill(from int32) error {
 				continue
 			}
 			for _, f := range n.keys {
-				if zeroInt(f.ReflectValueOf(l.ctx, b.rows[i].v)) {
+				if intfield.IsZero(f.ReflectValueOf(l.ctx, b.rows[i].v)) {
 					total++
 				}
 			}
@@ -254,8 +255,8 @@ func (b *batch) fill(from int32) error {
 				continue
 			}
 			for _, f := range n.keys {
-				if fv := f.ReflectValueOf(l.ctx, b.rows[i].v); zeroInt(fv) {
-					setInt(fv, int64(ids[next]))
+				if fv := f.ReflectValueOf(l.ctx, b.rows[i].v); intfield.IsZero(fv) {
+					intfield.Set(fv, int64(ids[next]))
 					next++
 				}
 			}
@@ -464,28 +465,4 @@ func (b *batch) ownerKeyError(owner, dep int32, rel *schema.Relationship, f *sch
 
 func (b *batch) setError(i int32, f *schema.Field, err error) error {
 	return fmt.Errorf("%w: set %s.%s of %s: %w", ErrModel, b.rows[i].node.s.Name, f.Name, b.path(i), err)
-}
-
-// zeroInt reports whether an integer field, or a pointer to one,
-// holds no key yet: zero or nil.
-func zeroInt(v reflect.Value) bool {
-	for v.Kind() == reflect.Pointer {
-		if v.IsNil() {
-			return true
-		}
-		v = v.Elem()
-	}
-	return v.Int() == 0
-}
-
-// setInt stores n in an integer field, allocating through nil
-// pointers.
-func setInt(v reflect.Value, n int64) {
-	for v.Kind() == reflect.Pointer {
-		if v.IsNil() {
-			v.Set(reflect.New(v.Type().Elem()))
-		}
-		v = v.Elem()
-	}
-	v.SetInt(n)
 }
