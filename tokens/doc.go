@@ -139,9 +139,11 @@
 //     that had not received a revocation undoes it
 //     (TestFailoverLaggingReplica). Set Options.WaitReplicas, so that
 //     revocations wait for replicas to acknowledge them (with Redis's
-//     WAIT) and fail with ErrUnavailable when they do not; and set
-//     min-replicas-to-write and min-replicas-max-lag on the primary, so
-//     that it refuses writes while too few replicas are in reach.
+//     WAIT) and fail with ErrUnavailable when they do not; a retry that
+//     finds the session already ended waits for the replicas as well
+//     (TestFailoverRetriedRevocation). And set min-replicas-to-write and
+//     min-replicas-max-lag on the primary, so that it refuses writes while
+//     too few replicas are in reach.
 //   - Cluster resharding: while a user's slot migrates, calls for that
 //     user may fail with ErrUnavailable after go-redis's own redirections
 //     and retries (Issue and Rotate always do until the slot has moved;

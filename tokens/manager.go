@@ -66,6 +66,9 @@ type defences struct {
 	// noRefreshTolerance fails a Validate whose refresh write failed
 	// after its read verified the session.
 	noRefreshTolerance bool
+	// noFence lets a revocation that wrote nothing return once WAIT
+	// counts replicas that have only the connection's earlier writes.
+	noFence bool
 }
 
 // New returns a Manager that keeps sessions in client and takes session IDs
@@ -412,6 +415,11 @@ func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session
 	}
 	rec, ok := v.(string)
 	if !ok {
+		// What made the old session invalid may be a write the replicas
+		// do not have yet: WaitReplicas covers this answer too.
+		if err := m.acknowledged("rotate", acked); err != nil {
+			return "", Session{}, err
+		}
 		return "", Session{}, ErrInvalidToken
 	}
 	r, err := decodeRecord(rec, false)
@@ -437,7 +445,8 @@ func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session
 // ErrInvalidToken if the token was not valid (a logout handler may ignore
 // that), or an error wrapping ErrUnavailable, after which the session may
 // or may not have ended: retry (Revoke is safe to repeat; a repeat that
-// finds the session ended says ErrInvalidToken). It works when Redis is
+// finds the session ended says ErrInvalidToken, with Options.WaitReplicas
+// only once enough replicas have what ended it). It works when Redis is
 // out of memory, since it deletes before it writes. It takes one round
 // trip.
 func (m *Manager) Revoke(ctx context.Context, token string) (err error) {
@@ -459,11 +468,19 @@ func (m *Manager) Revoke(ctx context.Context, token string) (err error) {
 	if err != nil {
 		return unavailable("revoke", err)
 	}
+	if err := m.acknowledged("revoke", acked); err != nil {
+		// Also when the session was not valid: what made it so may be
+		// a write the replicas do not have yet.
+		if n == 1 {
+			m.stats.revocations.Add(1)
+		}
+		return err
+	}
 	if n == 0 {
 		return ErrInvalidToken
 	}
 	m.stats.revocations.Add(1)
-	return m.acknowledged("revoke", acked)
+	return nil
 }
 
 // RevokeSession ends one session of a user by its ID, as shown by List:

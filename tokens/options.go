@@ -109,7 +109,9 @@ type Options struct {
 	// trip with it, and fails with ErrUnavailable when fewer replicas
 	// acknowledge within WaitTimeout: the revocation then applied on the
 	// primary but may be lost in a failover, and the caller should retry
-	// (every revocation is safe to repeat). It covers Revoke,
+	// (every revocation is safe to repeat; a repeat that finds the
+	// session already ended waits for the replicas too, since what ended
+	// it may be the first attempt's write). It covers Revoke,
 	// RevokeSession, RevokeAll and Rotate, and Issue when MaxSessions
 	// made it revoke a session (an Issue that revoked nothing succeeds
 	// however many replicas acknowledged: losing a new session in a

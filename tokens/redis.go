@@ -295,6 +295,21 @@ const luaExpiry = `local t = redis.call('TIME') local now = tonumber(t[1]) ` +
 // that when it is short, so that most writes find it long enough.
 const luaKeepIndex = `if redis.call('PTTL', KEYS[ix]) < ttl then redis.call('PEXPIRE', KEYS[ix], 2 * ttl) end`
 
+// luaFence defines fence(k, r), which a script that may revoke calls on
+// each way out that wrote nothing, and which returns r. It sets a field
+// of the index k and deletes it again: no state changes, but the two
+// writes go to the replicas like any other. Options.WaitReplicas's WAIT
+// counts replicas that have the connection's own last write; without a
+// write of its own, a call that found a session already ended by a write
+// of another connection (a revocation that failed with ErrUnavailable,
+// then retried) would be acknowledged by replicas that do not have that
+// write, and return as done. After the fence, WAIT covers everything the
+// primary had applied when the script read it.
+const luaFence = `local function fence(k, r) redis.call('HSET', k, '', '') redis.call('HDEL', k, '') return r end`
+
+// luaNoFence is luaFence with the fence switched off, for control runs.
+const luaNoFence = `local function fence(k, r) return r end`
+
 // validateScript returns the record of a valid session, and nil for any
 // other.
 //
@@ -399,16 +414,16 @@ return 1
 // one (the old session's IssuedAt), that login time in Unix ms, the new
 // session's idle TTL ms, AbsoluteLifetime ms minus the Unix ms now, and
 // the last-seen at or below which the old session has idled out.
-const rotateScript = `
+const rotateScript = luaFence + `
 local v = redis.call('GET', KEYS[1])
-if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return 0 end
+if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return fence(KEYS[3], 0) end
 local u = string.sub(v, 17, 24)
 local e = redis.call('HGET', KEYS[3], u) or ''
 local sid = ARGV[3]
 ` + luaFind + `
-if not i then return 0 end -- index check
+if not i then return fence(KEYS[3], 0) end -- index check
 local a, b, c, d = string.byte(v, 25, 28)
-if ((a * 256 + b) * 256 + c) * 256 + d <= tonumber(ARGV[9]) then return 0 end
+if ((a * 256 + b) * 256 + c) * 256 + d <= tonumber(ARGV[9]) then return fence(KEYS[3], 0) end
 local rest, login = string.sub(v, 29), tonumber(ARGV[6])
 if string.sub(rest, 1, 2) == '\1\8' then
   login = 0
@@ -417,7 +432,7 @@ else
   rest = ARGV[5] .. rest
 end
 local ttl, ix = math.min(tonumber(ARGV[7]), login + tonumber(ARGV[8])), 3
-if ttl <= 0 then return 0 end
+if ttl <= 0 then return fence(KEYS[3], 0) end
 if not redis.call('SET', KEYS[2], ARGV[2] .. u .. '\0\0\0\0' .. rest, 'PX', ttl, 'NX') then
   return redis.error_reply('ERR session ID already in use')
 end
@@ -435,9 +450,9 @@ return string.sub(v, 17)
 // gone, or not in the index).
 //
 // KEYS: session, index. ARGV: digest, session ID.
-const revokeScript = `
+const revokeScript = luaFence + `
 local v = redis.call('GET', KEYS[1])
-if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return 0 end
+if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return fence(KEYS[2], 0) end
 redis.call('DEL', KEYS[1])
 local u = string.sub(v, 17, 24)
 local e = redis.call('HGET', KEYS[2], u) or ''
@@ -455,12 +470,12 @@ return 1
 // first. It returns 1 if it ended a session whose key was there, else 0.
 //
 // KEYS: session, index. ARGV: user, session ID.
-const revokeSessionScript = `
+const revokeSessionScript = luaFence + `
 local e = redis.call('HGET', KEYS[2], ARGV[1])
-if not e then return 0 end
+if not e then return fence(KEYS[2], 0) end
 local sid = ARGV[2]
 ` + luaFind + `
-if not i then return 0 end
+if not i then return fence(KEYS[2], 0) end
 local n = redis.call('DEL', KEYS[1])
 e = string.sub(e, 1, i - 1) .. string.sub(e, i + 12)
 if e == '' then redis.call('HDEL', KEYS[2], ARGV[1]) else redis.call('HSET', KEYS[2], ARGV[1], e) end
@@ -473,9 +488,9 @@ return n
 // whose keys had not expired, which Go deletes afterwards as clean-up.
 //
 // KEYS: index. ARGV: user, then the session IDs to keep.
-const revokeAllScript = `
+const revokeAllScript = luaFence + `
 local e = redis.call('HGET', KEYS[1], ARGV[1])
-if not e then return {} end
+if not e then return fence(KEYS[1], {}) end
 redis.call('HDEL', KEYS[1], ARGV[1])
 local keep = {}
 for j = 2, #ARGV do keep[ARGV[j]] = true end
@@ -529,6 +544,9 @@ func newScripts(d defences) scripts {
 	load := func(src string) *redis.Script {
 		if d.noIndexCheck {
 			src = withoutIndexCheck(src)
+		}
+		if d.noFence {
+			src = strings.Replace(src, luaFence, luaNoFence, 1)
 		}
 		return redis.NewScript(src)
 	}
