@@ -295,9 +295,9 @@ const luaExpiry = `local t = redis.call('TIME') local now = tonumber(t[1]) ` +
 // that when it is short, so that most writes find it long enough.
 const luaKeepIndex = `if redis.call('PTTL', KEYS[ix]) < ttl then redis.call('PEXPIRE', KEYS[ix], 2 * ttl) end`
 
-// luaFence defines fence(k, r), which a script that may revoke calls on
-// each way out that wrote nothing, and which returns r. It sets a field
-// of the index k and deletes it again: no state changes, but the two
+// luaFence defines fence(r), which a script that may revoke calls on each
+// way out that wrote nothing, and which returns r. It sets a field of the
+// index KEYS[ix] (ix declared before it) and deletes it again: no state changes, but the two
 // writes go to the replicas like any other. Options.WaitReplicas's WAIT
 // counts replicas that have the connection's own last write; without a
 // write of its own, a call that found a session already ended by a write
@@ -305,10 +305,10 @@ const luaKeepIndex = `if redis.call('PTTL', KEYS[ix]) < ttl then redis.call('PEX
 // then retried) would be acknowledged by replicas that do not have that
 // write, and return as done. After the fence, WAIT covers everything the
 // primary had applied when the script read it.
-const luaFence = `local function fence(k, r) redis.call('HSET', k, '', '') redis.call('HDEL', k, '') return r end`
+const luaFence = `local function fence(r) redis.call('HSET', KEYS[ix], '', '') redis.call('HDEL', KEYS[ix], '') return r end`
 
 // luaNoFence is luaFence with the fence switched off, for control runs.
-const luaNoFence = `local function fence(k, r) return r end`
+const luaNoFence = `local function fence(r) return r end`
 
 // validateScript returns the record of a valid session, and nil for any
 // other.
@@ -414,16 +414,16 @@ return 1
 // one (the old session's IssuedAt), that login time in Unix ms, the new
 // session's idle TTL ms, AbsoluteLifetime ms minus the Unix ms now, and
 // the last-seen at or below which the old session has idled out.
-const rotateScript = luaFence + `
+const rotateScript = `local ix = 3 ` + luaFence + `
 local v = redis.call('GET', KEYS[1])
-if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return fence(KEYS[3], 0) end
+if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return fence(0) end
 local u = string.sub(v, 17, 24)
 local e = redis.call('HGET', KEYS[3], u) or ''
 local sid = ARGV[3]
 ` + luaFind + `
-if not i then return fence(KEYS[3], 0) end -- index check
+if not i then return fence(0) end -- index check
 local a, b, c, d = string.byte(v, 25, 28)
-if ((a * 256 + b) * 256 + c) * 256 + d <= tonumber(ARGV[9]) then return fence(KEYS[3], 0) end
+if ((a * 256 + b) * 256 + c) * 256 + d <= tonumber(ARGV[9]) then return fence(0) end
 local rest, login = string.sub(v, 29), tonumber(ARGV[6])
 if string.sub(rest, 1, 2) == '\1\8' then
   login = 0
@@ -432,7 +432,7 @@ else
   rest = ARGV[5] .. rest
 end
 local ttl, ix = math.min(tonumber(ARGV[7]), login + tonumber(ARGV[8])), 3
-if ttl <= 0 then return fence(KEYS[3], 0) end
+if ttl <= 0 then return fence(0) end
 if not redis.call('SET', KEYS[2], ARGV[2] .. u .. '\0\0\0\0' .. rest, 'PX', ttl, 'NX') then
   return redis.error_reply('ERR session ID already in use')
 end
@@ -450,9 +450,9 @@ return string.sub(v, 17)
 // gone, or not in the index).
 //
 // KEYS: session, index. ARGV: digest, session ID.
-const revokeScript = luaFence + `
+const revokeScript = `local ix = 2 ` + luaFence + `
 local v = redis.call('GET', KEYS[1])
-if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return fence(KEYS[2], 0) end
+if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return fence(0) end
 redis.call('DEL', KEYS[1])
 local u = string.sub(v, 17, 24)
 local e = redis.call('HGET', KEYS[2], u) or ''
@@ -470,12 +470,12 @@ return 1
 // first. It returns 1 if it ended a session whose key was there, else 0.
 //
 // KEYS: session, index. ARGV: user, session ID.
-const revokeSessionScript = luaFence + `
+const revokeSessionScript = `local ix = 2 ` + luaFence + `
 local e = redis.call('HGET', KEYS[2], ARGV[1])
-if not e then return fence(KEYS[2], 0) end
+if not e then return fence(0) end
 local sid = ARGV[2]
 ` + luaFind + `
-if not i then return fence(KEYS[2], 0) end
+if not i then return fence(0) end
 local n = redis.call('DEL', KEYS[1])
 e = string.sub(e, 1, i - 1) .. string.sub(e, i + 12)
 if e == '' then redis.call('HDEL', KEYS[2], ARGV[1]) else redis.call('HSET', KEYS[2], ARGV[1], e) end
@@ -488,9 +488,9 @@ return n
 // whose keys had not expired, which Go deletes afterwards as clean-up.
 //
 // KEYS: index. ARGV: user, then the session IDs to keep.
-const revokeAllScript = luaFence + `
+const revokeAllScript = `local ix = 1 ` + luaFence + `
 local e = redis.call('HGET', KEYS[1], ARGV[1])
-if not e then return fence(KEYS[1], {}) end
+if not e then return fence({}) end
 redis.call('HDEL', KEYS[1], ARGV[1])
 local keep = {}
 for j = 2, #ARGV do keep[ARGV[j]] = true end

@@ -34,6 +34,7 @@ var defenceSwitches = map[string]func(d *defences){
 	"send-time":     func(d *defences) { d.noSendTime = true },
 	"jitter":        func(d *defences) { d.noJitter = true },
 	"server-time":   func(d *defences) { d.noServerTime = true },
+	"backoff":       func(d *defences) { d.noBackoff = true },
 }
 
 // switchOff turns the named defences of p off, for a control run. Call it

@@ -60,8 +60,17 @@ type Lease struct {
 	gate   *idtype.Gate // of the lease's generator; nil before NewGenerator
 	// delays are the waits the renewal goroutine chose before each of the
 	// lease's first few renewals (at most maxDelays), which the tests read
-	// to see the spread a fleet's renewals get.
-	delays []time.Duration
+	// to see the spread a fleet's renewals get and how retries back off.
+	delays []renewalWait
+}
+
+// A renewalWait is a wait the renewal goroutine chose, how many renewals
+// had failed in a row when it chose it (0: the rhythm), and the time its
+// generator had left then (0 once that has run out).
+type renewalWait struct {
+	d        time.Duration
+	failures int64
+	left     time.Duration
 }
 
 // maxDelays bounds the renewal waits a lease keeps in Lease.delays.
@@ -182,7 +191,7 @@ func (l *Lease) run() {
 		// before its generator may issue at all.
 		first = 0
 	}
-	l.delays = append(l.delays, first)
+	l.delays = append(l.delays, renewalWait{d: first})
 	l.mu.Unlock()
 	timer := time.NewTimer(first)
 	defer timer.Stop()
@@ -201,17 +210,49 @@ func (l *Lease) run() {
 		if l.pool.defences.noJitter {
 			next = every
 		}
+		var left time.Duration
 		if !ok {
-			next = every / 4
+			next, left = l.retryDelay()
 		}
 		l.mu.Lock()
 		if len(l.delays) < maxDelays {
-			l.delays = append(l.delays, next)
+			l.delays = append(l.delays, renewalWait{d: next, failures: l.failures, left: left})
 		}
 		l.mu.Unlock()
 		// Renewals keep their rhythm from when each was sent.
 		timer.Reset(max(next-time.Duration(l.pool.nowMs()-start)*time.Millisecond, 0))
 	}
+}
+
+// retryDelay is how long the lease waits to retry after a failed
+// renewal: RenewEvery/4 after the first failure, doubling with each
+// failure in a row up to RenewEvery, each less up to half of it at random,
+// so that a store that falls behind a fleet's renewals is not sent more
+// of them the further it falls behind, and a fleet whose renewals failed
+// together does not retry together. While half the time left before the
+// lease's generator would stop is at least RenewEvery/4, the retry comes
+// no later than that half, so that a short outage does not cost the
+// lease a retry it had time for; no retry comes sooner than RenewEvery/4
+// would, which is where the waits start. It returns that time left too (0 once it has
+// run out).
+func (l *Lease) retryDelay() (d, left time.Duration) {
+	every := l.pool.opts.RenewEvery
+	l.mu.Lock()
+	failures, until := l.failures, l.until
+	l.mu.Unlock()
+	left = max(time.Duration(until-l.pool.nowMs())*time.Millisecond, 0)
+	if l.pool.defences.noBackoff {
+		return every / 4, left
+	}
+	d = every / 4
+	for i := int64(1); i < failures && d < every; i++ {
+		d *= 2
+	}
+	d = jitter(min(d, every), 0.5)
+	if left/2 >= every/4 {
+		d = min(d, left/2)
+	}
+	return d, left
 }
 
 func (l *Lease) isEnded() bool {

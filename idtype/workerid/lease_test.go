@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/faults"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
@@ -521,13 +522,14 @@ func TestRenewalsSpread(t *testing.T) {
 					delays := slices.Clone(l.delays)
 					l.mu.Unlock()
 					closeLease(t, l)
-					for i, d := range delays {
+					for i, w := range delays {
+						d := w.d
 						lo := every * 4 / 5
 						if i == 0 {
 							lo = every / 2
 						}
 						switch {
-						case d == 0 && i == 0, d == every/4 && i > 0:
+						case d == 0 && i == 0, w.failures > 0:
 							// A renewal at once after a late take, or a
 							// retry after a failed renewal: not the rhythm.
 							continue
@@ -547,6 +549,99 @@ func TestRenewalsSpread(t *testing.T) {
 					t.Errorf("control: jitter off, the renewals waited %d different times, want 1 (RenewEvery)", len(distinct))
 				case !control && len(distinct) < scheduled*9/10:
 					t.Errorf("%d renewals waited only %d different times: leases taken together renew together", scheduled, len(distinct))
+				}
+			})
+		}
+	})
+}
+
+// TestRenewalRetriesBackOff: while the store cannot be reached, a lease
+// retries its renewal after RenewEvery/4, then twice as long with each
+// failure in a row up to RenewEvery, each wait less up to half of it at
+// random: a store that falls behind a fleet is not sent more renewals
+// the further it falls, and leases that failed together do not retry
+// together; while half the time its generator has left is at least
+// RenewEvery/4, no wait is longer than that half. Control (backoff off): every retry after
+// RenewEvery/4.
+func TestRenewalRetriesBackOff(t *testing.T) {
+	const n = 8
+	forKinds(t, func(t *testing.T, b backend) {
+		testenv.Deadline(t, 2*time.Minute)
+		for _, control := range []bool{false, true} {
+			t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
+				proxy := faults.StartProxy(t, b.addr)
+				p := b.pool(t, proxy.Addr(), Options{Layout: sixBits})
+				if control {
+					turnOff(t, p, "backoff")
+				}
+				every := p.opts.RenewEvery
+				leases := acquireN(t, p, n)
+				proxy.Cut()
+				waitFor(t, time.Minute, "every lease to keep the waits of its first retries", func() bool {
+					for _, l := range leases {
+						l.mu.Lock()
+						k := len(l.delays)
+						l.mu.Unlock()
+						if k < maxDelays {
+							return false
+						}
+					}
+					return true
+				})
+				proxy.Restore()
+				distinct := map[time.Duration]bool{}
+				retries, jittered, longest := 0, 0, time.Duration(0)
+				for _, l := range leases {
+					l.mu.Lock()
+					delays := slices.Clone(l.delays)
+					l.mu.Unlock()
+					for _, w := range delays {
+						if w.failures == 0 {
+							continue
+						}
+						retries++
+						longest = max(longest, w.d)
+						capped := w.left/2 >= every/4
+						if !capped || w.d < w.left/2 {
+							// Not cut to half the time left, which
+							// leases renewed together share.
+							jittered++
+							distinct[w.d] = true
+						}
+						ceiling := every / 4
+						for i := int64(1); i < w.failures && ceiling < every; i++ {
+							ceiling *= 2
+						}
+						ceiling = min(ceiling, every)
+						floor := ceiling / 2
+						if capped {
+							// No later than half the time left.
+							ceiling, floor = min(ceiling, w.left/2), min(floor, w.left/2)
+						}
+						switch {
+						case control && w.d != every/4:
+							t.Errorf("control: worker %d waited %v after %d failures, want RenewEvery/4 = %v", l.Worker(), w.d, w.failures, every/4)
+						case !control && (w.d < floor || w.d > ceiling):
+							t.Errorf("worker %d waited %v after %d failures in a row with %v left, outside [%v, %v]",
+								l.Worker(), w.d, w.failures, w.left, floor, ceiling)
+						}
+					}
+				}
+				t.Logf("%d leases: %d retries, %d different waits of %d not cut to half the time left, the longest %v",
+					n, retries, len(distinct), jittered, longest)
+				if retries < n*(maxDelays-2) {
+					t.Fatalf("only %d retries recorded, want at least %d: the store was not cut off", retries, n*(maxDelays-2))
+				}
+				if !control && jittered < n {
+					t.Fatalf("only %d of %d retries were not cut to half the time left: too few to judge the jitter", jittered, retries)
+				}
+				switch {
+				case control && longest != every/4:
+					t.Errorf("control: the longest wait was %v, want %v", longest, every/4)
+				case !control && longest <= every/2:
+					t.Errorf("the longest of %d retries waited %v, want over RenewEvery/2 = %v: the retries did not back off", retries, longest, every/2)
+				case !control && len(distinct) < jittered*9/10:
+					t.Errorf("%d retries waited only %d different times: leases that failed together retry together", jittered, len(distinct))
 				}
 			})
 		}

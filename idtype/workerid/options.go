@@ -57,9 +57,11 @@ type Options struct {
 	// disagreement between this host's clock and the store's, and between
 	// hosts of one namespace (see the package doc). Zero means TTL/5.
 	Margin time.Duration
-	// RenewEvery is how often a lease renews itself; after a failed
-	// renewal it retries four times as often. It must be less than TTL -
-	// Margin. Zero means TTL/3.
+	// RenewEvery is how often a lease renews itself, less up to a fifth
+	// at random. After a failed renewal it retries after RenewEvery/4,
+	// doubling with each failure in a row up to RenewEvery (less up to
+	// half at random), and no later than half the time its generator has
+	// left. It must be less than TTL - Margin. Zero means TTL/3.
 	RenewEvery time.Duration
 	// MaxStartWait bounds how long Acquire waits for the clock to pass the
 	// number's high-water mark (a clock set back, Redis's loss window)

@@ -66,6 +66,9 @@ type defences struct {
 	// started within one; it was promoted from a replica; it ran
 	// FLUSHALL or FLUSHDB; it is a Cluster node.
 	noUptimeSign, noPromotedSign, noFlushSign, noClusterSign bool
+	// noBackoff: a lease retries a failed renewal at RenewEvery/4 however
+	// many have failed in a row, and all at the same moment.
+	noBackoff bool
 	// noUntil: the generator is not stopped when renewals fail; only a
 	// lost lease stops it.
 	noUntil bool
