@@ -229,6 +229,7 @@ type proxy struct {
 	conns map[net.Conn]struct{}
 	drop  []byte // a request holding it has its reply dropped (DropReplies)
 	drops int    // how many more replies to drop
+	seen  int    // requests holding drop since DropReplies, dropped or not
 }
 
 func startProxy(t testing.TB, target string) *proxy {
@@ -293,9 +294,12 @@ func (p *proxy) forward(c net.Conn) {
 			n, err := c.Read(buf)
 			if n > 0 {
 				p.mu.Lock()
-				if p.drops > 0 && bytes.Contains(buf[:n], p.drop) {
-					p.drops--
-					dropping.Store(true)
+				if p.drop != nil && bytes.Contains(buf[:n], p.drop) {
+					p.seen++
+					if p.drops > 0 {
+						p.drops--
+						dropping.Store(true)
+					}
 				}
 				p.mu.Unlock()
 				if _, werr := s.Write(buf[:n]); werr != nil {
@@ -334,7 +338,16 @@ func (p *proxy) forward(c net.Conn) {
 func (p *proxy) DropReplies(match []byte, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.drop, p.drops = match, n
+	p.drop, p.drops, p.seen = match, n, 0
+}
+
+// Seen returns how many requests that contain the match of the last
+// DropReplies have gone to the server since, their replies dropped or
+// not.
+func (p *proxy) Seen() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen
 }
 
 // Dropping returns how many replies DropReplies still has to drop.
