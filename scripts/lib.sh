@@ -239,6 +239,11 @@ ensure_all() {
 # than any of them. GOTESTFLAGS=-timeout=… overrides it.
 GO_TEST_TIMEOUT=30m
 
+# How many tests of one package run at once (go test -parallel): the
+# default is the number of cores, 2 here, while the parallel tests mostly
+# wait on servers, proxies and clocks, not the CPU.
+GO_TEST_PARALLEL=4
+
 # The root module's packages whose tests take longest (about 50s each),
 # named first to go test so that they start first: it runs packages in
 # the order it is given them, two at a time on two cores, and the slow ones
@@ -272,13 +277,12 @@ go_test_valkey() {
 	# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
 	env -u SNOWKEY_TEST_REDIS -u SNOWKEY_TEST_REDIS_CLUSTER SNOWKEY_TEST_REDIS_SERVER="$bin" \
 		"$PWD/bin/testservers" -q -postgres=false -- \
-		go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -run "$VALKEY_RUN" -skip "$VALKEY_SKIP" \
+		go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -parallel "$GO_TEST_PARALLEL" -run "$VALKEY_RUN" -skip "$VALKEY_SKIP" \
 		${GOTESTFLAGS:-} "${VALKEY_PACKAGES[@]}"
 }
 
 # go test -race of every module, and of the GOEXPERIMENT=jsonv2 packages,
-# and the Valkey pass (go_test_valkey, once the root module's have ended),
-# run at the same time: the long integration tests mostly wait on servers
+# and the Valkey pass (go_test_valkey), run at the same time: the long integration tests mostly wait on servers
 # and clocks, while another module compiles. Each run's output is printed
 # as a block when it ends; every failing one is reported. vet_all has run
 # the whole of go vet, so go test's own subset is off.
@@ -294,7 +298,7 @@ go_test_all() {
 			done
 		fi
 		# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
-		(cd "$m" && go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" ${GOTESTFLAGS:-} "${first[@]}" ./...) \
+		(cd "$m" && go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -parallel "$GO_TEST_PARALLEL" ${GOTESTFLAGS:-} "${first[@]}" ./...) \
 			>"$tmp/${#pids[@]}" 2>&1 &
 		pids+=($!)
 	done
@@ -302,18 +306,14 @@ go_test_all() {
 	if [[ -n "$pkgs" ]]; then
 		names+=("GOEXPERIMENT=jsonv2 $(echo $pkgs)")
 		# shellcheck disable=SC2086 # lists of flags and packages
-		GOEXPERIMENT=jsonv2 go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" ${GOTESTFLAGS:-} $pkgs \
+		GOEXPERIMENT=jsonv2 go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -parallel "$GO_TEST_PARALLEL" ${GOTESTFLAGS:-} $pkgs \
 			>"$tmp/${#pids[@]}" 2>&1 &
 		pids+=($!)
 	fi
-	# The Valkey pass starts when the root module's tests have ended, so
-	# that workerid and tokens, the slowest packages, never run twice at
-	# once on a 2-core machine; it overlaps the other modules' tests.
+	# The Valkey pass runs beside the rest: its tests, like the root
+	# module's slow ones, mostly wait on servers and clocks.
 	names+=("valkey: ${VALKEY_PACKAGES[*]}")
-	(
-		while kill -0 "${pids[0]}" 2>/dev/null; do sleep 1; done
-		go_test_valkey
-	) >"$tmp/${#pids[@]}" 2>&1 &
+	go_test_valkey >"$tmp/${#pids[@]}" 2>&1 &
 	pids+=($!)
 	echo "go test: ${names[*]} (at once; each prints when it ends)"
 	for i in "${!pids[@]}"; do
