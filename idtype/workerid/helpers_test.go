@@ -457,6 +457,21 @@ func tryControl(t *testing.T, found func(t *testing.T) bool) {
 	t.Fatalf("%d control runs found no violation: the test does not reach its fault", controlTries)
 }
 
+// tryReach runs a defended scenario until a run reaches its fault, up to
+// controlTries runs: a busy machine may keep a run short of it, and a
+// defended run that did not meet its fault proves nothing.
+func tryReach(t *testing.T, reached func(t *testing.T) bool) {
+	t.Helper()
+	for i := 1; i <= controlTries; i++ {
+		ok := false
+		t.Run(fmt.Sprintf("try %d", i), func(t *testing.T) { ok = reached(t) })
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("%d defended runs did not reach their fault", controlTries)
+}
+
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

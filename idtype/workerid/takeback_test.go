@@ -123,8 +123,9 @@ func takeBackScenario(t *testing.T, b backend, tuneA func(p *Pool)) (c *collecto
 // duplicates.
 func TestTakeBackReplyLost(t *testing.T) {
 	t.Parallel()
-	// run runs the scenario and returns how many duplicates it found.
-	run := func(t *testing.T, b backend, defended bool) int {
+	// run runs the scenario and returns how many duplicates it found, and
+	// whether it reached its fault: B issued enough IDs for A to repeat.
+	run := func(t *testing.T, b backend, defended bool) (dups int, reached bool) {
 		logs := &logRecorder{}
 		c, a, _, _, idsB := takeBackScenario(t, b, func(p *Pool) {
 			p.opts.Logger = slog.New(logs)
@@ -145,24 +146,35 @@ func TestTakeBackReplyLost(t *testing.T) {
 		dups, total := duplicates(lists)
 		t.Logf("A issued %d IDs, B %d; %d duplicates; A's floor %s", len(lists["A"]), len(idsB), dups,
 			a.Status().NotBefore.Format(time.StampMilli))
+		if len(idsB) < 100 {
+			// A busy machine slowed B down: too few IDs for A to repeat.
+			t.Logf("B issued %d IDs: too few to prove anything; the run did not reach its fault", len(idsB))
+			return dups, false
+		}
 		switch {
-		case len(idsB) < 100:
-			t.Fatalf("B issued %d IDs: the test proves little", len(idsB))
 		case defended && dups > 0:
 			t.Fatalf("%d of A's IDs repeat B's (%d IDs in all)", dups, total)
 		case defended && !logs.has("the take-back's reply was lost"):
 			t.Fatalf("A did not log that it learned of its take-back from a renewal; logs:\n%s", logs)
 		}
-		return dups
+		return dups, true
 	}
 	t.Run("defended", func(t *testing.T) {
 		t.Parallel()
-		forKinds(t, func(t *testing.T, b backend) { run(t, b, true) })
+		forKinds(t, func(t *testing.T, b backend) {
+			tryReach(t, func(t *testing.T) bool {
+				_, reached := run(t, b, true)
+				return reached
+			})
+		})
 	})
 	t.Run("control: renewal keeps the floor", func(t *testing.T) {
 		t.Parallel()
 		forKinds(t, func(t *testing.T, b backend) {
-			tryControl(t, func(t *testing.T) bool { return run(t, b, false) > 0 })
+			tryControl(t, func(t *testing.T) bool {
+				dups, reached := run(t, b, false)
+				return reached && dups > 0
+			})
 		})
 	})
 }
@@ -175,8 +187,9 @@ func TestTakeBackReplyLost(t *testing.T) {
 // it and must find duplicates.
 func TestCloseAfterTakeBackReplyLost(t *testing.T) {
 	t.Parallel()
-	// run runs the scenario and returns how many duplicates it found.
-	run := func(t *testing.T, b backend, defended bool) int {
+	// run runs the scenario and returns how many duplicates it found, and
+	// whether it reached its fault: C issued after A's release.
+	run := func(t *testing.T, b backend, defended bool) (dups int, reached bool) {
 		c, a, _, _, idsB := takeBackScenario(t, b, func(p *Pool) {
 			p.store.(*replyLost).stall = true
 			if !defended {
@@ -193,24 +206,34 @@ func TestCloseAfterTakeBackReplyLost(t *testing.T) {
 		t.Logf("A issued %d IDs, B %d, C %d; %d duplicates; C started after %s (B's last ID at %s)",
 			len(lists["A"]), len(idsB), len(lists["C"]), dups, lc.Status().NotBefore.Format(time.StampMilli),
 			a.pool.Layout().Decode(idsB[len(idsB)-1]).Time.Format(time.StampMilli))
-		switch {
-		case len(lists["C"]) == 0:
-			t.Fatal("C issued no ID: the test proves nothing")
-		case defended && dups > 0:
+		if len(lists["C"]) == 0 {
+			// A busy machine kept C from issuing in its 600 ms.
+			t.Log("C issued no ID: the run did not reach its fault")
+			return dups, false
+		}
+		if defended && dups > 0 {
 			t.Fatalf("%d duplicate IDs among %d", dups, total)
 		}
-		return dups
+		return dups, true
 	}
 	t.Run("defended", func(t *testing.T) {
 		t.Parallel()
-		forKinds(t, func(t *testing.T, b backend) { run(t, b, true) })
+		forKinds(t, func(t *testing.T, b backend) {
+			tryReach(t, func(t *testing.T) bool {
+				_, reached := run(t, b, true)
+				return reached
+			})
+		})
 	})
 	// A PostgreSQL release has always kept GREATEST(final, start_after) in
 	// its statement: no control there.
 	t.Run("control: release lowers the mark", func(t *testing.T) {
 		t.Parallel()
 		forKinds(t, func(t *testing.T, b backend) {
-			tryControl(t, func(t *testing.T) bool { return run(t, b, false) > 0 })
+			tryControl(t, func(t *testing.T) bool {
+				dups, reached := run(t, b, false)
+				return reached && dups > 0
+			})
 		}, "redis")
 	})
 }
