@@ -74,13 +74,20 @@ func TestRefreshIsThrottled(t *testing.T) {
 		c := b.client(t)
 		hook := &roundTrips{}
 		c.AddHook(hook)
-		m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: time.Second})
+		const interval = 3 * time.Second
+		m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: interval})
 		tok, first := issue(t, m, userID(t, gen), Metadata{})
 		if _, err := m.Validate(ctx, tok); err != nil { // loads the script
 			t.Fatal(err)
 		}
 		hook.take()
+		// Validations that begin within RefreshInterval of the last
+		// refresh, however few a busy machine fits in, only read.
+		judged := 0
 		for range 20 {
+			if time.Since(first.LastSeenAt) >= interval*9/10 {
+				break
+			}
 			s, err := m.Validate(ctx, tok)
 			if err != nil {
 				t.Fatal(err)
@@ -88,18 +95,22 @@ func TestRefreshIsThrottled(t *testing.T) {
 			if !s.LastSeenAt.Equal(first.LastSeenAt) {
 				t.Fatalf("LastSeenAt moved from %v to %v within RefreshInterval", first.LastSeenAt, s.LastSeenAt)
 			}
+			judged++
 		}
-		if got := hook.take(); len(got) != 20 {
-			t.Errorf("20 validations within RefreshInterval sent %d commands (%v), want 20 reads", len(got), got)
+		if judged < 5 {
+			t.Fatalf("only %d validations began within RefreshInterval (%v) of the session's issue", judged, interval)
 		}
-		time.Sleep(1100 * time.Millisecond)
+		if got := hook.take(); len(got) != judged {
+			t.Errorf("%d validations within RefreshInterval sent %d commands (%v), want %d reads", judged, len(got), got, judged)
+		}
+		time.Sleep(interval + 100*time.Millisecond)
 		s, err := m.Validate(ctx, tok)
 		if err != nil || !s.LastSeenAt.After(first.LastSeenAt) {
 			t.Errorf("after RefreshInterval: %+v, %v; want LastSeenAt moved", s, err)
 		}
 		// Concurrent validations due for a refresh write once: the others
 		// find the new last-seen time in the script.
-		time.Sleep(1100 * time.Millisecond)
+		time.Sleep(interval + 100*time.Millisecond)
 		var wg sync.WaitGroup
 		for range 10 {
 			wg.Go(func() {
@@ -110,8 +121,8 @@ func TestRefreshIsThrottled(t *testing.T) {
 		}
 		wg.Wait()
 		s2, _ := m.Validate(ctx, tok)
-		if d := s2.LastSeenAt.Sub(s.LastSeenAt); d < 1100*time.Millisecond {
-			t.Errorf("LastSeenAt moved by %v, want at least the 1.1 s slept", d)
+		if d := s2.LastSeenAt.Sub(s.LastSeenAt); d < interval+100*time.Millisecond {
+			t.Errorf("LastSeenAt moved by %v, want at least the %v slept", d, interval+100*time.Millisecond)
 		}
 	})
 }

@@ -99,7 +99,7 @@ func takeBackScenario(t *testing.T, b backend, tuneA func(p *Pool)) (c *collecto
 	a = acquire(t, pa)
 	c = newCollector()
 	c.run("A", generator(t, a))
-	c.waitIssued(t, 10*time.Second, 100, "A")
+	c.waitIssued(t, 30*time.Second, 100, "A")
 
 	px.Cut()
 	lb := acquireWhenFree(t, pb, 30*time.Second) // once A's lease has lapsed in the store
@@ -114,7 +114,7 @@ func takeBackScenario(t *testing.T, b backend, tuneA func(p *Pool)) (c *collecto
 
 	lost.drop.Store(1)
 	px.Restore()
-	waitFor(t, 10*time.Second, "A's take-back to run", func() bool { return lost.dropped.Load() == 1 })
+	waitFor(t, 30*time.Second, "A's take-back to run", func() bool { return lost.dropped.Load() == 1 })
 	return c, a, pa, lost, idsB
 }
 
@@ -136,12 +136,12 @@ func TestTakeBackReplyLost(t *testing.T) {
 				turnOff(t, p, "start-floor")
 			}
 		})
-		waitFor(t, 10*time.Second, "A to be renewed", func() bool { return a.Status().State == Held })
+		waitFor(t, 30*time.Second, "A to be renewed", func() bool { return a.Status().State == Held })
 		// A issues until its clock, 600 ms behind B's, has passed B's last
 		// ID: a generator whose floor stayed low has gone through every
 		// millisecond B used by then.
 		lastB := a.pool.Layout().Decode(idsB[len(idsB)-1]).Time
-		waitFor(t, 10*time.Second, "A to issue past B's last ID", func() bool {
+		waitFor(t, 30*time.Second, "A to issue past B's last ID", func() bool {
 			return a.pool.Layout().Decode(c.lastID("A")).Time.After(lastB)
 		})
 		lists := c.finish()
@@ -200,10 +200,16 @@ func TestCloseAfterTakeBackReplyLost(t *testing.T) {
 		})
 		closeLease(t, a)
 		lists := c.finish()
-		pc := b.pool(t, b.addr, takeBackOptions())
+		// C's clock reads B's first ID's time as C starts, however long
+		// a busy machine took to get here since B issued (B's lead of
+		// 600 ms is all a quiet one needs): C may issue in B's
+		// milliseconds unless the mark holds it back past B's last.
+		oc := takeBackOptions()
+		oc.Clock = offsetClock{idtype.SystemClock(), time.Until(a.pool.Layout().Decode(idsB[0]).Time)}
+		pc := b.pool(t, b.addr, oc)
 		lc := acquire(t, pc)
 		lists["B"] = idsB
-		lists["C"] = issueFor(t, generator(t, lc), 600*time.Millisecond)
+		lists["C"] = issueFor(t, generator(t, lc), 1500*time.Millisecond)
 		dups, total := duplicates(lists)
 		t.Logf("A issued %d IDs, B %d, C %d; %d duplicates; C started after %s (B's last ID at %s)",
 			len(lists["A"]), len(idsB), len(lists["C"]), dups, lc.Status().NotBefore.Format(time.StampMilli),
@@ -342,7 +348,7 @@ func TestTakeBackResent(t *testing.T) {
 // control lease is lost.
 func checkResent(t *testing.T, a *Lease, ga *idtype.Generator, defended bool, idsB []idtype.ID, resent func() bool) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the take-back to be sent twice", resent)
+	waitFor(t, 30*time.Second, "the take-back to be sent twice", resent)
 	if !defended {
 		// The resent take-back has run: the lease ends in the renewal
 		// that sent it, however slow the machine.
@@ -357,7 +363,7 @@ func checkResent(t *testing.T, a *Lease, ga *idtype.Generator, defended bool, id
 		return
 	}
 	var id idtype.ID
-	waitFor(t, 10*time.Second, "A to issue again", func() bool {
+	waitFor(t, 30*time.Second, "A to issue again", func() bool {
 		var err error
 		id, err = ga.Next()
 		return err == nil
