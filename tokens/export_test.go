@@ -8,7 +8,7 @@ package tokens
 // turns that one off alone.
 func (m *Manager) setDefences(d defences) {
 	m.defences = d
-	m.s = newScripts(d)
+	m.s = newScripts(d, m.opts.WaitReplicas > 0)
 	if m.cache != nil {
 		m.cache.unguarded = d.noCacheGuard
 	}

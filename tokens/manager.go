@@ -107,7 +107,7 @@ func New(client redis.UniversalClient, gen idtype.Source, opts Options) (*Manage
 		layout: gen.Layout(),
 		opts:   o,
 		keys:   keys{prefix: o.KeyPrefix},
-		s:      newScripts(defences{}),
+		s:      newScripts(defences{}, o.WaitReplicas > 0),
 		obs:    o.Observer,
 	}
 	if o.CacheTTL > 0 {

@@ -304,7 +304,10 @@ const luaKeepIndex = `if redis.call('PTTL', KEYS[ix]) < ttl then redis.call('PEX
 // of another connection (a revocation that failed with ErrUnavailable,
 // then retried) would be acknowledged by replicas that do not have that
 // write, and return as done. After the fence, WAIT covers everything the
-// primary had applied when the script read it.
+// primary had applied when the script read it. Only the scripts of a
+// Manager with WaitReplicas have it (see newScripts); while Redis is out
+// of memory it refuses the fence, and the call fails with ErrUnavailable,
+// as a revocation whose replication cannot be shown should.
 const luaFence = `local function fence(r) redis.call('HSET', KEYS[ix], '', '') redis.call('HDEL', KEYS[ix], '') return r end`
 
 // luaNoFence is luaFence with the fence switched off, for control runs.
@@ -539,13 +542,16 @@ type scripts struct {
 	validate, issue, refresh, rotate, revoke, revokeSession, revokeAll, list *redis.Script
 }
 
-// newScripts returns the scripts with the defences in d.
-func newScripts(d defences) scripts {
+// newScripts returns the scripts with the defences in d, and with the
+// fence (luaFence) when fence is set: only WaitReplicas needs it, and a
+// fence is a write, which Redis refuses while it is out of memory, where
+// a revocation that finds nothing to end must still succeed.
+func newScripts(d defences, fence bool) scripts {
 	load := func(src string) *redis.Script {
 		if d.noIndexCheck {
 			src = withoutIndexCheck(src)
 		}
-		if d.noFence {
+		if d.noFence || !fence {
 			src = strings.Replace(src, luaFence, luaNoFence, 1)
 		}
 		return redis.NewScript(src)

@@ -225,11 +225,12 @@ func (l *Lease) run() {
 }
 
 // retryDelay is how long the lease waits to retry after a failed
-// renewal: RenewEvery/4 after the first failure, doubling with each
-// failure in a row up to RenewEvery, each less up to half of it at random,
-// so that a store that falls behind a fleet's renewals is not sent more
-// of them the further it falls behind, and a fleet whose renewals failed
-// together does not retry together. While half the time left before the
+// renewal: RenewEvery/4 after the first failure and RenewEvery/2 after
+// later ones in a row, each less up to half of it at random, so that a
+// store that falls behind a fleet's renewals is sent half as many retries
+// once they keep failing, and a fleet whose renewals failed together does
+// not retry together. It stops there, since a lease whose generator has
+// stopped issues again only once a retry succeeds. While half the time left before the
 // lease's generator would stop is at least RenewEvery/4, the retry comes
 // no later than that half, so that a short outage does not cost the
 // lease a retry it had time for; no retry comes sooner than RenewEvery/4
@@ -245,10 +246,10 @@ func (l *Lease) retryDelay() (d, left time.Duration) {
 		return every / 4, left
 	}
 	d = every / 4
-	for i := int64(1); i < failures && d < every; i++ {
-		d *= 2
+	if failures > 1 {
+		d = every / 2
 	}
-	d = jitter(min(d, every), 0.5)
+	d = jitter(d, 0.5)
 	if left/2 >= every/4 {
 		d = min(d, left/2)
 	}

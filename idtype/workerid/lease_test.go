@@ -556,11 +556,10 @@ func TestRenewalsSpread(t *testing.T) {
 }
 
 // TestRenewalRetriesBackOff: while the store cannot be reached, a lease
-// retries its renewal after RenewEvery/4, then twice as long with each
-// failure in a row up to RenewEvery, each wait less up to half of it at
-// random: a store that falls behind a fleet is not sent more renewals
-// the further it falls, and leases that failed together do not retry
-// together; while half the time its generator has left is at least
+// retries its renewal after RenewEvery/4, then after RenewEvery/2, each
+// wait less up to half of it at random: a store that falls behind a fleet
+// is sent half as many retries once they keep failing, and leases that
+// failed together do not retry together; while half the time its generator has left is at least
 // RenewEvery/4, no wait is longer than that half. Control (backoff off): every retry after
 // RenewEvery/4.
 func TestRenewalRetriesBackOff(t *testing.T) {
@@ -609,10 +608,9 @@ func TestRenewalRetriesBackOff(t *testing.T) {
 							distinct[w.d] = true
 						}
 						ceiling := every / 4
-						for i := int64(1); i < w.failures && ceiling < every; i++ {
-							ceiling *= 2
+						if w.failures > 1 {
+							ceiling = every / 2
 						}
-						ceiling = min(ceiling, every)
 						floor := ceiling / 2
 						if capped {
 							// No later than half the time left.
@@ -638,8 +636,8 @@ func TestRenewalRetriesBackOff(t *testing.T) {
 				switch {
 				case control && longest != every/4:
 					t.Errorf("control: the longest wait was %v, want %v", longest, every/4)
-				case !control && longest <= every/2:
-					t.Errorf("the longest of %d retries waited %v, want over RenewEvery/2 = %v: the retries did not back off", retries, longest, every/2)
+				case !control && longest <= every/4:
+					t.Errorf("the longest of %d retries waited %v, want over RenewEvery/4 = %v: the retries did not back off", retries, longest, every/4)
 				case !control && len(distinct) < jittered*9/10:
 					t.Errorf("%d retries waited only %d different times: leases that failed together retry together", jittered, len(distinct))
 				}

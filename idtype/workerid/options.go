@@ -59,8 +59,8 @@ type Options struct {
 	Margin time.Duration
 	// RenewEvery is how often a lease renews itself, less up to a fifth
 	// at random. After a failed renewal it retries after RenewEvery/4,
-	// doubling with each failure in a row up to RenewEvery (less up to
-	// half at random), and no later than half the time its generator has
+	// and after RenewEvery/2 once retries too have failed (each less up
+	// to half at random), no later than half the time its generator has
 	// left. It must be less than TTL - Margin. Zero means TTL/3.
 	RenewEvery time.Duration
 	// MaxStartWait bounds how long Acquire waits for the clock to pass the
