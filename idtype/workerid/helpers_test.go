@@ -447,14 +447,22 @@ const controlTries = 5
 // controlTries does.
 func tryControl(t *testing.T, found func(t *testing.T) bool) {
 	t.Helper()
+	tryRuns(t, found, "control runs found no violation: the test does not reach its fault")
+}
+
+// tryRuns runs f in subtests "try 1", "try 2", … until one returns true,
+// and fails t, saying how many runs failed to, if none of controlTries
+// does.
+func tryRuns(t *testing.T, f func(t *testing.T) bool, failure string) {
+	t.Helper()
 	for i := 1; i <= controlTries; i++ {
 		ok := false
-		t.Run(fmt.Sprintf("try %d", i), func(t *testing.T) { ok = found(t) })
+		t.Run(fmt.Sprintf("try %d", i), func(t *testing.T) { ok = f(t) })
 		if ok {
 			return
 		}
 	}
-	t.Fatalf("%d control runs found no violation: the test does not reach its fault", controlTries)
+	t.Fatalf("%d %s", controlTries, failure)
 }
 
 // notMet ends a run of a scenario that did not meet its fault, which a
@@ -489,14 +497,7 @@ func sharedMillis(l idtype.Layout, x, y []idtype.ID) int {
 // and a defended run that did not meet its fault proves nothing.
 func tryReach(t *testing.T, reached func(t *testing.T) bool) {
 	t.Helper()
-	for i := 1; i <= controlTries; i++ {
-		ok := false
-		t.Run(fmt.Sprintf("try %d", i), func(t *testing.T) { ok = reached(t) })
-		if ok {
-			return
-		}
-	}
-	t.Fatalf("%d defended runs did not reach their fault", controlTries)
+	tryRuns(t, reached, "defended runs did not reach their fault")
 }
 
 // waitFor polls cond until it holds or the timeout passes.
