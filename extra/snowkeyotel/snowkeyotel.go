@@ -115,11 +115,13 @@ func (in instruments) end(ctx context.Context, op, result string, err error, fai
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	span.End()
+	// The duration first: whoever waits for the span's end then finds the
+	// call in the histogram too.
 	if started, ok := ctx.Value(startKey{}).(time.Time); ok {
 		in.duration.Record(ctx, time.Since(started).Seconds(),
 			metric.WithAttributes(attribute.String("snowkey.op", op), attribute.String("snowkey.result", result)))
 	}
+	span.End()
 }
 
 // Tokens is a tokens.Observer that records a span and a duration for each
