@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -289,6 +290,44 @@ type offsetClock struct {
 }
 
 func (c offsetClock) UnixNano() int64 { return c.Clock.UnixNano() + int64(c.offset) }
+
+// pausingClock is a clock that stands still between pause and resume,
+// and otherwise runs at the rate of the clock it wraps, behind it by the
+// time it stood still. It never reads less than it did.
+type pausingClock struct {
+	idtype.Clock
+	mu       sync.Mutex
+	paused   bool
+	pausedAt int64 // the wrapped clock's reading when paused
+	behind   int64 // the time it stood still before
+}
+
+func (c *pausingClock) UnixNano() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.paused {
+		return c.pausedAt - c.behind
+	}
+	return c.Clock.UnixNano() - c.behind
+}
+
+// pause stops the clock; it does nothing if the clock stands still.
+func (c *pausingClock) pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.paused {
+		c.paused, c.pausedAt = true, c.Clock.UnixNano()
+	}
+}
+
+// resume starts the clock again; it does nothing if the clock runs.
+func (c *pausingClock) resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.paused {
+		c.paused, c.behind = false, c.behind+c.Clock.UnixNano()-c.pausedAt
+	}
+}
 
 // steppedClock stands still but for Sleep, which moves it on by the time
 // asked, as if the sleep had passed.

@@ -29,6 +29,9 @@ type replyLost struct {
 	// the server, so that nothing but Close tells the store more.
 	stall    bool
 	stalling atomic.Bool
+	// clock, when set, is resumed by the first renewal that succeeds
+	// after a lost reply.
+	clock *pausingClock
 }
 
 func (s *replyLost) take(ctx context.Context, r takeRequest) (taken, error) {
@@ -45,7 +48,11 @@ func (s *replyLost) renew(ctx context.Context, worker int64, token string, ttl, 
 	if s.stalling.Load() {
 		return renewal{}, errors.New("test: renewal stalled")
 	}
-	return s.store.renew(ctx, worker, token, ttl, reserve)
+	r, err := s.store.renew(ctx, worker, token, ttl, reserve)
+	if err == nil && s.clock != nil && s.dropped.Load() > 0 {
+		s.clock.resume()
+	}
+	return r, err
 }
 
 // takeBackOptions are the timings of the issue's scenario: TTL 2 s, Margin
@@ -82,7 +89,8 @@ func issueFor(t *testing.T, g *idtype.Generator, d time.Duration) []idtype.ID {
 // number, issues for 600 ms and closes. Then the proxy lets A through
 // again, and the reply to A's take-back is lost (the take ran). It returns
 // B's IDs once A's take-back has run, with A's generator issuing into c
-// meanwhile.
+// meanwhile. If lost.clock is set by tuneA, A's clock stands still from
+// B's take until A's first renewal after the lost reply succeeds.
 func takeBackScenario(t *testing.T, b backend, tuneA func(p *Pool)) (c *collector, a *Lease, pa *Pool, lost *replyLost, idsB []idtype.ID) {
 	t.Helper()
 	px := startProxy(t, b.addr)
@@ -105,6 +113,9 @@ func takeBackScenario(t *testing.T, b backend, tuneA func(p *Pool)) (c *collecto
 	lb := acquireWhenFree(t, pb, 30*time.Second) // once A's lease has lapsed in the store
 	if lb.Worker() != a.Worker() {
 		t.Fatalf("B took %d, want A's %d", lb.Worker(), a.Worker())
+	}
+	if lost.clock != nil {
+		lost.clock.pause()
 	}
 	idsB = issueFor(t, generator(t, lb), 600*time.Millisecond)
 	closeLease(t, lb)
@@ -132,14 +143,20 @@ func TestTakeBackReplyLost(t *testing.T) {
 		logs := &logRecorder{}
 		c, a, _, _, idsB := takeBackScenario(t, b, func(p *Pool) {
 			p.opts.Logger = slog.New(logs)
+			// A's clock stands still from B's take until A learns from a
+			// renewal that it holds the number again, as if that took no
+			// time: A then reads 600 ms before B's first ID however busy
+			// the machine, and a generator whose floor stayed low goes
+			// through every millisecond B used.
+			clock := &pausingClock{Clock: p.opts.Clock}
+			p.opts.Clock = clock
+			p.store.(*replyLost).clock = clock
 			if !defended {
 				turnOff(t, p, "start-floor")
 			}
 		})
 		waitFor(t, 30*time.Second, "A to be renewed", func() bool { return a.Status().State == Held })
-		// A issues until its clock, 600 ms behind B's, has passed B's last
-		// ID: a generator whose floor stayed low has gone through every
-		// millisecond B used by then.
+		// A issues until its clock has passed B's last ID.
 		lastB := a.pool.Layout().Decode(idsB[len(idsB)-1]).Time
 		waitFor(t, 30*time.Second, "A to issue past B's last ID", func() bool {
 			return a.pool.Layout().Decode(c.lastID("A")).Time.After(lastB)
