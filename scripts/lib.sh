@@ -244,12 +244,18 @@ GO_TEST_TIMEOUT=30m
 # wait on servers, proxies and clocks, not the CPU.
 GO_TEST_PARALLEL=4
 
-# The root module's packages whose tests take longest (about 50s each),
+# How many packages' test binaries of one module run at once (go test -p):
+# the default is the number of cores, while most packages' tests wait on
+# servers and clocks, so that with two the root module's long packages
+# (workerid, tokens, readmecheck) ran one after another.
+GO_TEST_P=4
+
+# The root module's packages whose tests take longest (minutes each),
 # named first to go test so that they start first: it runs packages in
-# the order it is given them, two at a time on two cores, and the slow ones
+# the order it is given them, GO_TEST_P at a time, and the slow ones
 # otherwise start last and run one after the other. A hint only: a package
 # no longer there is left out, and one missing here merely starts later.
-SLOW_PACKAGES=(./idtype/workerid ./tokens)
+SLOW_PACKAGES=(./idtype/workerid ./tokens ./internal/readmecheck)
 
 # The packages whose Redis-backed tests run a second time, against Valkey
 # (one node, Sentinel, Cluster), and the tests of theirs left out of that
@@ -277,7 +283,7 @@ go_test_valkey() {
 	# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
 	env -u SNOWKEY_TEST_REDIS -u SNOWKEY_TEST_REDIS_CLUSTER SNOWKEY_TEST_REDIS_SERVER="$bin" \
 		"$PWD/bin/testservers" -q -postgres=false -- \
-		go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -parallel "$GO_TEST_PARALLEL" -run "$VALKEY_RUN" -skip "$VALKEY_SKIP" \
+		go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -p "$GO_TEST_P" -parallel "$GO_TEST_PARALLEL" -run "$VALKEY_RUN" -skip "$VALKEY_SKIP" \
 		${GOTESTFLAGS:-} "${VALKEY_PACKAGES[@]}"
 }
 
@@ -298,7 +304,7 @@ go_test_all() {
 			done
 		fi
 		# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
-		(cd "$m" && go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -parallel "$GO_TEST_PARALLEL" ${GOTESTFLAGS:-} "${first[@]}" ./...) \
+		(cd "$m" && go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -p "$GO_TEST_P" -parallel "$GO_TEST_PARALLEL" ${GOTESTFLAGS:-} "${first[@]}" ./...) \
 			>"$tmp/${#pids[@]}" 2>&1 &
 		pids+=($!)
 	done
@@ -306,7 +312,7 @@ go_test_all() {
 	if [[ -n "$pkgs" ]]; then
 		names+=("GOEXPERIMENT=jsonv2 $(echo $pkgs)")
 		# shellcheck disable=SC2086 # lists of flags and packages
-		GOEXPERIMENT=jsonv2 go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -parallel "$GO_TEST_PARALLEL" ${GOTESTFLAGS:-} $pkgs \
+		GOEXPERIMENT=jsonv2 go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -p "$GO_TEST_P" -parallel "$GO_TEST_PARALLEL" ${GOTESTFLAGS:-} $pkgs \
 			>"$tmp/${#pids[@]}" 2>&1 &
 		pids+=($!)
 	fi

@@ -13,6 +13,7 @@ import (
 // end while the one that changed it stays (ASVS 4.0.3 V3.3.3). In the
 // control run the other sessions survive, and the test sees them.
 func TestPasswordChange(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "others end", true: "control"}[control], func(t *testing.T) {
 			testenv.Deadline(t, time.Minute)
@@ -80,6 +81,7 @@ func TestPasswordChange(t *testing.T) {
 // 4.0.3 level 2's 30 minutes idle and 12 hours in all, unless the Config
 // sets others.
 func TestSessionLifetimes(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	app, srv := startApp(t, embedded())
 	o := app.tokens.Options()

@@ -33,6 +33,7 @@ func checkID(t *testing.T, what, s string) idtype.ID {
 }
 
 func TestAPI(t *testing.T) {
+	t.Parallel()
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) { testAPI(t, b) })
 	}
@@ -532,6 +533,7 @@ func pageAll(t *testing.T, srv *httptest.Server, tok string) []string {
 // the control run, without the Content-Type check, the sign-up goes
 // through and its mail goes out.
 func TestCrossOriginSignup(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
@@ -572,6 +574,7 @@ func TestCrossOriginSignup(t *testing.T) {
 // that makes a usable account at once (202 then 401 for a taken address,
 // 202 then 200, the attacker's account, for a fresh one).
 func TestSignupEnumeration(t *testing.T) {
+	t.Parallel()
 	for _, run := range []struct {
 		name string
 		off  defences

@@ -94,6 +94,7 @@ func startBrowser(t *testing.T) context.Context {
 // another device out, log out, and see the cookie gone and the API refuse
 // its token.
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 6*time.Minute)
 	app, srv := startApp(t, realServers())
 	ctx := startBrowser(t)
@@ -214,6 +215,7 @@ func TestBrowser(t *testing.T) {
 //   - the header path keeps working for apps: a token in Authorization is
 //     served in the browser, and decides alone when a cookie comes along.
 func TestBrowserCookie(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 6*time.Minute)
 	ctx := startBrowser(t)
 	shot := screenshotter(t, ctx)
@@ -325,6 +327,7 @@ func TestBrowserCookie(t *testing.T) {
 // guesses a password on the page until the rate limit answers 429, and
 // sees the page show the wait the server asked for.
 func TestBrowserInspector(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 6*time.Minute)
 	ctx := startBrowser(t)
 	shot := screenshotter(t, ctx)

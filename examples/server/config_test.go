@@ -16,6 +16,7 @@ import (
 )
 
 func TestPassword(t *testing.T) {
+	t.Parallel()
 	p := Argon2Params{Memory: 1024, Time: 1, Threads: 1} // cheap: the format is under test here
 	hash, err := hashPassword("correct horse", p)
 	if err != nil {
@@ -73,6 +74,7 @@ func replaceField(hash string, i int, v string) string {
 }
 
 func TestDatabaseKind(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		url      string
 		postgres bool
@@ -109,6 +111,7 @@ func TestDatabaseKind(t *testing.T) {
 }
 
 func TestOpenBadConfig(t *testing.T) {
+	t.Parallel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, tc := range []struct {
 		name string
@@ -140,6 +143,7 @@ func TestOpenBadConfig(t *testing.T) {
 }
 
 func TestRunFlags(t *testing.T) {
+	t.Parallel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	env := func(kv ...string) func(string) string {
 		return func(k string) string {
@@ -184,6 +188,7 @@ func TestRunFlags(t *testing.T) {
 // TestNarrowLayoutWorker runs a fixed worker on a layout without 1023:
 // its largest number is allowed there.
 func TestNarrowLayoutWorker(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	l := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 4, SequenceBits: 12}
 	app, srv := startAppConfig(t, Config{Worker: 15, Layout: l, Throttle: generous()})
@@ -198,6 +203,7 @@ func TestNarrowLayoutWorker(t *testing.T) {
 }
 
 func TestPageURL(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	for _, tc := range []struct {
 		addr net.Addr
@@ -218,6 +224,7 @@ func TestPageURL(t *testing.T) {
 // listener to every interface and leaves the operators' listener on
 // loopback; METRICS_ADDR alone moves that one.
 func TestDefaultAddrs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		env         map[string]string
 		public, ops string

@@ -36,6 +36,7 @@ func fromWith(t *testing.T, app *App, ip, method, path, body string, cookies ...
 // server recognizes no device cookie, and the owner is locked out with
 // the rest.
 func TestDeviceLockout(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "device cookies", true: "control"}[control], func(t *testing.T) {
 			testenv.Deadline(t, 2*time.Minute)

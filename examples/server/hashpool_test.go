@@ -18,6 +18,7 @@ import (
 // bound, the extra request waits in the pool instead, and runs once the
 // slots free.
 func TestHashPool(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "bounded", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)
@@ -89,6 +90,7 @@ func TestHashPool(t *testing.T) {
 // and a login still runs at once. In the control run, with no bound,
 // the new passwords hold every slot, and the login waits for them.
 func TestHashPoolClasses(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "bounded", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)
@@ -157,6 +159,7 @@ func waitPending(ctx context.Context, t *testing.T, p *hashPool, n int) {
 // TestHashPoolHTTP sees a login answered 503 with Retry-After when no
 // hash slot frees up in time.
 func TestHashPoolHTTP(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, time.Minute)
 	cfg := embedded().config(t)
 	cfg.Throttle = generous()

@@ -86,6 +86,7 @@ func viaProxy(t *testing.T, u string, p *faults.Proxy) string {
 // TestReadyDatabase cuts the path to PostgreSQL: /readyz fails on the
 // database check alone and recovers when the path is back.
 func TestReadyDatabase(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	pgURL := testenv.Postgres(t)
 	parsed, _ := url.Parse(pgURL)
@@ -114,6 +115,7 @@ func TestReadyDatabase(t *testing.T) {
 // TestReadyRedis cuts the path to Redis: /readyz fails on the Redis check
 // alone (the worker is fixed, so there is no lease to lose).
 func TestReadyRedis(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	proxy := faults.StartProxy(t, testenv.Redis(t))
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
@@ -143,6 +145,7 @@ func TestReadyRedis(t *testing.T) {
 // unconfirmed for TTL - Margin, /readyz fails on the lease check too, and
 // recovers when renewals get through again.
 func TestReadyLease(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	proxy := faults.StartProxy(t, testenv.Redis(t))
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})

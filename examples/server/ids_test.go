@@ -17,6 +17,7 @@ import (
 // issuing IDs, the line names the floor it starts after, so the check can
 // see one.
 func TestFixedWorkerLogsNoZeroFloor(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	cfg := realServers().config(t)
 	cfg.Worker = 5

@@ -70,6 +70,7 @@ next:
 // tokens' counters, and the HTTP requests by route pattern and status,
 // whose labels stay few whatever paths clients send.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	app, srv := startApp(t, realServers())
 	signupLogin(t, srv, "metrics@example.com", goodPassword)
@@ -161,6 +162,7 @@ func TestMetrics(t *testing.T) {
 
 // TestStatusLabel keeps the status label to numbers a server can send.
 func TestStatusLabel(t *testing.T) {
+	t.Parallel()
 	gen, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +203,7 @@ func TestStatusLabel(t *testing.T) {
 // global providers the server uses by default): a signup and a login
 // leave the lease's Acquire and the token calls as spans.
 func TestTelemetry(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	spans := tracetest.NewSpanRecorder()
 	opts := snowkeyotel.Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))}

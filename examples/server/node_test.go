@@ -38,6 +38,7 @@ func findNode(t *testing.T) string {
 // BigInt, against the server on real PostgreSQL and Redis, and checks that
 // every ID Node saw equals the database's exactly.
 func TestNode(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 3*time.Minute)
 	node := findNode(t)
 	app, srv := startApp(t, realServers())
@@ -111,6 +112,7 @@ func TestNode(t *testing.T) {
 // for a slot is longer than the test, so that how fast the machine hashes
 // decides nothing.
 func TestNodeLimits(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Deadline(t, 3*time.Minute)
 	node := findNode(t)
 	cfg := realServers().config(t)

@@ -55,6 +55,7 @@ func readPosts(ctx context.Context, t *testing.T, db *sql.DB) []postRow {
 // with no partitions made, shows the check can fail: every post then sits
 // in the default partition.
 func TestPostsPartitionedByMonth(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		noPartitions bool
@@ -102,6 +103,7 @@ func TestPostsPartitionedByMonth(t *testing.T) {
 // every post, unchanged, when the server upgrades it; and every post ends
 // in its month's partition, none left in the default one.
 func TestPostsUpgradeToPartitions(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	cfg := realServers().config(t)
 	cfg.Throttle = generous()

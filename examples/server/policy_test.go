@@ -8,6 +8,7 @@ import (
 )
 
 func TestPasswordPolicy(t *testing.T) {
+	t.Parallel()
 	const email, name = "dora.maar@example.com", "Dora Maar"
 	for _, tc := range []struct {
 		password string
@@ -68,6 +69,7 @@ var leetPasswords = []string{"p@ssw0rd", "P@$$w0rd1", "m0nk3yb4n4n4", "dr4g0n-p4
 // refused. The control run judges them without the policy's l33t
 // readings, and accepts every one, so each needed the readings.
 func TestPasswordPolicyLeet(t *testing.T) {
+	t.Parallel()
 	inputs := []string{"dora.maar@example.com", "dora.maar", "example.com", "Dora Maar", "snowkey", "example"}
 	for _, pw := range leetPasswords {
 		if r := strength(pw, inputs, true); r.Score >= minPasswordScore {
@@ -84,6 +86,7 @@ func TestPasswordPolicyLeet(t *testing.T) {
 // most policyRunes characters, and at most 8 l33t readings, however long
 // the password and however many l33t characters it holds.
 func TestPasswordPolicyBound(t *testing.T) {
+	t.Parallel()
 	for name, pw := range policyWorstInputs() {
 		judged, readings := policyInputs(strings.Repeat(pw, 40))
 		if len(judged) > policyRunes || len(readings) > 8 {

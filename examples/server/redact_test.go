@@ -50,6 +50,7 @@ var secretForms = []struct {
 // log nor its error holds a secret. The control run, with redaction off,
 // must find the secrets of the forms that reach the first log line.
 func TestRedaction(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		var leaked atomic.Int64
 		t.Run(map[bool]string{false: "redacted", true: "control"}[control], func(t *testing.T) {
@@ -101,6 +102,7 @@ func testRedaction(t *testing.T, control bool, leaked *atomic.Int64) {
 // TestRedactedLogger checks the log handler on its own: a secret in the
 // message, a string, an error, a group and a handler's own attributes.
 func TestRedactedLogger(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	r := newRedactor("postgres://u:pg-secret@h/db", "redis://:rd-secret@h/0")
 	var buf testenv.LogBuffer
@@ -129,6 +131,7 @@ func TestRedactedLogger(t *testing.T) {
 // one, all given with secrets in their URLs, signs up, follows the mailed
 // link and logs in, stops it, and finds no secret in anything it logged.
 func TestRedactionRunning(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	const pgUser, pgQuery, redisPW, smtpPW = "userinfo-secret-e2e", "query-secret-e2e", "redis-secret-e2e", "smtp-secret-e2e"
 	// The test server trusts local connections, so the passwords are

@@ -21,6 +21,7 @@ import (
 // Redis has no password, and the same stranger reads the signing key and
 // plants a key that the App then reads.
 func TestEmbeddedRedisAuth(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "password", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)

@@ -48,6 +48,7 @@ func (c *restartClock) Sleep(d time.Duration) { time.Sleep(d) }
 // 2 s behind, so that how long the sign-up and login take decides
 // nothing.
 func TestSessionFloor(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "floor", true: "control"}[control], func(t *testing.T) {
 			testenv.Deadline(t, 2*time.Minute)
@@ -110,6 +111,7 @@ func TestSessionFloor(t *testing.T) {
 // the newest session, and left alone by a close if another writer
 // raised it since.
 func TestSessionFloorRecord(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Deadline(t, 30*time.Second)
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})

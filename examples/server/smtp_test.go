@@ -164,6 +164,7 @@ func (s *sinkSession) Logout() error { return nil }
 // server unreachable, or refusing the password, every sign-up answers 503
 // alike.
 func TestSignupMail(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
 	sink := startSMTP(t, "mailer", "s3cret-relay-pass", nil)
 	mailer, err := NewSMTPMailer("smtp://mailer:s3cret-relay-pass@"+sink.addr, "snowkey example <noreply@example.test>")
@@ -244,6 +245,7 @@ func TestSignupMail(t *testing.T) {
 // server whose certificate the mailer is told to trust, and sees one it
 // is not told to trust refused.
 func TestSMTPTLS(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Deadline(t, time.Minute)
 	cert, pool := selfSigned(t)
 	sink := startSMTP(t, "mailer", "pw-over-tls", &cert)
@@ -297,6 +299,7 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 }
 
 func TestNewSMTPMailer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		url, from string
 		addr      string // "" if refused

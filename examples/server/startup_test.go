@@ -24,6 +24,7 @@ import (
 // an SMTP server of the test's; on loopback it goes to the development
 // outbox.
 func TestStartup(t *testing.T) {
+	t.Parallel()
 	testenv.Deadline(t, 8*time.Minute)
 	if testing.Short() {
 		testenv.Skip(t, "-short: the test builds the server binary")

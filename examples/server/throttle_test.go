@@ -76,6 +76,7 @@ func want429(t *testing.T, r response, msg string, period time.Duration) {
 // miniredis, a real Redis and a Redis Cluster, and, in the control run
 // with the limits off, sees every request reach the password check.
 func TestThrottle(t *testing.T) {
+	t.Parallel()
 	for _, b := range []backend{embedded(), realServers(), cluster()} {
 		t.Run(b.name, func(t *testing.T) {
 			testenv.Deadline(t, 2*time.Minute)
@@ -186,6 +187,7 @@ func testThrottle(t *testing.T, cfg Config, control bool) {
 // latencies are measured by the loginflood command, not here: a test on a
 // shared machine counts, it does not time.)
 func TestLoginFlood(t *testing.T) {
+	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
 			testenv.Deadline(t, 3*time.Minute)
@@ -300,6 +302,7 @@ func callQuiet(srv *httptest.Server, method, path, body string) int {
 // until the moment Redis named, with the wait counting down, and asked of
 // Redis again after it; and that the list stays bounded.
 func TestBlockList(t *testing.T) {
+	t.Parallel()
 	ctx := testenv.Deadline(t, 30*time.Second)
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
