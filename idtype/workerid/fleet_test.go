@@ -597,3 +597,57 @@ func (crashed) renew(context.Context, int64, string, int64, int64) (renewal, err
 	return renewal{}, errCrashed
 }
 func (crashed) release(context.Context, int64, string, int64) error { return errCrashed }
+
+// BenchmarkLeaseOps takes, renews and gives back one lease at a time on
+// one connection, with nothing else on the server, in a namespace of
+// 2^bits numbers whose every number but 16 is held by another owner with
+// a mark in the past: each take meets held numbers before a free one,
+// the most a take's bounded search reads. It reports the longest, 99th
+// percentile and mean script or statement: the store's own time, which
+// BenchmarkFleetColdStart's longest mixes with the time the server waited
+// for a core among the fleet's goroutines.
+func BenchmarkLeaseOps(b *testing.B) {
+	for _, kind := range []string{"redis", "postgres"} {
+		for _, bits := range []uint{10, 16} {
+			b.Run(fmt.Sprintf("%s/%dbits", kind, bits), func(b *testing.B) {
+				srv := startFleetServer(b, kind)
+				o := coldTiming
+				o.Layout, o.Namespace = fleetLayout(bits), "ops"
+				o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+				p := srv.pool(b, 0, o)
+				srv.trust(b, p)
+				holdNumbers(b, p, p.Size()-16)
+				if s, ok := p.store.(*redisStore); ok {
+					// Marks in the past: the takes' first range reads them.
+					ctx := context.Background()
+					pipe := s.c.Pipeline()
+					for w := range int64(p.Size() - 16) {
+						pipe.ZAdd(ctx, s.hw, redis.Z{Score: 1, Member: w})
+					}
+					if _, err := pipe.Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ctx := context.Background()
+				cycle := func() {
+					l, err := p.Acquire(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := l.renew(ctx, p.nowMs()); err != nil {
+						b.Fatal(err)
+					}
+					if err := l.Close(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cycle() // a PostgreSQL namespace's rows are made at its first take
+				srv.reset(b)
+				for b.Loop() {
+					cycle()
+				}
+				srv.scripts(b).report(b)
+			})
+		}
+	}
+}

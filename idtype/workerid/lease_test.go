@@ -540,7 +540,12 @@ func TestRenewalsSpread(t *testing.T) {
 		testenv.Deadline(t, 2*time.Minute)
 		for _, control := range []bool{false, true} {
 			t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
-				p := b.pool(t, b.addr, Options{Layout: sixBits, RenewEvery: 100 * time.Millisecond})
+				// A TTL long enough that a renewal a busy machine held up
+				// still succeeds (it is given up after (TTL-Margin)/2):
+				// the verdict needs renewals in the rhythm, and a failed
+				// one is followed by a retry instead.
+				p := b.pool(t, b.addr, Options{Layout: sixBits, TTL: 10 * time.Second, Margin: 2 * time.Second,
+					RenewEvery: 250 * time.Millisecond, MaxConns: 4})
 				if control {
 					turnOff(t, p, "jitter")
 				}

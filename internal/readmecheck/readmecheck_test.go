@@ -27,6 +27,7 @@ const repoRoot = "../.."
 // README.md, or of the file SNOWKEY_README names, against this checkout.
 // Each block is a subtest named by its line.
 func TestReadme(t *testing.T) {
+	t.Parallel()
 	path := os.Getenv(EnvReadme)
 	if path == "" {
 		path = filepath.Join(repoRoot, "README.md")
@@ -45,6 +46,7 @@ func TestReadme(t *testing.T) {
 // fresh database or the shared Redis. A guide with no go block (one of
 // shell commands and SQL, say) has nothing to check.
 func TestDocs(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +58,7 @@ func TestDocs(t *testing.T) {
 	m := newModule(t, ctx, filepath.Join(repoRoot, "examples"))
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {
+			t.Parallel()
 			if checkFile(t, ctx, m, path, reportBlock) == 0 {
 				t.Logf("%s has no go blocks", path)
 			}
@@ -81,6 +84,7 @@ func reportBlock(t *testing.T, b readmecheck.Block, out string, err error) {
 // fragment without its marker, a failing program, a vet finding) is
 // caught.
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	md, err := os.ReadFile("testdata/blocks.md")
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +133,7 @@ func newModule(t *testing.T, ctx context.Context, base string) *readmecheck.Modu
 }
 
 // checkFile checks every go block of the Markdown file at path in m, each
-// in a subtest, and hands the outcome to f. It returns how many blocks
+// in a parallel subtest, and hands the outcome to f. It returns how many blocks
 // the file has.
 func checkFile(t *testing.T, ctx context.Context, m *readmecheck.Module, path string, f func(t *testing.T, b readmecheck.Block, out string, err error)) int {
 	md, err := os.ReadFile(path)
@@ -146,6 +150,9 @@ func checkFile(t *testing.T, ctx context.Context, m *readmecheck.Module, path st
 	}
 	for _, b := range blocks {
 		t.Run("line="+strconv.Itoa(b.Line), func(t *testing.T) {
+			// Each block builds in a directory of its own; its go
+			// commands mostly wait on the linker and the build cache.
+			t.Parallel()
 			runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
 			var env []string
