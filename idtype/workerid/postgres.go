@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -17,8 +18,8 @@ import (
 // Postgres returns a Pool that keeps its leases in PostgreSQL, in the
 // table snowkey_worker_leases that this package's SQL creates (Migrations;
 // run migrations.Up first, which applies it): one row per number of a
-// namespace, made at the namespace's first take (one statement; 65,536
-// rows for 16 worker bits), which keeps the number's high-water mark
+// namespace, made at the namespace's first take (1,024 to a
+// transaction), which keeps the number's high-water mark
 // across leases. Expiry is judged by the
 // database's clock. Besides Options.Reserved and SQLWorker, the pool never
 // leases the number snowflake_id() stamps in this database,
@@ -64,6 +65,15 @@ func Postgres(db *sql.DB, opts Options) (*Pool, error) {
 // a namespace that has rows for all its numbers and no free one in that
 // view has none. Each take is a short statement, so that PostgreSQL plans
 // it in moments.
+//
+// The free rows are those with expires_at '-infinity' and a worker from
+// $6 to $7, written as two row comparisons, which only the free index
+// can bound: written as expires_at = '-infinity' AND worker >= $6, the
+// primary key's order served the ORDER BY too, and a planner that judged
+// by statistics from when every row was free (the namespace's first take
+// makes them all free) read the primary key from $6 on, through every
+// held number: 9 ms a take at 16 worker bits with 16 numbers free
+// (BenchmarkLeaseOps), 0.09 ms at 10 bits.
 const pgTakeFree = `
 WITH up AS (
 	UPDATE snowkey_worker_leases AS l SET
@@ -72,7 +82,7 @@ WITH up AS (
 		acquired_at = statement_timestamp(), renewed_at = statement_timestamp()
 	WHERE l.namespace = $1 AND l.worker = (
 		SELECT worker FROM snowkey_worker_leases
-		WHERE namespace = $1 AND expires_at = '-infinity' AND worker >= $6 AND worker <= $7
+		WHERE namespace = $1 AND (expires_at, worker) >= ('-infinity', $6) AND (expires_at, worker) <= ('-infinity', $7)
 			AND worker <> snowflake_reserved_worker() AND worker <> ALL ($8::text::int[])
 		ORDER BY expires_at, worker LIMIT 1 FOR UPDATE SKIP LOCKED)
 	RETURNING l.worker, l.start_after
@@ -109,17 +119,26 @@ WHERE l.namespace = $1 AND l.worker = (
 	ORDER BY array_position($6::text::int[], worker) LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING l.worker, l.start_after`
 
-// pgMakeRows makes the rows namespace $1 lacks, up to number $2, free and
-// without a mark: every number of the namespace gets its row at its first
-// take, so that free rows lie spread over the index, where takers that
-// start at random places find them after few entries. makeRows runs it
-// under a lock of the namespace's.
+// pgMakeRows makes the next $3 rows namespace $1 lacks, up to number $2,
+// free and without a mark: every number of the namespace gets its row at
+// its first take, so that free rows lie spread over the index, where
+// takers that start at random places find them after few entries.
+// makeRows runs it for rowChunk rows at a time, each chunk committed on
+// its own under a lock of the namespace's.
 const pgMakeRows = `
 INSERT INTO snowkey_worker_leases (namespace, worker, expires_at, high_water)
 SELECT $1, g, '-infinity', 0
 FROM (SELECT COALESCE(max(worker) + 1, 0) AS lo FROM snowkey_worker_leases WHERE namespace = $1) AS m,
-	generate_series(m.lo, $2::int) AS g
+	generate_series(m.lo, LEAST(m.lo + $3::int - 1, $2::int)) AS g
 ON CONFLICT DO NOTHING`
+
+// rowChunk is how many rows pgMakeRows makes in one transaction, and
+// rowWait how long a taker that found another making them waits before
+// it looks again (less up to half of it, at random).
+const (
+	rowChunk = 1024
+	rowWait  = 20 * time.Millisecond
+)
 
 // pgTakeOne takes number $2 for owner $3 if it is free, or his already.
 // It returns the number taken and the high-water mark its ownership
@@ -211,7 +230,8 @@ func serialFailure(err error) bool {
 type pgStore struct {
 	db       *sql.DB
 	ns       string
-	growLock int64 // the advisory lock key of the making of the namespace's rows
+	growLock int64        // the advisory lock key of the making of the namespace's rows
+	top      atomic.Int64 // the highest number a take saw a row of, or 0
 	max      int64
 	reserved string        // an array literal of the pool's reserved numbers
 	sem      chan struct{} // one token per statement running: MaxConns
@@ -281,11 +301,14 @@ func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 	// A namespace's rows are made at its first take, once however many
 	// takers ask for them.
 	for {
-		// A random place, so that concurrent takers spread over the index
-		// (and over the entries that takes before them left dead there),
-		// then from the start.
+		// A random place among the rows made, so that concurrent takers
+		// spread over the index (and over the entries that takes before
+		// them left dead there), then from the start.
 		var top sql.NullInt64
-		from := rand.Int64N(s.max + 1)
+		from := int64(0)
+		if t := s.top.Load(); t > 0 {
+			from = rand.Int64N(t + 1)
+		}
 		for _, start := range []int64{from, 0} {
 			var worker, prev sql.NullInt64
 			err := s.do(ctx, func() error {
@@ -294,6 +317,9 @@ func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 			})
 			if err != nil {
 				return taken{}, err
+			}
+			if top.Valid {
+				s.top.Store(top.Int64)
 			}
 			if worker.Valid {
 				return taken{worker: worker.Int64, prev: prev.Int64, hadRecord: prev.Valid && prev.Int64 > 0}, nil
@@ -315,32 +341,62 @@ func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 		case top.Valid && top.Int64 >= s.max:
 			return taken{worker: -1}, nil
 		}
-		if err := s.makeRows(ctx); err != nil {
+		done, err := s.makeRows(ctx, s.max)
+		if err != nil {
 			return taken{}, err
+		}
+		if !done {
+			// Another taker is making the rows: look again in a moment.
+			if err := sleepCtx(ctx, jitter(rowWait, 0.5)); err != nil {
+				return taken{}, err
+			}
 		}
 	}
 }
 
-// makeRows makes the rows the namespace lacks (pgMakeRows), in a READ
-// COMMITTED transaction that first takes the namespace's advisory lock:
-// one taker at a time makes them, and those that waited for the lock then
-// see the rows made (each statement of READ COMMITTED sees what committed
-// before it began) and make none, instead of checking every row again.
-func (s *pgStore) makeRows(ctx context.Context) error {
-	return s.do(ctx, func() error {
-		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
-			return err
+// makeRows makes the rows the namespace lacks up to number upTo
+// (pgMakeRows), rowChunk at a time, each chunk in a READ COMMITTED
+// transaction that takes the namespace's advisory lock if no one holds
+// it (pg_try_advisory_xact_lock, which a transaction-mode PgBouncer
+// keeps with the transaction). It reports whether it saw, under the
+// lock, that every row up to upTo is made; false when another taker held
+// the lock, which then is making them.
+//
+// Neither the making nor the takers that find it under way hold a
+// snapshot for long. Made in one transaction that the other takers
+// queued behind (pg_advisory_xact_lock), a 16-bit namespace's 65,536 rows
+// took 6 to 18 s, and the queued statements' snapshots kept PostgreSQL
+// from marking dead the index entries every take leaves behind, so that
+// each take read all those before it: 25 to 112 s to the last of 65,535
+// leases, in runs that differed in how many takers queued
+// (BenchmarkFleetColdStart).
+func (s *pgStore) makeRows(ctx context.Context, upTo int64) (done bool, err error) {
+	for {
+		var got bool
+		var n int64
+		err := s.do(ctx, func() error {
+			tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback() }()
+			err = tx.QueryRowContext(ctx, "SELECT pg_try_advisory_xact_lock($1::bigint)", s.growLock).Scan(&got)
+			if err != nil || !got {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, pgMakeRows, s.ns, upTo, rowChunk)
+			if err != nil {
+				return err
+			}
+			if n, err = res.RowsAffected(); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
+		if err != nil || !got || n == 0 {
+			return got && n == 0, err
 		}
-		defer func() { _ = tx.Rollback() }()
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1::bigint)", s.growLock); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, pgMakeRows, s.ns, s.max); err != nil {
-			return err
-		}
-		return tx.Commit()
-	})
+	}
 }
 
 // takeListed takes the first free number of r.cands: one statement for
@@ -353,8 +409,17 @@ func (s *pgStore) takeListed(ctx context.Context, r takeRequest) (taken, error) 
 	if len(r.cands) == 1 {
 		return s.takeOne(ctx, r.cands[0], r)
 	}
-	if err := s.makeRows(ctx); err != nil {
-		return taken{}, err
+	for {
+		done, err := s.makeRows(ctx, slices.Max(r.cands))
+		if err != nil {
+			return taken{}, err
+		}
+		if done {
+			break
+		}
+		if err := sleepCtx(ctx, jitter(rowWait, 0.5)); err != nil {
+			return taken{}, err
+		}
 	}
 	var worker, prev sql.NullInt64
 	err := s.do(ctx, func() error {
