@@ -9,6 +9,7 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,7 +155,11 @@ func (m *Module) Check(ctx context.Context, mdPath string, b Block, env ...strin
 			return "", fmt.Errorf("%s:%d: the block is not gofmt-formatted; gofmt makes it:\n%s", mdPath, b.Line, formatted)
 		}
 	}
-	pkg := fmt.Sprintf("b%05d", b.Line)
+	// A package of its own for each file's block, so that blocks of
+	// several files can be checked at once in one Module.
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(mdPath))
+	pkg := fmt.Sprintf("b%05d_%08x", b.Line, h.Sum32())
 	dir := filepath.Join(m.dir, pkg)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err

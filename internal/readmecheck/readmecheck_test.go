@@ -330,3 +330,38 @@ func TestSource(t *testing.T) {
 		t.Errorf("a given list without types: %v", err)
 	}
 }
+
+// TestCheckSameLineTwoFiles checks, at once in one Module, two Markdown
+// files whose program blocks start on the same line: each must build and
+// run its own block (TestDocs checks every guide at once, and two guides
+// had blocks at line 25).
+func TestCheckSameLineTwoFiles(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Deadline(t, 5*time.Minute)
+	m := newModule(t, ctx, repoRoot)
+	dir := t.TempDir()
+	paths := []string{filepath.Join(dir, "a.md"), filepath.Join(dir, "b.md")}
+	for _, path := range paths {
+		md := "# " + filepath.Base(path) + "\n\n<!-- snippet: run -->\n```go\npackage main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"" +
+			filepath.Base(path) + "\")\n}\n```\n"
+		if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			t.Parallel()
+			n := checkFile(t, m, path, func(t *testing.T, b readmecheck.Block, out string, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := filepath.Base(path) + "\n"; out != want {
+					t.Errorf("the block of %s printed %q, want %q", path, out, want)
+				}
+			})
+			if n != 1 {
+				t.Fatalf("%s: %d blocks, want 1", path, n)
+			}
+		})
+	}
+}
