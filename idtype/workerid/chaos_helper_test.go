@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,6 +46,12 @@ import (
 //	               defenceSwitches): a control run
 //	CHAOS_STATUS   a file it keeps "<worker> <confirmed renewals>" in, for
 //	               the test to see renewals land (-1 0 without a lease)
+//
+// SIGUSR1 stops its clock (a pausingClock) until its lease has a renewal
+// confirmed or it holds another: a test that sends it when another
+// process takes this one's number makes this one, once it has the number
+// back, go on from that moment, through the milliseconds the other used,
+// however long the machine took to get it there.
 const chaosHelper = "chaos-issuer"
 
 // chaosIssuer is the chaos helper's body.
@@ -97,10 +105,11 @@ func chaosIssuer() int {
 		return r[0] + time.Duration(rng.Int64N(int64(r[1]-r[0])))
 	}
 
+	clock := &pausingClock{Clock: offsetClock{idtype.SystemClock(), offset}}
 	opts := Options{
 		Layout:    idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: uint(bits), SequenceBits: 12},
 		Namespace: "chaos", TTL: timing[0], Margin: timing[1], RenewEvery: timing[2],
-		Clock: offsetClock{idtype.SystemClock(), offset}, Logger: log,
+		Clock: clock, Logger: log,
 		Holder: fmt.Sprintf("chaos-%d", os.Getpid()), KeyPrefix: env("CHAOS_PREFIX"),
 	}
 	var pool *Pool
@@ -164,6 +173,15 @@ func chaosIssuer() int {
 		buf   = make([]byte, 0, 8*1024)
 		lease *Lease
 	)
+	// Notified before the first lease, so that SIGUSR1 never finds its
+	// default action (the end of the process) in place.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go pauseOnSignal(ctx, usr1, clock, func() *Lease {
+		mu.Lock()
+		defer mu.Unlock()
+		return lease
+	})
 	status, lastStatus := env("CHAOS_STATUS"), ""
 	writeStatus := func() {
 		mu.Lock()
@@ -265,6 +283,37 @@ func chaosIssuer() int {
 		return fail(err)
 	}
 	return 0
+}
+
+// pauseOnSignal stops clock at every signal on sig until the lease that
+// current returns then has a renewal confirmed, or current returns
+// another, or ctx ends.
+func pauseOnSignal(ctx context.Context, sig <-chan os.Signal, clock *pausingClock, current func() *Lease) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+		}
+		l := current()
+		renewals := int64(-1)
+		if l != nil {
+			renewals = l.Status().Renewals
+		}
+		clock.pause()
+		tick := time.NewTicker(time.Millisecond)
+		for clock.isPaused() {
+			select {
+			case <-ctx.Done():
+				clock.resume()
+			case <-tick.C:
+				if now := current(); now != l || (now != nil && now.Status().Renewals > renewals) {
+					clock.resume()
+				}
+			}
+		}
+		tick.Stop()
+	}
 }
 
 // randDur returns a duration in [lo, hi) from rng.

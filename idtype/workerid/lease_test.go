@@ -329,6 +329,13 @@ func (c *pausingClock) resume() {
 	}
 }
 
+// isPaused reports whether the clock stands still.
+func (c *pausingClock) isPaused() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paused
+}
+
 // steppedClock stands still but for Sleep, which moves it on by the time
 // asked, as if the sleep had passed.
 type steppedClock struct{ ns atomic.Int64 }
