@@ -3,6 +3,7 @@ package workerid
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,6 +54,11 @@ type fleetServer struct {
 	reset   func(b *testing.B)
 	// trust gives a namespace an old record (Redis).
 	trust func(b *testing.B, p *Pool)
+	// baseline, on Redis, runs one GET of a missing key, an O(1) command
+	// whose times since reset (baselineTimes) show what the machine adds
+	// to any command: the longest script is judged beside the longest GET.
+	baseline      func(ctx context.Context) error
+	baselineTimes func(b *testing.B) scriptTimes
 }
 
 func startFleetServer(b *testing.B, kind string) *fleetServer {
@@ -88,43 +94,16 @@ func startFleetServer(b *testing.B, kind string) *fleetServer {
 				return time.Duration((user + sys) * float64(time.Second))
 			},
 			scripts: func(b *testing.B) scriptTimes {
-				var st scriptTimes
-				us := func(x float64) time.Duration { return time.Duration(x * float64(time.Microsecond)) }
-				for k, v := range srv.Info("latencystats") {
-					if !strings.HasSuffix(k, "_evalsha") && !strings.HasSuffix(k, "_eval") {
-						continue
-					}
-					for _, f := range strings.Split(v, ",") {
-						name, val, _ := strings.Cut(f, "=")
-						x, _ := strconv.ParseFloat(val, 64)
-						switch name {
-						case "p100":
-							st.longest = max(st.longest, us(x))
-						case "p99":
-							st.p99 = max(st.p99, us(x))
-						}
-					}
+				return redisTimes(srv.Info("latencystats"), srv.Info("commandstats"), "evalsha", "eval")
+			},
+			baseline: func(ctx context.Context) error {
+				if err := admin.Get(ctx, "snowkey-bench-baseline").Err(); err != nil && !errors.Is(err, redis.Nil) {
+					return err
 				}
-				var calls, usec float64
-				for k, v := range srv.Info("commandstats") {
-					if k != "cmdstat_evalsha" && k != "cmdstat_eval" {
-						continue
-					}
-					for _, f := range strings.Split(v, ",") {
-						name, val, _ := strings.Cut(f, "=")
-						x, _ := strconv.ParseFloat(val, 64)
-						switch name {
-						case "calls":
-							calls += x
-						case "usec":
-							usec += x
-						}
-					}
-				}
-				if calls > 0 {
-					st.mean = us(usec / calls)
-				}
-				return st
+				return nil
+			},
+			baselineTimes: func(b *testing.B) scriptTimes {
+				return redisTimes(srv.Info("latencystats"), srv.Info("commandstats"), "get")
 			},
 			reset: func(b *testing.B) {
 				if err := admin.ConfigResetStat(ctx).Err(); err != nil {
@@ -200,6 +179,43 @@ func startFleetServer(b *testing.B, kind string) *fleetServer {
 
 // scriptTimes are the times of a server's scripts or statements.
 type scriptTimes struct{ longest, p99, mean time.Duration }
+
+// redisTimes reads the longest, 99th percentile and mean time of the
+// commands cmds from Redis's INFO latencystats and commandstats.
+func redisTimes(latency, commands map[string]string, cmds ...string) scriptTimes {
+	var st scriptTimes
+	us := func(x float64) time.Duration { return time.Duration(x * float64(time.Microsecond)) }
+	fields := func(v string, f func(name string, x float64)) {
+		for _, kv := range strings.Split(v, ",") {
+			name, val, _ := strings.Cut(kv, "=")
+			x, _ := strconv.ParseFloat(val, 64)
+			f(name, x)
+		}
+	}
+	var calls, usec float64
+	for _, cmd := range cmds {
+		fields(latency["latency_percentiles_usec_"+cmd], func(name string, x float64) {
+			switch name {
+			case "p100":
+				st.longest = max(st.longest, us(x))
+			case "p99":
+				st.p99 = max(st.p99, us(x))
+			}
+		})
+		fields(commands["cmdstat_"+cmd], func(name string, x float64) {
+			switch name {
+			case "calls":
+				calls += x
+			case "usec":
+				usec += x
+			}
+		})
+	}
+	if calls > 0 {
+		st.mean = us(usec / calls)
+	}
+	return st
+}
 
 // report reports the times: on a machine that runs other work the
 // longest includes the time the server waited for a core.
@@ -605,7 +621,9 @@ func (crashed) release(context.Context, int64, string, int64) error { return err
 // the most a take's bounded search reads. It reports the longest, 99th
 // percentile and mean script or statement: the store's own time, which
 // BenchmarkFleetColdStart's longest mixes with the time the server waited
-// for a core among the fleet's goroutines.
+// for a core among the fleet's goroutines. On Redis each cycle also runs
+// one GET, whose longest and 99th percentile (get-longest-ms, get-p99-ms)
+// are what the machine alone made of an O(1) command in the same run.
 func BenchmarkLeaseOps(b *testing.B) {
 	for _, kind := range []string{"redis", "postgres"} {
 		for _, bits := range []uint{10, 16} {
@@ -645,8 +663,18 @@ func BenchmarkLeaseOps(b *testing.B) {
 				srv.reset(b)
 				for b.Loop() {
 					cycle()
+					if srv.baseline != nil {
+						if err := srv.baseline(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
 				}
 				srv.scripts(b).report(b)
+				if srv.baselineTimes != nil {
+					bt := srv.baselineTimes(b)
+					b.ReportMetric(float64(bt.longest)/float64(time.Millisecond), "get-longest-ms")
+					b.ReportMetric(float64(bt.p99)/float64(time.Millisecond), "get-p99-ms")
+				}
 			})
 		}
 	}
