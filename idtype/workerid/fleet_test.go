@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +61,8 @@ type fleetServer struct {
 	// to any command: the longest script is judged beside the longest GET.
 	baseline      func(ctx context.Context) error
 	baselineTimes func(b *testing.B) scriptTimes
+	// url is PostgreSQL's connection URL ("" on Redis).
+	url string
 }
 
 func startFleetServer(b *testing.B, kind string) *fleetServer {
@@ -126,6 +130,7 @@ func startFleetServer(b *testing.B, kind string) *fleetServer {
 		dbs := map[int]*sql.DB{}
 		return &fleetServer{
 			kind: kind,
+			url:  srv.URL(),
 			pool: func(b *testing.B, group int, o Options) *Pool {
 				mu.Lock()
 				db := dbs[group]
@@ -677,5 +682,93 @@ func BenchmarkLeaseOps(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// pgTakeScript is pgbench's take for BenchmarkPostgresTakeFloor: the
+// statement of pgTakeFree on a namespace of 2^16 numbers, with the look
+// from number 0 that a pool sends as a second statement when the first
+// finds nothing from its random start folded into it, so that every run
+// of the script takes a number while one is free.
+const pgTakeScript = `\set start random(0, 65535)
+\set tok random(1, 2000000000)
+WITH up AS (
+	UPDATE snowkey_worker_leases AS l SET
+		owner = 'floor/' || :tok, holder = 'pgbench', expires_at = statement_timestamp() + interval '1 minute',
+		start_after = l.high_water, high_water = GREATEST(l.high_water, 0::bigint),
+		acquired_at = statement_timestamp(), renewed_at = statement_timestamp()
+	WHERE l.namespace = 'floor' AND l.worker = COALESCE((
+		SELECT worker FROM snowkey_worker_leases
+		WHERE namespace = 'floor' AND (expires_at, worker) >= ('-infinity', :start) AND (expires_at, worker) <= ('-infinity', 65535)
+			AND worker <> snowflake_reserved_worker() AND worker <> ALL ('{}'::text::int[])
+		ORDER BY expires_at, worker LIMIT 1 FOR UPDATE SKIP LOCKED), (
+		SELECT worker FROM snowkey_worker_leases
+		WHERE namespace = 'floor' AND (expires_at, worker) >= ('-infinity', 0) AND (expires_at, worker) <= ('-infinity', 65535)
+			AND worker <> snowflake_reserved_worker() AND worker <> ALL ('{}'::text::int[])
+		ORDER BY expires_at, worker LIMIT 1 FOR UPDATE SKIP LOCKED))
+	RETURNING l.worker, l.start_after
+)
+SELECT (SELECT worker FROM up), (SELECT start_after FROM up),
+	(SELECT max(worker) FROM snowkey_worker_leases WHERE namespace = 'floor');
+`
+
+// BenchmarkPostgresTakeFloor runs the 65,535 takes of a 16-bit fleet's
+// cold start from pgbench (prepared statements, 256 and 16 clients on
+// two threads) on a private server made as BenchmarkFleetColdStart's,
+// with the namespace's rows made and vacuumed beforehand: what PostgreSQL
+// on this machine needs for those takes alone, driven by a client in C,
+// before any instance, renewal or row making runs. It reports the takes
+// a second and the seconds 65,535 of them took, from pgbench's own count
+// (connections made beforehand), and how many numbers ended held.
+func BenchmarkPostgresTakeFloor(b *testing.B) {
+	pgbench, err := exec.LookPath("pgbench")
+	if err != nil {
+		found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
+		if len(found) == 0 {
+			b.Skip("pgbench not found (Debian's postgresql-client has it)")
+		}
+		pgbench = found[len(found)-1]
+	}
+	srv := startFleetServer(b, "postgres")
+	db := openDB(b, srv.url)
+	script := filepath.Join(b.TempDir(), "take.sql")
+	if err := os.WriteFile(script, []byte(pgTakeScript), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	const n = 1<<16 - 1
+	ctx := context.Background()
+	for _, clients := range []int{256, 16} {
+		b.Run(fmt.Sprintf("%dclients", clients), func(b *testing.B) {
+			for b.Loop() {
+				for _, q := range []string{
+					"DELETE FROM snowkey_worker_leases WHERE namespace = 'floor'",
+					`INSERT INTO snowkey_worker_leases (namespace, worker, expires_at, high_water)
+						SELECT 'floor', g, '-infinity', 0 FROM generate_series(0, 65535) AS g`,
+					"VACUUM ANALYZE snowkey_worker_leases",
+				} {
+					if _, err := db.ExecContext(ctx, q); err != nil {
+						b.Fatal(err)
+					}
+				}
+				out, err := exec.Command(pgbench, "-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", "2",
+					"-t", strconv.Itoa((n+clients-1)/clients), "-f", script, srv.url).CombinedOutput()
+				if err != nil {
+					b.Fatalf("pgbench: %v\n%s", err, out)
+				}
+				m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out)
+				if m == nil {
+					b.Fatalf("pgbench printed no tps:\n%s", out)
+				}
+				tps, _ := strconv.ParseFloat(string(m[1]), 64)
+				var held int
+				err = db.QueryRowContext(ctx, "SELECT count(*) FROM snowkey_worker_leases WHERE namespace = 'floor' AND owner IS NOT NULL").Scan(&held)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(tps, "takes/s")
+				b.ReportMetric(n/tps, "s-for-65535")
+				b.ReportMetric(float64(held), "held")
+			}
+		})
 	}
 }
