@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"net"
 	"os"
 	"syscall"
 	"testing"
@@ -21,6 +22,9 @@ type RedisServer struct {
 	t      testing.TB
 	r      *launch.Redis
 	client *redis.Client // made by Client
+	// hold keeps the port of a killed or stopped server until Restart or
+	// the test's end (holdPort).
+	hold net.Listener
 }
 
 // StartRedis starts a private redis-server on a free loopback port, with its
@@ -48,8 +52,49 @@ func StartRedis(t testing.TB, extraArgs ...string) *RedisServer {
 // ownRedis makes r t's, to be killed when t ends (before t.TempDir() is
 // removed: cleanups run last-registered first).
 func ownRedis(t testing.TB, r *launch.Redis) *RedisServer {
-	t.Cleanup(func() { _ = r.Stop(syscall.SIGKILL, 10*time.Second) })
-	return &RedisServer{t: t, r: r}
+	s := &RedisServer{t: t, r: r}
+	t.Cleanup(func() {
+		_ = r.Stop(syscall.SIGKILL, 10*time.Second)
+		s.release()
+	})
+	return s
+}
+
+// holdPort keeps the port of the server, which a test has killed or
+// stopped, from every other server until Restart or the test's end: a
+// listener that closes each connection at once, as a server that went
+// away does. Without it a server that another test starts meanwhile may
+// get the port, and this test's replicas and Sentinels, which go on
+// trying the address, reach that server: a replica that syncs from it
+// counts in its WAIT (seen: WAIT 1 answered 2 in another test's fresh
+// primary), a Sentinel makes it a replica and kills its clients' connections.
+// If the port is taken already, it holds nothing.
+func (s *RedisServer) holdPort() {
+	if s.hold != nil {
+		return
+	}
+	ln, err := net.Listen("tcp", s.Addr())
+	if err != nil {
+		return
+	}
+	s.hold = ln
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed by release
+			}
+			_ = c.Close()
+		}
+	}()
+}
+
+// release lets the port held by holdPort go.
+func (s *RedisServer) release() {
+	if s.hold != nil {
+		_ = s.hold.Close()
+		s.hold = nil
+	}
 }
 
 // redisBinaries returns redis-server (SNOWKEY_TEST_REDIS_SERVER, else from
@@ -74,22 +119,26 @@ func (s *RedisServer) Addr() string { return s.r.Addr() }
 func (s *RedisServer) Dir() string { return s.r.Dir() }
 
 // Kill ends the server at once with SIGKILL, as a crash would: nothing is
-// saved. It does nothing if the server is not running.
+// saved. It does nothing if the server is not running. Its port stays
+// this test's until Restart or the test's end, each connection to it
+// closed at once (holdPort).
 func (s *RedisServer) Kill() {
 	s.t.Helper()
 	if err := s.r.Stop(syscall.SIGKILL, 10*time.Second); err != nil {
 		s.t.Fatalf("testenv: kill: %v", err)
 	}
+	s.holdPort()
 }
 
 // Stop shuts the server down with SIGTERM, which saves data if persistence
 // is configured, and waits for it to exit. It does nothing if the server is
-// not running.
+// not running. Its port stays this test's, as after Kill.
 func (s *RedisServer) Stop() {
 	s.t.Helper()
 	if err := s.r.Stop(syscall.SIGTERM, 30*time.Second); err != nil {
 		s.t.Fatalf("testenv: stop: %v", err)
 	}
+	s.holdPort()
 }
 
 // Restart stops the server if it is running and starts it again on the same
@@ -98,6 +147,7 @@ func (s *RedisServer) Stop() {
 func (s *RedisServer) Restart() {
 	s.t.Helper()
 	s.Stop()
+	s.release()
 	ctx, cancel := opContext(opTimeout)
 	defer cancel()
 	if err := s.r.Restart(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -237,10 +238,21 @@ func TestRedisClusterClient(t *testing.T) {
 	}
 }
 
-// isDown reports whether a client call failed because nothing listens.
+// isDown reports whether a client call failed because the server is
+// gone: nothing listens, or the port's holder closed the connection.
 func isDown(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op)
+	return errors.As(err, &op) || errors.Is(err, io.EOF)
+}
+
+// portTaken reports whether addr cannot be listened on by another.
+func portTaken(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return true
+	}
+	_ = ln.Close()
+	return false
 }
 
 func TestStartRedis(t *testing.T) {
@@ -258,6 +270,11 @@ func TestStartRedis(t *testing.T) {
 	if err := c.Ping(ctx).Err(); !isDown(err) {
 		t.Fatalf("PING after Kill: %v, want a connection error", err)
 	}
+	// The dead server's port stays the test's, so that no server started
+	// meanwhile gets the address its replicas and Sentinels keep trying.
+	if !portTaken(s.Addr()) {
+		t.Errorf("after Kill, %s could be listened on by another server", s.Addr())
+	}
 	s.Kill() // a no-op on a dead server
 
 	s.Restart()
@@ -271,6 +288,9 @@ func TestStartRedis(t *testing.T) {
 	s.Stop()
 	if err := c.Ping(ctx).Err(); !isDown(err) {
 		t.Fatalf("PING after Stop: %v, want a connection error", err)
+	}
+	if !portTaken(s.Addr()) {
+		t.Errorf("after Stop, %s could be listened on by another server", s.Addr())
 	}
 	s.Restart()
 	if err := c.Ping(ctx).Err(); err != nil {
