@@ -16,12 +16,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
-# -trimpath: what go vet, go test and staticcheck compile does not depend
-# on where the clone is, so that a fresh clone finds in the build cache
-# what an earlier run built of the same code elsewhere (go vet of a fresh
-# clone: 320 s of CPU with an empty cache, 2 s with a warm one; without
-# -trimpath each new directory compiled every package of the repository
-# again).
+# -trimpath: what go vet and go test compile does not depend on where the
+# clone is, so that a fresh clone finds in the build cache what an earlier
+# run built of the same code elsewhere. Without it each new directory
+# compiled every package of the repository again: go vet of a fresh clone
+# took 49 s of CPU, and 1.8 s with -trimpath once another clone had built
+# the same code. (staticcheck's own cache still depends on the directory.)
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 
 start=$SECONDS
