@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -202,12 +203,29 @@ func TestLoginFlood(t *testing.T) {
 			const n, conc = 300, 60
 			var mu sync.Mutex
 			counts := map[int]int{}
+			// unavailable counts the answers "rate limiter unavailable":
+			// the limiter's Redis did not answer in time (seen under
+			// stress-ng --cpu 8), and the login failed closed, unhashed.
+			// Such a guess is sent again, up to 5 times: the flood is
+			// about what the limits decide. Its call may still have
+			// spent a token of the burst.
+			unavailable := 0
 			jobs := make(chan int)
 			var wg sync.WaitGroup
 			for range conc {
 				wg.Go(func() {
 					for range jobs {
-						r := callQuiet(srv, "POST", "/api/login", `{"email":"victim@example.com","password":"`+otherPassword+`"}`)
+						var r int
+						for try := 0; try < 5; try++ {
+							var body string
+							r, body = callBody(srv, "POST", "/api/login", `{"email":"victim@example.com","password":"`+otherPassword+`"}`)
+							if r != http.StatusServiceUnavailable || !strings.Contains(body, "rate limiter unavailable") {
+								break
+							}
+							mu.Lock()
+							unavailable++
+							mu.Unlock()
+						}
 						mu.Lock()
 						counts[r]++
 						mu.Unlock()
@@ -220,7 +238,7 @@ func TestLoginFlood(t *testing.T) {
 			close(jobs)
 			wg.Wait()
 			reached := app.hashes.hashes.Load() - hashes
-			t.Logf("flood answers %v; %d reached the password hashes", counts, reached)
+			t.Logf("flood answers %v; %d reached the password hashes; %d answers were \"rate limiter unavailable\", sent again", counts, reached, unavailable)
 			if control {
 				if counts[401] != n || reached != n {
 					t.Errorf("control: %v, %d hashed; want all %d answered 401 after a hash", counts, reached, n)
@@ -230,8 +248,10 @@ func TestLoginFlood(t *testing.T) {
 			if counts[401] != int(reached) || counts[401]+counts[429] != n {
 				t.Errorf("answers %v with %d hashed: want only 401 and 429, one hash per 401", counts, reached)
 			}
-			if want := uint64(cfg.Throttle.LoginPerAccountPerIP.Burst); reached != want {
-				t.Errorf("%d guesses reached the hashes, want the per-account-and-address burst of %d", reached, want)
+			// The burst, less what unanswered calls may have spent of it.
+			if burst := uint64(cfg.Throttle.LoginPerAccountPerIP.Burst); reached > burst || reached+uint64(unavailable) < burst {
+				t.Errorf("%d guesses reached the hashes, want the per-account-and-address burst of %d (less up to %d calls the limiter did not answer)",
+					reached, burst, unavailable)
 			}
 			// The owner and a bystander log in from other addresses.
 			r := from(t, app, "203.0.113.7:1", "POST", "/api/login", `{"email":"victim@example.com","password":"`+goodPassword+`"}`)
@@ -282,20 +302,27 @@ func responseCookie(t *testing.T, r response, name string) *http.Cookie {
 	return nil
 }
 
-// callQuiet is call for many goroutines: no t, just the status (-1 for a
-// transport error).
-func callQuiet(srv *httptest.Server, method, path, body string) int {
+// callBody is call for many goroutines: no t, just the status (-1 for a
+// transport error) and the body.
+func callBody(srv *httptest.Server, method, path, body string) (int, string) {
 	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	if err != nil {
-		return -1
+		return -1, ""
 	}
 	req.Header.Set("Content-Type", "application/json")
 	res, err := srv.Client().Do(req)
 	if err != nil {
-		return -1
+		return -1, ""
 	}
-	res.Body.Close()
-	return res.StatusCode
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// callQuiet is callBody without the body.
+func callQuiet(srv *httptest.Server, method, path, body string) int {
+	status, _ := callBody(srv, method, path, body)
+	return status
 }
 
 // TestBlockList checks that a key Redis refused is answered from memory

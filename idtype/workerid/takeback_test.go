@@ -216,6 +216,18 @@ func TestTakeBackReplyLost(t *testing.T) {
 	})
 }
 
+// resumeAfterTake is a store whose takes start clock again once they
+// return.
+type resumeAfterTake struct {
+	store
+	clock *pausingClock
+}
+
+func (s resumeAfterTake) take(ctx context.Context, r takeRequest) (taken, error) {
+	defer s.clock.resume()
+	return s.store.take(ctx, r)
+}
+
 // TestCloseAfterTakeBackReplyLost: A's take-back runs, its reply is lost,
 // and A closes before any renewal tells it that it holds the number
 // again. Its release must not lower the mark below what B issued, or C,
@@ -235,13 +247,17 @@ func TestCloseAfterTakeBackReplyLost(t *testing.T) {
 		})
 		closeLease(t, a)
 		lists := c.finish()
-		// C's clock reads B's first ID's time as C starts, however long
-		// a busy machine took to get here since B issued (B's lead of
+		// C's clock reads B's first ID's time as C starts, and stands
+		// still until C's take returns, however long a busy machine took
+		// to get here since B issued and to run the take (B's lead of
 		// 600 ms is all a quiet one needs): C may issue in B's
 		// milliseconds unless the mark holds it back past B's last.
 		oc := takeBackOptions()
-		oc.Clock = offsetClock{idtype.SystemClock(), time.Until(a.pool.Layout().Decode(idsB[0]).Time)}
+		clock := &pausingClock{Clock: offsetClock{idtype.SystemClock(), time.Until(a.pool.Layout().Decode(idsB[0]).Time)}}
+		clock.pause()
+		oc.Clock = clock
 		pc := b.pool(t, b.addr, oc)
+		pc.store = resumeAfterTake{pc.store, clock}
 		lc := acquire(t, pc)
 		lists["B"] = idsB
 		lists["C"] = issueFor(t, generator(t, lc), 1500*time.Millisecond)
@@ -253,8 +269,8 @@ func TestCloseAfterTakeBackReplyLost(t *testing.T) {
 		case len(lists["C"]) == 0:
 			notMet(t, "C issued no ID")
 		case !defended && sharedMillis(a.pool.Layout(), lists["C"], idsB) == 0:
-			// A busy machine took long enough from B's close to C's
-			// start that C's clock had passed B's last ID.
+			// A busy machine took long enough from C's take to its first
+			// ID that C's clock had passed B's last ID.
 			notMet(t, "C issued in none of the milliseconds B used")
 		}
 		if defended && dups > 0 {
