@@ -319,12 +319,6 @@ func callBody(srv *httptest.Server, method, path, body string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-// callQuiet is callBody without the body.
-func callQuiet(srv *httptest.Server, method, path, body string) int {
-	status, _ := callBody(srv, method, path, body)
-	return status
-}
-
 // TestBlockList checks that a key Redis refused is answered from memory
 // until the moment Redis named, with the wait counting down, and asked of
 // Redis again after it; and that the list stays bounded.
