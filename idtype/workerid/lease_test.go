@@ -296,19 +296,44 @@ func (c offsetClock) UnixNano() int64 { return c.Clock.UnixNano() + int64(c.offs
 // time it stood still. It never reads less than it did.
 type pausingClock struct {
 	idtype.Clock
+	// step, when set, keeps the clock, once it has been resumed, from
+	// moving on by more than step between two readings: a generator that
+	// a busy machine lets issue only now and then still goes through
+	// every millisecond, where it would have skipped most of them.
+	step time.Duration
+
 	mu       sync.Mutex
 	paused   bool
+	resumed  bool
 	pausedAt int64 // the wrapped clock's reading when paused
 	behind   int64 // the time it stood still before
+	last     int64 // the last reading
 }
 
 func (c *pausingClock) UnixNano() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.paused {
-		return c.pausedAt - c.behind
+	v := c.Clock.UnixNano() - c.behind
+	switch {
+	case c.paused:
+		v = c.pausedAt - c.behind
+	case c.step > 0 && c.resumed:
+		v = min(v, c.last+int64(c.step))
 	}
-	return c.Clock.UnixNano() - c.behind
+	c.last = max(c.last, v)
+	return c.last
+}
+
+// Sleep sleeps for d on the wrapped clock; a clock that steps moves on by
+// d as well (no further than the wrapped clock), as a waiting generator
+// expects.
+func (c *pausingClock) Sleep(d time.Duration) {
+	c.Clock.Sleep(d)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.step > 0 && c.resumed && !c.paused {
+		c.last = max(c.last, min(c.last+int64(d), c.Clock.UnixNano()-c.behind))
+	}
 }
 
 // pause stops the clock; it does nothing if the clock stands still.
@@ -325,7 +350,7 @@ func (c *pausingClock) resume() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.paused {
-		c.paused, c.behind = false, c.behind+c.Clock.UnixNano()-c.pausedAt
+		c.paused, c.resumed, c.behind = false, true, c.behind+c.Clock.UnixNano()-c.pausedAt
 	}
 }
 
