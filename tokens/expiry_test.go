@@ -551,24 +551,48 @@ func TestIndexSweep(t *testing.T) {
 		ctx := testenv.Deadline(t, time.Minute)
 		gen := newGen(t)
 		c := b.client(t)
-		short := newManager(t, c, gen, Options{IdleTimeout: 300 * time.Millisecond, RefreshInterval: 100 * time.Millisecond})
-		long := newManager(t, c, gen, Options{KeyPrefix: short.opts.KeyPrefix})
-		tag := slotTag(userID(t, gen))
-		index := short.keys.index(tag)
+		// The sessions' entries must not have expired before the last of
+		// the run's Issues: each Issue looks at expired fields, and one
+		// that swept a dead user's field then would leave the check below
+		// nothing to see. A busy machine that took longer than the
+		// IdleTimeout to issue them (seen under stress-ng --cpu 8) did not
+		// reach the fault: the run is repeated with a longer one.
+		var short, long *Manager
+		var tag uint16
+		var index string
 		var dead []idtype.ID
-		for range 5 {
-			u := sameTagUser(t, gen, tag)
-			dead = append(dead, u)
-			issue(t, short, u, Metadata{})
-			issue(t, short, u, Metadata{})
+		var liveTok string
+		var live idtype.ID
+		idle := 300 * time.Millisecond
+		for try := 1; ; try++ {
+			short = newManager(t, c, gen, Options{IdleTimeout: idle, RefreshInterval: idle / 3})
+			long = newManager(t, c, gen, Options{KeyPrefix: short.opts.KeyPrefix})
+			tag = slotTag(userID(t, gen))
+			index = short.keys.index(tag)
+			dead = dead[:0]
+			began := time.Now()
+			for range 5 {
+				u := sameTagUser(t, gen, tag)
+				dead = append(dead, u)
+				issue(t, short, u, Metadata{})
+				issue(t, short, u, Metadata{})
+			}
+			live = sameTagUser(t, gen, tag)
+			liveTok, _ = issue(t, long, live, Metadata{})
+			if took := time.Since(began); took < idle {
+				break
+			} else if try == 5 {
+				t.Fatalf("in 5 runs issuing 11 sessions took longer than their IdleTimeout (last %v, took %v)", idle, took)
+			} else {
+				t.Logf("run %d: issuing 11 sessions took %v, longer than their IdleTimeout %v: the fault was not reached", try, took, idle)
+			}
+			idle *= 2
 		}
-		live := sameTagUser(t, gen, tag)
-		liveTok, _ := issue(t, long, live, Metadata{})
 		// An entry's expiry is the second after its key's.
 		time.Sleep(time.Until(time.Now().Add(short.opts.IdleTimeout).Truncate(time.Second).Add(2 * time.Second)))
 		for _, u := range dead {
 			if ok, err := c.HExists(ctx, index, userField(u)).Result(); !ok || err != nil {
-				t.Fatalf("the field of a user whose sessions expired is gone before any sweep (%v, %v): the test does not reach the fault", ok, err)
+				t.Fatalf("the field of a user whose sessions expired is gone before any sweep (%v, %v)", ok, err)
 			}
 		}
 		issues := 0
