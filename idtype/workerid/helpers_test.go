@@ -626,6 +626,22 @@ func (c *collector) run(name string, g *idtype.Generator) {
 	}()
 }
 
+// waitWhileIssuing polls cond until it holds, for as long as the run
+// called name keeps issuing: it fails t once name has issued nothing for
+// stall.
+func (c *collector) waitWhileIssuing(t testing.TB, name string, stall time.Duration, what string, cond func() bool) {
+	t.Helper()
+	n, since := c.count(name), time.Now()
+	for !cond() {
+		if m := c.count(name); m != n {
+			n, since = m, time.Now()
+		} else if time.Since(since) > stall {
+			t.Fatalf("waiting for %s: %s issued nothing for %v (%d IDs in all)", what, name, stall, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // count returns how many IDs the run called name has issued so far.
 func (c *collector) count(name string) int64 {
 	c.mu.Lock()

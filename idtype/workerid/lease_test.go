@@ -303,6 +303,7 @@ type pausingClock struct {
 	step time.Duration
 
 	mu       sync.Mutex
+	from     int64 // where stepping starts; before it, the clock runs freely
 	paused   bool
 	resumed  bool
 	pausedAt int64 // the wrapped clock's reading when paused
@@ -318,7 +319,7 @@ func (c *pausingClock) UnixNano() int64 {
 	case c.paused:
 		v = c.pausedAt - c.behind
 	case c.step > 0 && c.resumed:
-		v = min(v, c.last+int64(c.step))
+		v = min(v, c.limit(c.step))
 	}
 	c.last = max(c.last, v)
 	return c.last
@@ -332,8 +333,24 @@ func (c *pausingClock) Sleep(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.step > 0 && c.resumed && !c.paused {
-		c.last = max(c.last, min(c.last+int64(d), c.Clock.UnixNano()-c.behind))
+		c.last = max(c.last, min(c.limit(d), c.Clock.UnixNano()-c.behind))
 	}
+}
+
+// limit is how far a stepping clock may go from its last reading in one
+// reading, or across a sleep of d: by d, and freely up to where stepping
+// starts. c.mu is held.
+func (c *pausingClock) limit(d time.Duration) int64 {
+	return max(c.last+int64(d), c.from)
+}
+
+// stepFrom makes a stepping clock run freely, once resumed, up to t, and
+// step only from there on: the readings a busy machine allows are spent
+// where they matter.
+func (c *pausingClock) stepFrom(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.from = t.UnixNano()
 }
 
 // pause stops the clock; it does nothing if the clock stands still.
