@@ -675,14 +675,29 @@ func TestChaosAllKeysLRU(t *testing.T) {
 		// written, a session by every Validate too, so that indexes age
 		// faster than the sessions in them, and LRU evicts some of them
 		// first.
+		//
+		// The traffic's connections are all open before the room is
+		// measured, and no more open later: each costs the server tens of
+		// kB, and a busy machine, whose slower calls overlap more, opened
+		// enough of them later to take the whole room, until Redis had no
+		// key left to evict and refused writes with OOM.
 		srv, junk := startMaxmemoryRedis(t, "0", "allkeys-lru")
-		ms := chaosManagers(t, clientFor(t, srv.Addr()), Options{}, defences{noIndexCheck: true}, r.Control)
+		const workers, conns = 8, 16
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 1, DialTimeout: time.Second,
+			PoolSize: conns, MinIdleConns: conns})
+		t.Cleanup(func() { _ = client.Close() })
+		ms := chaosManagers(t, client, Options{}, defences{noIndexCheck: true}, r.Control)
 		tr := newTraffic(ms, chaosUsers(t, 1000))
 		tr.mix = [6]int{6, 80, 4, 3, 4, 3}
 		stop := make(chan struct{})
-		const workers = 8
 		wait := tr.run(r.Rand, workers, stop)
-		tr.waitCalls(ctx, t, 4*workers) // the traffic's connections are open
+		tr.waitCalls(ctx, t, 4*workers)
+		for connectedClients(t, junk) < conns+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("the traffic's %d connections did not open", conns)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		srv.ConfigSet("maxmemory", strconv.FormatInt(usedMemory(t, junk)+100_000, 10))
 		value := strings.Repeat("z", 100+r.Rand.IntN(300))
 		fill := make(chan struct{})
@@ -732,6 +747,11 @@ func TestChaosAllKeysLRU(t *testing.T) {
 				pipe.Set(ctx, fmt.Sprintf("junk:after:%d:%d", i, j), value, 0)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
+				if strings.HasPrefix(err.Error(), "OOM") {
+					// Redis has no key left to evict.
+					t.Logf("write junk: %v", err)
+					break
+				}
 				t.Fatalf("write junk: %v", err)
 			}
 			live, orphaned := unindexedSessions(t, junk, ms[0], toks)
@@ -753,6 +773,26 @@ func TestChaosAllKeysLRU(t *testing.T) {
 		}
 		return tr.h
 	})
+}
+
+// connectedClients returns the number of clients connected to c's server.
+func connectedClients(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(t.Context(), "clients").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "connected_clients:"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("INFO clients: %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO clients has no connected_clients:\n%s", info)
+	return 0
 }
 
 // unindexedSessions looks, without touching a key's LRU clock (EXISTS
