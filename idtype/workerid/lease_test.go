@@ -683,14 +683,24 @@ func TestRenewalRetriesBackOff(t *testing.T) {
 				proxy.Restore()
 				distinct := map[time.Duration]bool{}
 				retries, jittered, longest := 0, 0, time.Duration(0)
+				// The store was cut off: each lease, once a renewal failed,
+				// recorded only failed ones. How many renewals succeeded
+				// before the cut depends on how long taking all n took
+				// (an unloaded run recorded 46 retries where 48 were
+				// counted on).
 				for _, l := range leases {
 					l.mu.Lock()
 					delays := slices.Clone(l.delays)
 					l.mu.Unlock()
+					failed := false
 					for _, w := range delays {
 						if w.failures == 0 {
+							if failed {
+								t.Errorf("worker %d renewed while the store was cut off: %+v", l.Worker(), delays)
+							}
 							continue
 						}
+						failed = true
 						retries++
 						longest = max(longest, w.d)
 						capped := w.left/2 >= every/4
@@ -720,8 +730,8 @@ func TestRenewalRetriesBackOff(t *testing.T) {
 				}
 				t.Logf("%d leases: %d retries, %d different waits of %d not cut to half the time left, the longest %v",
 					n, retries, len(distinct), jittered, longest)
-				if retries < n*(maxDelays-2) {
-					t.Fatalf("only %d retries recorded, want at least %d: the store was not cut off", retries, n*(maxDelays-2))
+				if retries < n {
+					t.Fatalf("only %d retries recorded by %d leases: the store was not cut off", retries, n)
 				}
 				if !control && jittered < n {
 					t.Fatalf("only %d of %d retries were not cut to half the time left: too few to judge the jitter", jittered, retries)
