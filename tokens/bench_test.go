@@ -285,22 +285,10 @@ func BenchmarkSessionMemory(b *testing.B) {
 	}
 }
 
-func usedMemory(b testing.TB, c *redis.Client) int64 {
-	info, err := c.Info(context.Background(), "memory").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return n
-		}
-	}
-	b.Fatalf("no used_memory in INFO memory")
-	return 0
+// usedMemory returns the bytes c's server reports as used_memory.
+func usedMemory(t testing.TB, c *redis.Client) int64 {
+	t.Helper()
+	return infoInt(t, c, "memory", "used_memory")
 }
 
 // BenchmarkStatsPaired measures what Stats costs the hottest path, a

@@ -778,21 +778,7 @@ func TestChaosAllKeysLRU(t *testing.T) {
 // connectedClients returns the number of clients connected to c's server.
 func connectedClients(t *testing.T, c *redis.Client) int {
 	t.Helper()
-	info, err := c.Info(t.Context(), "clients").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "connected_clients:"); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatalf("INFO clients: %q: %v", line, err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("INFO clients has no connected_clients:\n%s", info)
-	return 0
+	return int(infoInt(t, c, "clients", "connected_clients"))
 }
 
 // unindexedSessions looks, without touching a key's LRU clock (EXISTS

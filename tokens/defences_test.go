@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -416,21 +417,32 @@ func fillMemory(t testing.TB, c *redis.Client, minEvicted int64) {
 	}
 }
 
-func evictedKeys(t testing.TB, c *redis.Client) int64 {
+// infoInt returns the integer field of the INFO section on c's server,
+// failing t when the section has no such field or its value is not an
+// integer.
+func infoInt(t testing.TB, c *redis.Client, section, field string) int64 {
 	t.Helper()
-	info, err := c.Info(context.Background(), "stats").Result()
+	info, err := c.Info(context.Background(), section).Result()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("INFO %s: %v", section, err)
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "evicted_keys:"); ok {
-			var n int64
-			fmt.Sscan(v, &n)
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO %s: %q: %v", section, line, err)
+			}
 			return n
 		}
 	}
-	t.Fatal("no evicted_keys in INFO stats")
+	t.Fatalf("INFO %s has no %s:\n%s", section, field, info)
 	return 0
+}
+
+// evictedKeys returns how many keys c's server has evicted.
+func evictedKeys(t testing.TB, c *redis.Client) int64 {
+	t.Helper()
+	return infoInt(t, c, "stats", "evicted_keys")
 }
 
 // TestRefreshUnderOOM: with Redis full under noeviction, a session that
