@@ -1,6 +1,6 @@
 # Entry points of the repository. `make test` is what CI runs (.ci/run).
 
-.PHONY: test bench fuzz chaos run fmt vet lint
+.PHONY: test bench fuzz chaos loadproof run fmt vet lint
 
 # gofmt check, go vet, staticcheck, and go test -race of every module
 # against real PostgreSQL and Redis servers.
@@ -20,6 +20,12 @@ fuzz:
 # kind, store and defence, each side's runs, met and missed, and violations.
 chaos:
 	bash scripts/chaos.sh
+
+# What CI runs, on fresh clones of this commit: three times in a row
+# beside stress-ng --cpu 8 (LOADPROOF_RUNS), then once unloaded; the wall
+# times, as ratios to the 10-minute goal.
+loadproof:
+	bash scripts/loadproof.sh
 
 # The example backend (examples/, a module of its own) on embedded
 # defaults, or on PostgreSQL and Redis with DATABASE_URL and REDIS_URL set.
