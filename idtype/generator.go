@@ -65,7 +65,9 @@ type GeneratorOptions struct {
 	// clock now reads earlier than it did. The zero time means no floor.
 	NotBefore time.Time
 	// MaxWait bounds how long one call of Next or NextN waits for the
-	// clock before it fails with ErrClockBehind. Zero means
+	// clock before it fails with ErrClockBehind: the sum of the sleeps it
+	// asks for, each until a millisecond the clock has not reached. A
+	// sleep that a busy machine makes longer counts as asked. Zero means
 	// DefaultMaxWait (1 s); a negative value means never wait.
 	MaxWait time.Duration
 	// MaxDrift lets the generator run ahead of the clock by up to this

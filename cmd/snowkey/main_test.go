@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,7 +177,11 @@ func TestDecodeNegative(t *testing.T) {
 // TestGenSmallSequence: with no sequence bits a millisecond holds one ID,
 // and gen still prints all it was asked for, taking one NextN per
 // millisecond. The control shows the fault it avoids: one NextN of the
-// whole batch must wait 1.5 s for the clock, past the default MaxWait.
+// whole batch must wait 1.5 s for the clock, past the default MaxWait. It
+// runs on a clock that each sleep moves on by exactly what was asked, as
+// an idle machine's would: on a busy one a sleep lasts longer, the call
+// asks for less (up to the next millisecond from wherever it woke), and
+// the control's asked-for sleeps had added up to less than MaxWait.
 func TestGenSmallSequence(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	code, out, errOut := runCLI("gen", "--worker", "5", "--sequence-bits", "0", "-n", "1500")
@@ -193,14 +198,25 @@ func TestGenSmallSequence(t *testing.T) {
 		}
 		last = id
 	}
-	g, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 5, Layout: l})
+	clock := &exactClock{}
+	clock.ns.Store(time.Now().UnixNano())
+	g, err := idtype.NewGenerator(idtype.GeneratorOptions{Worker: 5, Layout: l, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := clock.UnixNano()
 	if err := g.NextN(make([]idtype.ID, 1500)); !errors.Is(err, idtype.ErrClockBehind) {
-		t.Fatalf("control: one NextN of 1,500 one-a-millisecond IDs: %v, want ErrClockBehind", err)
+		t.Fatalf("control: one NextN of 1,500 one-a-millisecond IDs: %v after %v of sleeps, want ErrClockBehind",
+			err, time.Duration(clock.UnixNano()-start))
 	}
 }
+
+// exactClock is an idtype.Clock that only a sleep moves on, by exactly
+// the time asked for.
+type exactClock struct{ ns atomic.Int64 }
+
+func (c *exactClock) UnixNano() int64       { return c.ns.Load() }
+func (c *exactClock) Sleep(d time.Duration) { c.ns.Add(int64(d)) }
 
 // writeCounter counts the writes that reach it.
 type writeCounter struct {
