@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
 // Row is one line of the chaos table: what one Scenario (a fault kind on
@@ -19,6 +22,11 @@ type Row struct {
 	Fault string `json:"fault"`
 	// Store names the store the runs used, such as "redis".
 	Store string `json:"store,omitempty"`
+	// Server names the server program that a Redis-backed store ran on,
+	// the base name of testenv.EnvRedisServer (which testservers sets):
+	// "redis-server", or "valkey-server" in make test's Valkey pass.
+	// Empty when that is unset, and for PostgreSQL stores.
+	Server string `json:"server,omitempty"`
 	// Defence names the defence the control runs switched off.
 	Defence string `json:"defence,omitempty"`
 	// Runs counts the runs with the defence on; Met those that met their
@@ -100,9 +108,29 @@ func (r Row) name() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s / %s", r.Package, r.Fault)
 	if r.Store != "" || r.Defence != "" {
-		fmt.Fprintf(&b, " [%s, %s]", r.Store, r.Defence)
+		fmt.Fprintf(&b, " [%s, %s]", r.StoreName(), r.Defence)
 	}
 	return b.String()
+}
+
+// StoreName is the store with the server it ran on, when the row names
+// one: "redis on valkey-server".
+func (r Row) StoreName() string {
+	if r.Server == "" {
+		return r.Store
+	}
+	return r.Store + " on " + r.Server
+}
+
+// serverFor returns what Row.Server holds for a row of store: the base
+// name of testenv.EnvRedisServer when it is set and store is not a
+// PostgreSQL one.
+func serverFor(store string) string {
+	bin := os.Getenv(testenv.EnvRedisServer)
+	if bin == "" || strings.HasPrefix(store, "postgres") {
+		return ""
+	}
+	return filepath.Base(bin)
 }
 
 // Report logs a row that a scenario counted itself, writes it to
@@ -114,6 +142,9 @@ func (r Row) name() string {
 // New scenarios use Scenario.
 func Report(t testing.TB, row Row) {
 	t.Helper()
+	if row.Server == "" {
+		row.Server = serverFor(row.Store)
+	}
 	logRow(t, row)
 	if err := writeRow(row); err != nil {
 		t.Fatal(err)

@@ -163,7 +163,7 @@ func (s Scenario) Run(t *testing.T, run func(t *testing.T, r *Run)) Row {
 	off := s.side(t, "off", true, seed, budget/2, retries, 0, run)
 	on := s.side(t, "on", false, seed, budget/2, retries, max(1, off.needed), run)
 	row := Row{
-		Package: s.Package, Fault: s.Fault, Store: s.Store, Defence: s.Defence,
+		Package: s.Package, Fault: s.Fault, Store: s.Store, Server: serverFor(s.Store), Defence: s.Defence,
 		Runs: on.runs, Met: on.met, Violations: on.violations,
 		ControlRuns: off.runs, ControlMet: off.met, ControlViolations: off.violations, ControlNeeded: off.needed,
 		IDs: on.ids + off.ids, Tokens: on.tokens + off.tokens, Rows: on.rows + off.rows,

@@ -135,6 +135,7 @@ func TestScenario(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chaos.jsonl")
 	t.Setenv(EnvReport, path)
 	t.Setenv(EnvSeed, "")
+	t.Setenv(testenv.EnvRedisServer, "")
 	var defendedRuns int
 	row := fakeScenario{
 		control: func(i int, r *Run) {
@@ -177,6 +178,38 @@ func TestScenario(t *testing.T) {
 	}
 	if p := row.Problems(); len(p) != 0 {
 		t.Errorf("problems of a good row: %q", p)
+	}
+}
+
+// TestRowServer: in a pass that chose its Redis server program (make
+// test's Valkey pass), a row names it beside its store, in the report's
+// line, its messages and the table's store; a PostgreSQL store's row
+// names none.
+func TestRowServer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "chaos.jsonl")
+	t.Setenv(EnvReport, path)
+	t.Setenv(EnvSeed, "")
+	t.Setenv(testenv.EnvRedisServer, "/usr/bin/valkey-server")
+	row := fakeScenario{control: func(_ int, r *Run) { r.Violation("v") }, defended: always}.run(t)
+	if row.Server != "valkey-server" || row.StoreName() != "memory on valkey-server" ||
+		!strings.Contains(row.name(), "[memory on valkey-server, guard]") {
+		t.Errorf("row %+v: store %q, name %q; want it run on valkey-server", row, row.StoreName(), row.name())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"server":"valkey-server"`) {
+		t.Errorf("CHAOS_REPORT holds %s; want the server named", data)
+	}
+	for store, want := range map[string]string{"postgres": "", "postgres standby": "", "redis": "valkey-server"} {
+		if got := serverFor(store); got != want {
+			t.Errorf("serverFor(%q) = %q, want %q", store, got, want)
+		}
+	}
+	t.Setenv(testenv.EnvRedisServer, "")
+	if got := serverFor("redis"); got != "" {
+		t.Errorf("serverFor(redis) = %q without %s; want none", got, testenv.EnvRedisServer)
 	}
 }
 

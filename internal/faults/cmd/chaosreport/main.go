@@ -116,18 +116,19 @@ func readRows(name string, r io.Reader) ([]faults.Row, error) {
 	return rows, nil
 }
 
-// sum adds up the rows of each package, fault kind, store and defence
-// (several runs of the suite), sorted by them. Rows of different stores
-// or defences are never added: each control stands for its own.
+// sum adds up the rows of each package, fault kind, store (with the
+// server it ran on) and defence (several runs of the suite), sorted by
+// them. Rows of different stores, servers or defences are never added:
+// each control stands for its own.
 func sum(rows []faults.Row) []faults.Row {
 	type key struct{ pkg, fault, store, defence string }
 	byKey := map[key]*faults.Row{}
 	var keys []key
 	for _, r := range rows {
-		k := key{r.Package, r.Fault, r.Store, r.Defence}
+		k := key{r.Package, r.Fault, r.StoreName(), r.Defence}
 		t, ok := byKey[k]
 		if !ok {
-			t = &faults.Row{Package: r.Package, Fault: r.Fault, Store: r.Store, Defence: r.Defence, Seed: r.Seed}
+			t = &faults.Row{Package: r.Package, Fault: r.Fault, Store: r.Store, Server: r.Server, Defence: r.Defence, Seed: r.Seed}
 			byKey[k] = t
 			keys = append(keys, k)
 		}
@@ -178,11 +179,11 @@ func write(w io.Writer, rows []faults.Row) []string {
 			mark = "**" + strings.Join(problems, "; ") + "**"
 			for _, p := range problems {
 				broken = append(broken, fmt.Sprintf("%s / %s [%s, %s]: %s (first seed %d)",
-					r.Package, r.Fault, orDash(r.Store), orDash(r.Defence), p, r.Seed))
+					r.Package, r.Fault, orDash(r.StoreName()), orDash(r.Defence), p, r.Seed))
 			}
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %.0f | %s |\n",
-			r.Package, r.Fault, orDash(r.Store), orDash(r.Defence),
+			r.Package, r.Fault, orDash(r.StoreName()), orDash(r.Defence),
 			r.Runs, r.Met, r.Runs-r.Met, r.Violations,
 			r.ControlRuns, r.ControlMet, r.ControlRuns-r.ControlMet, r.ControlViolations,
 			r.IDs, r.Tokens, r.Rows, r.Seconds, mark)

@@ -17,6 +17,7 @@ const goodRows = `{"package":"idtype/workerid","fault":"lost reply","store":"red
 
 {"package":"idtype/workerid","fault":"lost reply","store":"redis","defence":"take-back","runs":2,"met":1,"ids":500,"tokens":0,"violations":0,"control_runs":1,"control_met":1,"control_violations":1,"control_needed":1,"seed":8,"seconds":10}
 {"package":"idtype/workerid","fault":"lost reply","store":"postgres","defence":"take-back","runs":1,"met":1,"ids":70,"violations":0,"control_runs":1,"control_met":1,"control_violations":2,"control_needed":1,"seed":8,"seconds":10}
+{"package":"idtype/workerid","fault":"lost reply","store":"redis","server":"valkey-server","defence":"take-back","runs":1,"met":1,"ids":90,"violations":0,"control_runs":1,"control_met":1,"control_violations":6,"control_needed":1,"seed":4,"seconds":5}
 `
 
 func TestRunGood(t *testing.T) {
@@ -24,12 +25,14 @@ func TestRunGood(t *testing.T) {
 	if code := run(nil, strings.NewReader(goodRows), &out, &errOut); code != exitOK {
 		t.Fatalf("exit %d; stderr %s", code, errOut.String())
 	}
-	// The stores of one fault kind stay apart; runs of one store add up.
+	// The stores of one fault kind stay apart, and so do the servers of
+	// one store; runs of one store on one server add up.
 	want := "| idtype/workerid | lost reply | postgres | take-back | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 2 | 70 | 0 | 0 | 10 | ok |\n" +
 		"| idtype/workerid | lost reply | redis | take-back | 5 | 4 | 1 | 0 | 2 | 2 | 0 | 401 | 1500 | 0 | 0 | 30 | ok |\n" +
+		"| idtype/workerid | lost reply | redis on valkey-server | take-back | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 6 | 90 | 0 | 0 | 5 | ok |\n" +
 		"| pgkit/partition | moves | postgres | lock order | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 9 | 0 | 0 | 700 | 8 | ok |\n" +
 		"| tokens | failover | redis | WaitReplicas | 2 | 2 | 0 | 0 | 3 | 2 | 1 | 3 | 0 | 50 | 0 | 30 | ok |\n" +
-		"| **all** | 4 rows, 0 broken | | | 9 | 8 | 1 | | 7 | 6 | 1 | | 1570 | 50 | 700 | | |\n"
+		"| **all** | 5 rows, 0 broken | | | 10 | 9 | 1 | | 8 | 7 | 1 | | 1660 | 50 | 700 | | |\n"
 	if !strings.HasSuffix(out.String(), want) {
 		t.Errorf("table:\n%s\nwant it to end with:\n%s", out.String(), want)
 	}
