@@ -123,11 +123,11 @@ func (r Row) StoreName() string {
 }
 
 // serverFor returns what Row.Server holds for a row of store: the base
-// name of testenv.EnvRedisServer when it is set and store is not a
-// PostgreSQL one.
+// name of testenv.EnvRedisServer when it is set and the row names a store
+// that is not a PostgreSQL one.
 func serverFor(store string) string {
 	bin := os.Getenv(testenv.EnvRedisServer)
-	if bin == "" || strings.HasPrefix(store, "postgres") {
+	if bin == "" || store == "" || strings.HasPrefix(store, "postgres") {
 		return ""
 	}
 	return filepath.Base(bin)

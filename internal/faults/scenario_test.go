@@ -202,7 +202,7 @@ func TestRowServer(t *testing.T) {
 	if !strings.Contains(string(data), `"server":"valkey-server"`) {
 		t.Errorf("CHAOS_REPORT holds %s; want the server named", data)
 	}
-	for store, want := range map[string]string{"postgres": "", "postgres standby": "", "redis": "valkey-server"} {
+	for store, want := range map[string]string{"": "", "postgres": "", "postgres standby": "", "redis": "valkey-server"} {
 		if got := serverFor(store); got != want {
 			t.Errorf("serverFor(%q) = %q, want %q", store, got, want)
 		}

@@ -161,6 +161,7 @@ func TestReport(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chaos.jsonl")
 	t.Setenv(EnvReport, path)
 	t.Setenv(EnvSeed, "")
+	t.Setenv(testenv.EnvRedisServer, "")
 	good := Row{Package: "p", Fault: "lost reply", Runs: 3, IDs: 1000, Violations: 0, ControlRuns: 2,
 		ControlViolations: 7, Seed: 5, Seconds: 1.5}
 	rows := []struct {
