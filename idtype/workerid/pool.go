@@ -223,7 +223,10 @@ func (p *Pool) Acquire(ctx context.Context) (l *Lease, err error) {
 		}
 		if err := l.waitReady(ctx); err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RenewEvery)
-			_ = l.Close(cctx)
+			if cerr := l.Close(cctx); cerr != nil {
+				l.log.Warn("workerid: could not give the worker number back after a failed acquire; it stays taken until its TTL runs out",
+					"error", cerr, "acquire_error", err)
+			}
 			cancel()
 			if errors.Is(err, ErrTaken) && ctx.Err() == nil {
 				// The store was too slow to keep the number even until
