@@ -406,6 +406,13 @@ func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
 	return nil
 }
 
+// all returns the messages logged so far.
+func (r *logRecorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs)
+}
+
 // has reports whether a message containing s was logged.
 func (r *logRecorder) has(s string) bool {
 	r.mu.Lock()

@@ -301,6 +301,57 @@ func TestStartWait(t *testing.T) {
 	})
 }
 
+// TestStartWaitGiveBackFails: an Acquire that fails before its lease is
+// ready, and cannot give the number back because the store is cut off
+// right after the take, says so in a warning, and the number stays taken
+// (until its TTL, a minute here, runs out).
+func TestStartWaitGiveBackFails(t *testing.T) {
+	forKinds(t, func(t *testing.T, b backend) {
+		p := b.pool(t, b.addr, oneNumber)
+		l := acquire(t, p)
+		if _, err := generator(t, l).Next(); err != nil {
+			t.Fatal(err)
+		}
+		closeLease(t, l)
+		px := startProxy(t, b.addr)
+		o := oneNumber
+		o.TTL = time.Minute
+		o.Clock = offsetClock{idtype.SystemClock(), -time.Hour}
+		o.MaxStartWait = 100 * time.Millisecond
+		logs := &logRecorder{}
+		o.Logger = slog.New(cutOnLog{logs, "lease acquired", px})
+		behind := b.pool(t, px.Addr(), o)
+		_, err := behind.Acquire(t.Context())
+		if !errors.Is(err, idtype.ErrClockBehind) {
+			t.Fatalf("got %v, want ErrClockBehind", err)
+		}
+		if !logs.has("could not give the worker number back") {
+			t.Fatalf("no warning that the number was not given back; logged %q", logs.all())
+		}
+		if _, err := p.Acquire(t.Context()); !errors.Is(err, ErrNoFreeWorker) {
+			t.Fatalf("Acquire after the failed give-back: %v, want ErrNoFreeWorker", err)
+		}
+	})
+}
+
+// cutOnLog is a logRecorder that cuts a proxy off when a message holding
+// at is logged, before it returns to the logging code.
+type cutOnLog struct {
+	*logRecorder
+	at string
+	px *proxy
+}
+
+func (h cutOnLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h cutOnLog) WithGroup(string) slog.Handler      { return h }
+
+func (h cutOnLog) Handle(ctx context.Context, rec slog.Record) error {
+	if strings.Contains(rec.Message, h.at) {
+		h.px.Cut()
+	}
+	return h.logRecorder.Handle(ctx, rec)
+}
+
 // offsetClock is a clock set off from another by a fixed amount.
 type offsetClock struct {
 	idtype.Clock
