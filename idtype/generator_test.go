@@ -361,6 +361,35 @@ func TestMaxWait(t *testing.T) {
 	is.mustNext()
 }
 
+// stretchedClock is a fakeClock on a busy machine: each sleep lasts
+// factor times what was asked for.
+type stretchedClock struct {
+	*fakeClock
+	factor int64
+}
+
+func (c stretchedClock) Sleep(d time.Duration) { c.fakeClock.Sleep(time.Duration(c.factor) * d) }
+
+// TestMaxWaitCountsAsked: MaxWait counts the sleeps a call asks for, and a
+// sleep that lasts longer counts as asked. A NextN of 1,500 IDs with one a
+// millisecond, on a clock whose sleeps last three times what was asked,
+// asks for 1 ms a sleep and takes one ID after each (in the clock's
+// millisecond): it fails with ErrClockBehind once its asked-for sleeps
+// pass MaxWait (1 s), after about 1,000 of them, 3 s on the clock.
+func TestMaxWaitCountsAsked(t *testing.T) {
+	clock := stretchedClock{newFakeClock(testStart), 3}
+	l := Layout{Epoch: DefaultLayout.Epoch, WorkerBits: 10, SequenceBits: 0}
+	g, _ := newTestGenerator(t, GeneratorOptions{Layout: l, Clock: clock, MaxWait: time.Second})
+	err := g.NextN(make([]ID, 1500))
+	if !errors.Is(err, ErrClockBehind) {
+		t.Fatalf("NextN of 1,500 IDs: %v; want ErrClockBehind", err)
+	}
+	asked := sum(clock.Sleeps()) / 3
+	if asked > time.Second || asked < time.Second-time.Millisecond {
+		t.Errorf("NextN asked for %v of sleeps in all; want within 1 ms below MaxWait (1s)", asked)
+	}
+}
+
 func TestTimeExhausted(t *testing.T) {
 	l := Layout{Epoch: testStart.Add(-time.Duration(1<<20-3) * time.Millisecond), WorkerBits: 21, SequenceBits: 22}
 	g, clock := newTestGenerator(t, GeneratorOptions{Layout: l})
