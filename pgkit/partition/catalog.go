@@ -14,6 +14,7 @@ import (
 
 // querier is what reading the catalog needs of a transaction.
 type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
@@ -44,6 +45,12 @@ type tableState struct {
 
 // ident is the table's name as SQL takes it.
 func (st *tableState) ident() string { return pgx.Identifier{st.schema, st.name}.Sanitize() }
+
+// defaultTarget is what a read of the keys in the default partition
+// reads.
+func (st *tableState) defaultTarget() []target {
+	return []target{{rel: st.def.oid, cols: []string{st.key}}}
+}
 
 // quoted is the table's name as SQL takes it.
 func (p *Table) quoted() string {
@@ -135,8 +142,10 @@ func (p *Table) readState(ctx context.Context, q querier, oid uint32) (*tableSta
 
 // foreignKey is a foreign key that refers to the table's rows.
 type foreignKey struct {
-	name  string // the constraint
-	table string // the referring table, as SQL takes it
+	name  string   // the constraint
+	table string   // the referring table, as SQL takes it
+	rel   int64    // its OID
+	cols  []string // its referring columns, unquoted
 	// col is the referring column that holds the table's key; others are
 	// its other columns, a row with NULL in any of which refers to
 	// nothing (MATCH SIMPLE; MATCH FULL allows only all or none).
@@ -163,7 +172,9 @@ func referringKeys(ctx context.Context, q querier, st *tableState) ([]foreignKey
 		       coalesce((SELECT json_agg(quote_ident(a.attname) ORDER BY i) FROM pg_catalog.generate_subscripts(con.confkey, 1) i
 		                 JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = con.conkey[i]
 		                 WHERE con.confkey[i] <> $2), '[]')::text,
-		       format('%I.%I.', n.nspname, c.relname)
+		       format('%I.%I.', n.nspname, c.relname), con.conrelid::int8,
+		       (SELECT json_agg(a.attname ORDER BY i) FROM pg_catalog.generate_subscripts(con.conkey, 1) i
+		        JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = con.conkey[i])::text
 		FROM pg_catalog.pg_constraint con
 		JOIN pg_catalog.pg_class c ON c.oid = con.conrelid
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -176,11 +187,14 @@ func referringKeys(ctx context.Context, q querier, st *tableState) ([]foreignKey
 	var out []foreignKey
 	for rows.Next() {
 		var fk foreignKey
-		var others, prefix string
-		if err := rows.Scan(&fk.name, &fk.table, &fk.col, &others, &prefix); err != nil {
+		var others, prefix, cols string
+		if err := rows.Scan(&fk.name, &fk.table, &fk.col, &others, &prefix, &fk.rel, &cols); err != nil {
 			return nil, fmt.Errorf("foreign keys that refer to %s: %w", st.name, err)
 		}
 		if err := json.Unmarshal([]byte(others), &fk.others); err != nil {
+			return nil, fmt.Errorf("foreign key %s: %w", fk.name, err)
+		}
+		if err := json.Unmarshal([]byte(cols), &fk.cols); err != nil {
 			return nil, fmt.Errorf("foreign key %s: %w", fk.name, err)
 		}
 		fk.label = fmt.Sprintf("%s%s (%s)", prefix, fk.col, fk.name)
@@ -199,9 +213,15 @@ func referringKeys(ctx context.Context, q querier, st *tableState) ([]foreignKey
 // the range, so the count reads the referring table alone (through its
 // index on the column, if it has one). A foreign key on other columns
 // than the key counts every referring row.
-func referrers(ctx context.Context, q querier, fks []foreignKey, lo, hi bound) ([]string, int64, error) {
+//
+// A count that PostgreSQL refuses (a policy would filter it, or a
+// privilege is missing; guarded) is no count: the others are made, and
+// the refusals are returned together, wrapping ErrRowSecurity or
+// ErrPrivilege, with the labels and total of the counts made.
+func (m *maintenance) referrers(ctx context.Context, q querier, fks []foreignKey, lo, hi bound) ([]string, int64, error) {
 	var labels []string
 	var total int64
+	var refusals []error
 	for _, fk := range fks {
 		var conds []string
 		if fk.col != "" {
@@ -221,13 +241,23 @@ func referrers(ctx context.Context, q querier, fks []foreignKey, lo, hi bound) (
 			query += " WHERE " + strings.Join(conds, " AND ")
 		}
 		var n int64
-		if err := q.QueryRowContext(ctx, query).Scan(&n); err != nil {
+		err := m.guarded(ctx, q, []target{{rel: fk.rel, cols: fk.cols}}, func() error {
+			return q.QueryRowContext(ctx, query).Scan(&n)
+		})
+		switch {
+		case refused(err):
+			refusals = append(refusals, fmt.Errorf("rows that refer through %s: %w", fk.label, err))
+			continue
+		case err != nil:
 			return nil, 0, fmt.Errorf("rows that refer through %s: %w", fk.label, err)
 		}
 		if n > 0 {
 			labels = append(labels, fmt.Sprintf("%s: %d rows", fk.label, n))
 			total += n
 		}
+	}
+	if len(refusals) > 0 {
+		return labels, total, joinLine(refusals)
 	}
 	return labels, total, nil
 }

@@ -60,6 +60,13 @@
 //     to it is the app's to decide.
 //   - Rows in the default partition of an expired period stay there
 //     (ErrExpired): Maintain deletes no row.
+//   - Maintain decides only on what it sees whole. Each step reads with
+//     row_security off, under which PostgreSQL refuses a read that a
+//     policy of row-level security would filter, as it refuses one the
+//     role has no privilege for; so a period whose referring rows the
+//     role cannot count whole stays in the default partition (Left), and
+//     an expired partition stays (Kept), and Maintain fails with
+//     ErrRowSecurity or ErrPrivilege, naming the table and what to grant.
 //
 // How to run it (the role and its rights, what to do with what the
 // report names) is in the repository's docs/partitions.md.

@@ -44,4 +44,22 @@ var (
 	// time the layout holds (below 0), so no period can hold them
 	// (Report.Left).
 	ErrOutsideLayout = errors.New("partition: keys outside the layout")
+	// ErrRowSecurity means a policy of row-level security would hide,
+	// from the role that maintains, rows that a decision of Maintain
+	// rests on: rows in the default partition, or rows of another table
+	// that refer to the rows it would move or remove. Maintain reads
+	// those under row_security = off, so PostgreSQL refuses the read
+	// instead of filtering it, and Maintain does not act on it: the rows
+	// stay where they were (Report.Left, Report.Kept). The error names
+	// the table and what lets the role read every row of it: the
+	// BYPASSRLS attribute, or owning the table when it does not FORCE
+	// ROW LEVEL SECURITY.
+	ErrRowSecurity = errors.New("partition: rows hidden by row-level security")
+	// ErrPrivilege means the role that maintains lacks a privilege on a
+	// table that Maintain reads or locks to decide (SELECT on a table
+	// whose foreign keys refer to the table, USAGE on its schema, UPDATE
+	// for the lock), so PostgreSQL refused it, and Maintain did not act:
+	// the rows stay where they were. The error names the table and the
+	// GRANT that gives the privilege.
+	ErrPrivilege = errors.New("partition: the maintaining role lacks a privilege")
 )

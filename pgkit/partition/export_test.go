@@ -41,6 +41,18 @@ func WithoutKeepCheck(p *Table) { p.defences.noKeepCheck = true }
 // cannot finish, leaving the steps after it undone.
 func WithoutSkip(p *Table) { p.defences.stopAtLeft = true }
 
+// WithoutRowSecurityOff makes p's Maintain read what it decides on under
+// the session's row_security (on), under which the policies of
+// row-level security filter the reads, instead of off, under which
+// PostgreSQL refuses a read they would filter.
+func WithoutRowSecurityOff(p *Table) { p.defences.filtered = true }
+
+// WithoutAccessErrors makes p's Maintain return PostgreSQL's refusal of
+// a read or lock as it comes, naming neither the table nor what the role
+// lacks (ErrRowSecurity, ErrPrivilege), and report nothing in Left or
+// Kept for it.
+func WithoutAccessErrors(p *Table) { p.defences.rawRefusals = true }
+
 // WithoutLockOrder makes p's Maintain lock the table alone, leaving the
 // locks of the tables that refer to it to the statements that need them,
 // under LockTimeout.

@@ -45,9 +45,23 @@ func (m *maintenance) lockTables(ctx context.Context, tx *sql.Tx, st *tableState
 		return nil, err
 	}
 	var tables []string
+	// A refused lock names all the role lacks on the tables: the lock,
+	// and what the step reads of them next.
+	var targets []target
 	for _, fk := range fks {
-		if fk.table != st.ident() && !slices.Contains(tables, fk.table) {
+		if fk.table == st.ident() {
+			continue
+		}
+		i := slices.Index(tables, fk.table)
+		if i < 0 {
+			i = len(tables)
 			tables = append(tables, fk.table)
+			targets = append(targets, target{rel: fk.rel, lock: true})
+		}
+		for _, c := range fk.cols {
+			if !slices.Contains(targets[i].cols, c) {
+				targets[i].cols = append(targets[i].cols, c)
+			}
 		}
 	}
 	parent := "LOCK TABLE ONLY " + st.ident() + " IN ACCESS EXCLUSIVE MODE"
@@ -55,18 +69,24 @@ func (m *maintenance) lockTables(ctx context.Context, tx *sql.Tx, st *tableState
 		_, err := tx.ExecContext(ctx, parent)
 		return fks, err
 	}
-	for _, q := range []string{
-		"SET LOCAL lock_timeout = " + strconv.Itoa(referrerLockWait),
-		"LOCK TABLE " + strings.Join(tables, ", ") + " IN SHARE ROW EXCLUSIVE MODE",
-		parent,
-	} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
-				return nil, fmt.Errorf("%w: %w", errBusy, err)
-			}
-			return nil, err
+	exec := func(q string) error { _, err := tx.ExecContext(ctx, q); return err }
+	err = exec("SET LOCAL lock_timeout = " + strconv.Itoa(referrerLockWait))
+	if err == nil {
+		// A role that may not lock a referring table is told which, and
+		// what to grant (access.go).
+		err = m.guarded(ctx, tx, targets, func() error {
+			return exec("LOCK TABLE " + strings.Join(tables, ", ") + " IN SHARE ROW EXCLUSIVE MODE")
+		})
+	}
+	if err == nil {
+		err = exec(parent)
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+			return nil, fmt.Errorf("%w: %w", errBusy, err)
 		}
+		return nil, err
 	}
 	restore := "0"
 	if m.p.lockTimeout > 0 {

@@ -51,6 +51,17 @@ import (
 //     another table. A partition it did not make (another name or other
 //     bounds) is never removed, nor are rows in the default partition.
 //
+// Every decision rests on every row: the steps read with row_security
+// off, so that PostgreSQL refuses a read that a policy of row-level
+// security would filter instead of filtering it, and a period or an
+// expired partition whose rows, or the rows that refer to them, the role
+// cannot read whole is left or kept as it is (Report.Left, Report.Kept),
+// with an error wrapping ErrRowSecurity or ErrPrivilege that names the
+// table and what to grant, which Maintain also returns. A role with
+// BYPASSRLS, or the tables' owner when they do not FORCE ROW LEVEL
+// SECURITY, reads every row. A default partition the role cannot read
+// whole ends the call with that error.
+//
 // Every decision is made on the database's clock, read in the
 // transaction of the step that acts on it, so that every instance of an
 // app decides alike, whatever its own clock says (Report.ClockSkew says
@@ -102,10 +113,11 @@ func (p *Table) Maintain(ctx context.Context, db *sql.DB) (Report, error) {
 
 // maintenance is one Maintain call.
 type maintenance struct {
-	p   *Table
-	db  *sql.DB
-	oid uint32
-	rep Report
+	p       *Table
+	db      *sql.DB
+	oid     uint32
+	version int // server_version_num
+	rep     Report
 	// skip holds the actions (by key) done with for this call without
 	// being done: periods left, partitions kept, steps that failed.
 	skip map[string]bool
@@ -197,6 +209,13 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 			return false, fmt.Errorf("partition: table %s: %w", p.Name(), err)
 		}
 	}
+	// A read that a decision rests on sees every row, or PostgreSQL
+	// refuses it (access.go).
+	if !p.defences.filtered {
+		if _, err := tx.ExecContext(ctx, "SET LOCAL row_security = off"); err != nil {
+			return false, fmt.Errorf("partition: table %s: %w", p.Name(), err)
+		}
+	}
 	appNow := p.now()
 	var dbNow time.Time
 	if err := tx.QueryRowContext(ctx, "SELECT "+p.nowSQL).Scan(&dbNow); err != nil {
@@ -214,6 +233,7 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	m.version = st.version
 	act, err := m.plan(ctx, tx, st, now)
 	if err != nil || act == nil {
 		return act == nil && err == nil, err
@@ -254,6 +274,13 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 		m.errs = append(m.errs, err)
 		return false, nil
 	}
+	// A refused read is reported with what it left or kept, and fails the
+	// call too: the role must be given what it lacks.
+	refusal := func() {
+		if res.refused != nil {
+			m.errs = append(m.errs, fmt.Errorf("partition: table %s: %s: %w", p.Name(), act, res.refused))
+		}
+	}
 	if res.left != nil {
 		// Nothing changed: the transaction rolls back.
 		m.skip[act.key()] = true
@@ -261,6 +288,7 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 		if p.defences.stopAtLeft {
 			return false, fmt.Errorf("partition: table %s: %s: %w", p.Name(), act, res.left.Err)
 		}
+		refusal()
 		return false, nil
 	}
 	switch act.kind {
@@ -275,6 +303,7 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 		m.skip["keep "+k.Partition] = true
 		m.rep.Kept = append(m.rep.Kept, k)
 	}
+	refusal()
 	m.rep.Moved += res.moved
 	return false, nil
 }
@@ -312,6 +341,10 @@ type result struct {
 	removed []partition
 	kept    []Kept
 	left    *Left // set when the action changed nothing and left a period
+	// refused is set when PostgreSQL refused a read the action's
+	// decision rests on (ErrRowSecurity, ErrPrivilege): the action
+	// left or kept what it could not decide on, and Maintain returns it.
+	refused error
 }
 
 // run does one action in tx.

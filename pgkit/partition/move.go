@@ -33,7 +33,9 @@ import (
 // moved rows refer to cannot go meanwhile (deleting them would need the
 // same lock to fire their actions on this table). Without the right to
 // set session_replication_role, such a period is left, and nothing
-// changes (result.left, ErrReferenced).
+// changes (result.left, ErrReferenced); and so it is when a count of the
+// rows that refer to the period's is refused (access.go): a DELETE
+// would fire the foreign keys' actions on the rows it could not see.
 func (m *maintenance) makePeriod(ctx context.Context, tx *sql.Tx, st *tableState, act *action) (result, error) {
 	p := m.p
 	parent := st.ident()
@@ -49,6 +51,17 @@ func (m *maintenance) makePeriod(ctx context.Context, tx *sql.Tx, st *tableState
 	// the move, and none can arrive there after it (CREATE TABLE ...
 	// PARTITION OF takes this lock anyway).
 	fks, err := m.lockTables(ctx, tx, st)
+	if refused(err) && st.def != nil && !p.defences.noMove {
+		// The period's rows, if it has some in the default partition,
+		// stay there, named.
+		l, derr := m.describe(ctx, tx, st, act.lo, act.hi)
+		if derr != nil || l.Rows == 0 {
+			return result{}, err
+		}
+		l.Partition, l.From, l.To = act.name, act.start, p.period.next(act.start)
+		l.Err = fmt.Errorf("the tables that refer to them could not be locked, so they are not moved: %w", err)
+		return result{left: &l, refused: err}, nil
+	}
 	if err != nil {
 		return result{}, err
 	}
@@ -61,7 +74,9 @@ func (m *maintenance) makePeriod(ctx context.Context, tx *sql.Tx, st *tableState
 	def := st.def.ident()
 	where := rangeCond(quoteIdent(st.key), act.lo, act.hi)
 	var n int64
-	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM ONLY "+def+where).Scan(&n); err != nil {
+	if err := m.guarded(ctx, tx, st.defaultTarget(), func() error {
+		return tx.QueryRowContext(ctx, "SELECT count(*) FROM ONLY "+def+where).Scan(&n)
+	}); err != nil {
 		return result{}, err
 	}
 	if n == 0 {
@@ -71,11 +86,11 @@ func (m *maintenance) makePeriod(ctx context.Context, tx *sql.Tx, st *tableState
 
 	replica := st.replica && !p.defences.noRefCheck
 	if !replica && !p.defences.noRefCheck {
-		labels, refs, err := referrers(ctx, tx, fks, act.lo, act.hi)
-		if err != nil {
-			return result{}, err
+		labels, refs, refusal := m.referrers(ctx, tx, fks, act.lo, act.hi)
+		if refusal != nil && !refused(refusal) {
+			return result{}, refusal
 		}
-		if refs > 0 {
+		if refs > 0 || refusal != nil {
 			l, err := m.describe(ctx, tx, st, act.lo, act.hi)
 			if err != nil {
 				return result{}, err
@@ -83,7 +98,12 @@ func (m *maintenance) makePeriod(ctx context.Context, tx *sql.Tx, st *tableState
 			l.Partition, l.From, l.To, l.Referrers = act.name, act.start, p.period.next(act.start), labels
 			l.Err = fmt.Errorf("%w: moving them out of the default partition would fire the foreign keys' actions; "+
 				"the current user may not set session_replication_role, under which PostgreSQL fires none", ErrReferenced)
-			return result{left: &l}, nil
+			if refusal != nil {
+				// Not seen whole, so not moved: a DELETE would fire
+				// the actions of the foreign keys on what was not seen.
+				l.Err = fmt.Errorf("the rows that refer to them could not all be counted, so they are not moved: %w", refusal)
+			}
+			return result{left: &l, refused: refusal}, nil
 		}
 	}
 	if replica {

@@ -49,6 +49,8 @@ type defences struct {
 	noKeepCheck    bool // detach expired partitions without looking for rows that refer to theirs
 	stopAtLeft     bool // end Maintain with an error at the first period it cannot finish
 	parentFirst    bool // lock the table alone, and the referring tables as PostgreSQL's DDL gets to them
+	filtered       bool // decide on reads under the session's row_security, which lets policies filter them
+	rawRefusals    bool // return PostgreSQL's refusal of a read or lock as it comes, naming no table or grant
 }
 
 // maxNameLen is PostgreSQL's limit on a name (NAMEDATALEN - 1); longer

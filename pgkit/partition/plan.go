@@ -226,7 +226,7 @@ func (m *maintenance) nextDefaultKey(ctx context.Context, q querier, st *tableSt
 		query += " WHERE " + quoteIdent(st.key) + " >= " + m.scanFrom.sql()
 	}
 	var k sql.NullInt64
-	if err := q.QueryRowContext(ctx, query).Scan(&k); err != nil {
+	if err := m.guarded(ctx, q, st.defaultTarget(), func() error { return q.QueryRowContext(ctx, query).Scan(&k) }); err != nil {
 		return 0, false, fmt.Errorf("partition: table %s: read the default partition: %w", m.p.Name(), err)
 	}
 	return k.Int64, k.Valid, nil
@@ -237,21 +237,27 @@ func (m *maintenance) nextDefaultKey(ctx context.Context, q querier, st *tableSt
 func (m *maintenance) describe(ctx context.Context, q querier, st *tableState, lo, hi bound) (Left, error) {
 	var l Left
 	where := rangeCond(quoteIdent(st.key), lo, hi)
-	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM ONLY "+st.def.ident()+where).Scan(&l.Rows); err != nil {
-		return l, fmt.Errorf("partition: table %s: read the default partition: %w", m.p.Name(), err)
-	}
-	rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %[1]s FROM ONLY %[2]s%[3]s ORDER BY %[1]s LIMIT %[4]d",
-		quoteIdent(st.key), st.def.ident(), where, MaxLeftKeys))
+	err := m.guarded(ctx, q, st.defaultTarget(), func() error {
+		if err := q.QueryRowContext(ctx, "SELECT count(*) FROM ONLY "+st.def.ident()+where).Scan(&l.Rows); err != nil {
+			return err
+		}
+		rows, err := q.QueryContext(ctx, fmt.Sprintf("SELECT %[1]s FROM ONLY %[2]s%[3]s ORDER BY %[1]s LIMIT %[4]d",
+			quoteIdent(st.key), st.def.ident(), where, MaxLeftKeys))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k idtype.ID
+			if err := rows.Scan(&k); err != nil {
+				return err
+			}
+			l.Keys = append(l.Keys, k)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return l, fmt.Errorf("partition: table %s: read the default partition: %w", m.p.Name(), err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var k idtype.ID
-		if err := rows.Scan(&k); err != nil {
-			return l, err
-		}
-		l.Keys = append(l.Keys, k)
-	}
-	return l, rows.Err()
+	return l, nil
 }

@@ -25,12 +25,16 @@ type Report struct {
 	// Left lists the periods whose rows stay in the default partition,
 	// each with why: rows other rows refer to (ErrReferenced), rows of an
 	// expired period (ErrExpired), a partition made by hand in the way
-	// (ErrOverlap), keys of no time (ErrOutsideLayout). Every other step
-	// ran all the same.
+	// (ErrOverlap), keys of no time (ErrOutsideLayout), rows whose
+	// referring rows the role could not count whole (ErrRowSecurity,
+	// ErrPrivilege, which Maintain returns too). Every other step ran all
+	// the same.
 	Left []Left
 	// Kept lists the expired partitions that stay because rows of other
 	// tables, or of the table itself, still refer to their rows
-	// (ErrReferenced); they are removed once nothing refers to them.
+	// (ErrReferenced), or might: the role could not count those rows
+	// whole (ErrRowSecurity, ErrPrivilege, which Maintain returns too).
+	// They are removed once nothing refers to them.
 	Kept []Kept
 	// DatabaseTime is the database's clock when the first step ran, the
 	// time every decision of the call was made on (each step reads it
@@ -58,7 +62,8 @@ type Left struct {
 	// (notes_event_id_fkey): 3 rows".
 	Referrers []string
 	// Err says why; match it with errors.Is against ErrReferenced,
-	// ErrExpired, ErrOverlap or ErrOutsideLayout.
+	// ErrExpired, ErrOverlap, ErrOutsideLayout, ErrRowSecurity or
+	// ErrPrivilege.
 	Err error
 }
 
@@ -91,7 +96,8 @@ type Kept struct {
 	// Referrers names each foreign key that refers to its rows and how
 	// many rows refer, as Left.Referrers does.
 	Referrers []string
-	// Err says why: ErrReferenced.
+	// Err says why: ErrReferenced, or ErrRowSecurity or ErrPrivilege
+	// when the role could not count the rows that refer to it whole.
 	Err error
 }
 

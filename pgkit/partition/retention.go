@@ -20,6 +20,11 @@ import (
 // row refers to it (23503 otherwise). So a partition whose rows are still
 // referred to is kept, attached, with its rows (Kept, ErrReferenced):
 // retention deletes no row of another table, and breaks no foreign key.
+// A partition whose referring rows could not all be counted (a policy
+// would filter the count, or a privilege is missing: access.go) is kept
+// too, and so are the partitions after it, with the refusal as Err:
+// PostgreSQL's own check of DETACH PARTITION reads under the same
+// policies, and would pass with the rows they hide still referring.
 // The look and the removal are in one transaction, under locks that keep
 // every writer of a referring table waiting (lockTables), so that no
 // reference can come between them.
@@ -27,21 +32,41 @@ func (m *maintenance) removeExpired(ctx context.Context, tx *sql.Tx, st *tableSt
 	p := m.p
 	parent := st.ident()
 	fks, err := m.lockTables(ctx, tx, st)
+	var res result
+	if refused(err) {
+		for _, pt := range act.parts {
+			res.kept = append(res.kept, m.kept(pt, err))
+		}
+		res.refused = err
+		return res, nil
+	}
 	if err != nil {
 		return result{}, err
 	}
-	var res result
 	var drop []string
-	for _, pt := range act.parts {
+	for i, pt := range act.parts {
 		if len(fks) > 0 && !p.defences.noKeepCheck {
-			labels, n, err := referrers(ctx, tx, fks, pt.lo, pt.hi)
-			if err != nil {
-				return result{}, err
+			labels, n, refusal := m.referrers(ctx, tx, fks, pt.lo, pt.hi)
+			if refusal != nil && !refused(refusal) {
+				return result{}, refusal
+			}
+			if refusal != nil {
+				// The same tables refer to every partition: none of the
+				// rest can be looked at either.
+				for j, pt := range act.parts[i:] {
+					k := m.kept(pt, refusal)
+					if j == 0 {
+						k.Referrers = labels
+					}
+					res.kept = append(res.kept, k)
+				}
+				res.refused = refusal
+				break
 			}
 			if n > 0 {
-				from := p.period.start(p.layout.Decode(idtype.ID(pt.lo.v)).Time)
-				res.kept = append(res.kept, Kept{Partition: pt.name, From: from, To: p.period.next(from), Referrers: labels,
-					Err: fmt.Errorf("%w: removing the partition would break the foreign keys that refer to its rows", ErrReferenced)})
+				k := m.kept(pt, fmt.Errorf("%w: removing the partition would break the foreign keys that refer to its rows", ErrReferenced))
+				k.Referrers = labels
+				res.kept = append(res.kept, k)
 				continue
 			}
 		}
@@ -61,4 +86,10 @@ func (m *maintenance) removeExpired(ctx context.Context, tx *sql.Tx, st *tableSt
 		}
 	}
 	return res, nil
+}
+
+// kept is the Kept entry of expired partition pt, kept for err.
+func (m *maintenance) kept(pt partition, err error) Kept {
+	from := m.p.period.start(m.p.layout.Decode(idtype.ID(pt.lo.v)).Time)
+	return Kept{Partition: pt.name, From: from, To: m.p.period.next(from), Err: err}
 }

@@ -69,7 +69,7 @@ func (p *Table) Run(ctx context.Context, db *sql.DB) error {
 // reason is what an entry of a report is about, for logging it once: its
 // sentinel, whose detail (times, counts) changes from call to call.
 func reason(err error) string {
-	for _, s := range []error{ErrReferenced, ErrExpired, ErrOverlap, ErrOutsideLayout} {
+	for _, s := range []error{ErrReferenced, ErrExpired, ErrOverlap, ErrOutsideLayout, ErrRowSecurity, ErrPrivilege} {
 		if errors.Is(err, s) {
 			return s.Error()
 		}
