@@ -61,6 +61,23 @@ import (
 // sweepFields); Revoke, RevokeSession and RevokeAll rewrite the field
 // without the sessions they end. A field left with no entry is deleted.
 
+// slotTag maps a user ID to one of numSlotTags slot tags. All of a
+// user's keys carry the user's tag as their Redis Cluster hash tag, so
+// that every script touching them runs in one slot, and every token of
+// the user carries it, so that Validate finds the slot from the token
+// alone. The function mixes all 64 bits (SplitMix64's finalizer), because
+// the low bits of a snowflake are a sequence that is often zero. It must
+// never change: a different tag would orphan every stored session.
+func slotTag(user idtype.ID) uint16 {
+	x := uint64(user)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return uint16(x >> 54) // the top 10 bits: 0..1023
+}
+
 // keys names a Manager's Redis keys.
 type keys struct{ prefix string }
 
