@@ -77,6 +77,14 @@ type issued struct {
 //   - A Validate succeeds only for a session that a successful Issue or
 //     Rotate made (RuleNeverIssued), and returns, if recorded, the user it
 //     was issued to (RuleWrongUser).
+//   - A Validate that served the token of session S as another session
+//     S' (Op.Served: S was rotated out, and its token stands for its
+//     successor for a grace window) is judged as a Validate of S' that
+//     must also not follow a Revoke or RevokeSession of S (those of S's
+//     token or ID end S' too; S's Rotate does not, nor a RevokeAll, which
+//     ends S' itself if it covers it). S' may be a session no successful
+//     Rotate made only if a Rotate that did not succeed began before the
+//     Validate ended: a rotation whose answer was lost may have applied.
 //   - Inside a ReadsMustWork span, a Validate of a session issued before
 //     it began, which no revocation of any outcome had begun to touch
 //     before it ended, must not fail with Unavailable (RuleUnavailable).
@@ -106,6 +114,11 @@ func CheckTokens(h *History, cacheTTL func(manager int) time.Duration) []Violati
 			made[op.Session] = issued{op: op, user: op.User, end: op.End}
 			byUser[op.User] = append(byUser[op.User], op.Session)
 		case op.Kind == Rotate && op.NewSession != 0:
+			if _, again := made[op.NewSession]; again {
+				// A Rotate of a token rotated within the grace window
+				// returns the session the first rotation made.
+				continue
+			}
 			user := op.User
 			if old, ok := made[op.Session]; ok && user == 0 {
 				user = old.user
@@ -157,6 +170,14 @@ func CheckTokens(h *History, cacheTTL func(manager int) time.Duration) []Violati
 		return false
 	}
 
+	// lostRotations are the starts of the Rotates that did not succeed.
+	var lostRotations []time.Time
+	for _, op := range ops {
+		if op.Kind == Rotate && op.Outcome != OK {
+			lostRotations = append(lostRotations, op.Start)
+		}
+	}
+
 	var vs []Violation
 	add := func(rule, why string, involved ...Op) {
 		vs = append(vs, Violation{Rule: rule, Why: why, Ops: involved, t0: t0})
@@ -177,7 +198,21 @@ func CheckTokens(h *History, cacheTTL func(manager int) time.Duration) []Violati
 					origin.op, v)
 				continue
 			}
-			if r, why, ok := breach(v, revoked[v.Session], cacheTTL(v.Manager), t0); ok {
+			rs := revoked[v.Session]
+			if v.Served != 0 {
+				if _, ok := made[v.Served]; !ok && !slices.ContainsFunc(lostRotations, v.End.After) {
+					add(RuleNeverIssued, fmt.Sprintf("session %d's token served as session %d, which no Rotate may have made",
+						v.Session, v.Served), origin.op, v)
+					continue
+				}
+				rs = slices.Clone(revoked[v.Served])
+				for _, r := range revoked[v.Session] {
+					if r.op.Kind == Revoke || r.op.Kind == RevokeSession {
+						rs = append(rs, r)
+					}
+				}
+			}
+			if r, why, ok := breach(v, rs, cacheTTL(v.Manager), t0); ok {
 				involved := []Op{r.op, v}
 				if r.op.Kind == RevokeAll {
 					involved = []Op{origin.op, r.op, v}

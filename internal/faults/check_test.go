@@ -97,6 +97,23 @@ func TestCheckTokens(t *testing.T) {
 			op(Op{Kind: Revoke, Manager: 1, Session: 10}, 10, 12, Unavailable).
 			op(Op{Kind: Revoke, Manager: 1, Session: 10}, 20, 22, OK).
 			op(validate(1, 10), 30, 31, OK), []string{RuleRevoked}},
+		{"a rotated-out token served after a Revoke of it", withSession(10).
+			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
+			op(Op{Kind: Revoke, Manager: 1, Session: 10}, 13, 14, OK).
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20}, 20, 21, OK), []string{RuleRevoked}},
+		{"a rotated-out token served after its successor's revocation", withSession(10).
+			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
+			op(Op{Kind: RevokeSession, Manager: 1, User: 1, Session: 20}, 13, 14, OK).
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20}, 20, 21, OK), []string{RuleRevoked}},
+		{"a rotated-out token served after RevokeAll", withSession(10).
+			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
+			op(Op{Kind: RevokeAll, Manager: 1, User: 1}, 13, 14, OK).
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20}, 20, 21, OK), []string{RuleRevoked}},
+		{"a token served as a session no Rotate made", withSession(10).
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 99}, 20, 21, OK), []string{RuleNeverIssued}},
+		{"served as a session a later lost Rotate may have made", withSession(10).
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 99}, 20, 21, OK).
+			op(Op{Kind: Rotate, Manager: 1, Session: 10}, 22, 23, Unavailable), []string{RuleNeverIssued}},
 		{"never issued", withSession(10).op(validate(1, 99), 5, 6, OK), []string{RuleNeverIssued}},
 		{"issue that failed", newHist().
 			op(Op{Kind: Issue, Manager: 1, User: 1, Session: 10}, 0, 1, Unavailable).
@@ -155,6 +172,21 @@ func TestCheckTokens(t *testing.T) {
 			op(validate(1, 10), 5, 21, Unavailable), nil},
 		{"validate with user recorded, right user", withSession(10).
 			op(Op{Kind: Validate, Manager: 1, Session: 10, User: 1}, 5, 6, OK), nil},
+		{"a rotated-out token serves its successor", withSession(10).
+			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20, User: 1}, 20, 21, OK), nil},
+		{"RevokeAll keeping the successor", withSession(10).
+			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
+			op(Op{Kind: RevokeAll, Manager: 1, User: 1, Keep: []int64{20}}, 13, 14, OK).
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20}, 20, 21, OK), nil},
+		{"served as the successor of a rotation whose answer was lost", withSession(10).
+			op(Op{Kind: Rotate, Manager: 1, Session: 10}, 10, 12, Unavailable).
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 30}, 20, 21, OK), nil},
+		{"two rotations of one token agree", withSession(10).
+			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
+			op(Op{Kind: Rotate, Manager: 2, Session: 10, NewSession: 20}, 11, 15, OK).
+			op(Op{Kind: RevokeAll, Manager: 1, User: 1}, 13, 14, OK).
+			op(validate(1, 20), 30, 31, Invalid), nil},
 		{"rotated session keeps its user", withSession(10).
 			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
 			op(Op{Kind: Validate, Manager: 1, Session: 20, User: 1}, 20, 21, OK), nil},

@@ -103,6 +103,11 @@ type Op struct {
 	Keep []int64
 	// NewSession is the session a Rotate made.
 	NewSession int64
+	// Served is, for a Validate that returned another session than
+	// Session, the session it returned: a token that Rotate replaced
+	// stands for its successor for a grace window (tokens'
+	// Options.RotationGrace).
+	Served int64
 	// Start is read just before the call, End just after it returned;
 	// both from time.Now in the one process that records the history, so
 	// they compare by the monotonic clock.
@@ -175,6 +180,10 @@ func (c *Call) SetUser(id int64) { c.op.User = id }
 
 // SetNewSession records the session a Rotate made.
 func (c *Call) SetNewSession(id int64) { c.op.NewSession = id }
+
+// SetServed records the session a Validate returned, when it is not the
+// one the operation began with.
+func (c *Call) SetServed(id int64) { c.op.Served = id }
 
 // End records that the operation returned err now: OK when err is nil,
 // else the Outcome the History's classify gives it.
@@ -292,6 +301,9 @@ func (op Op) format(t0 time.Time) string {
 	}
 	if op.NewSession != 0 {
 		fmt.Fprintf(&b, " new=%d", op.NewSession)
+	}
+	if op.Served != 0 {
+		fmt.Fprintf(&b, " served=%d", op.Served)
 	}
 	fmt.Fprintf(&b, " [%v, %v] %s", op.Start.Sub(t0), since(t0, op.End), op.Outcome)
 	if op.Err != "" {
