@@ -316,6 +316,9 @@ func (tr *traffic) validate(ctx context.Context, mi int, x chaosToken) bool {
 	s, err := tr.managers[mi].Validate(ctx, x.tok)
 	if err == nil {
 		c.SetUser(int64(s.UserID))
+		if s.ID != x.sid { // a rotated-out token, within its grace window
+			c.SetServed(int64(s.ID))
+		}
 	}
 	c.End(err)
 	return err == nil
@@ -405,6 +408,9 @@ func sessionsOf(ops []faults.Op) (made map[int64]time.Time, byUser map[int64][]i
 			made[op.Session], users[op.Session] = op.End, op.User
 			byUser[op.User] = append(byUser[op.User], op.Session)
 		case op.Kind == faults.Rotate && op.NewSession != 0:
+			if _, again := made[op.NewSession]; again {
+				continue // a Rotate within the grace window returns the first one's session
+			}
 			u := users[op.Session]
 			made[op.NewSession], users[op.NewSession] = op.End, u
 			byUser[u] = append(byUser[u], op.NewSession)
@@ -466,7 +472,9 @@ func cacheRaces(ops []faults.Op) int {
 	}
 	n := 0
 	for _, v := range ops {
-		if v.Kind != faults.Validate || v.Outcome != faults.OK || chaosTTLs[v.Manager] == 0 {
+		// A Validate that served a rotated-out token as its successor
+		// cached the successor, not the session it began with.
+		if v.Kind != faults.Validate || v.Outcome != faults.OK || v.Served != 0 || chaosTTLs[v.Manager] == 0 {
 			continue
 		}
 		k := key{v.Manager, v.Session}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -30,9 +31,27 @@ const DefaultCookieName = "__Host-session"
 // certificate). Neither can be turned off.
 type CookieOptions struct {
 	// Name is the cookie's name. Zero means DefaultCookieName,
-	// "__Host-session". It must be an RFC 6265 cookie name; one starting
-	// with "__Host-" needs Path "/" and no Domain, as browsers require.
+	// "__Host-session". It must be an RFC 6265 cookie name starting with
+	// "__Host-" or "__Secure-" (in any case), unless AcceptCookieTossing
+	// is set. One starting with "__Host-" needs Path "/" and no Domain, as
+	// browsers require, and no other page can set it. Browsers keep one
+	// starting with "__Secure-" only from a secure origin, so no page on
+	// plain HTTP (and no one on the network) can set it; but a page on a
+	// sibling subdomain served over HTTPS can, for the parent domain: use
+	// it with Domain, when the cookie must reach your subdomains and you
+	// trust every page on them.
 	Name string
+
+	// AcceptCookieTossing allows a Name without the "__Host-" or
+	// "__Secure-" prefix. Zero (false) refuses one: any page on a sibling
+	// subdomain, or on plain HTTP on the same host, can set a cookie of
+	// such a name for the browser to send to this server beside (or
+	// instead of) the real one ("cookie tossing"), and so log the user in
+	// to an account of its choosing. Set it only if no one but you serves
+	// pages on the domain's subdomains, over HTTPS only. Whatever the
+	// name, a request that carries the cookie more than once is refused
+	// (see ErrDuplicateCookie).
+	AcceptCookieTossing bool
 
 	// Path limits the cookie to requests under it. Zero means "/". It
 	// must start with '/' and hold no ';' or control characters.
@@ -79,10 +98,14 @@ func (o CookieOptions) withDefaults() (CookieOptions, error) {
 		return o, fmt.Errorf("%w: "+format, append([]any{idtype.ErrInvalidOptions}, args...)...)
 	}
 	hostPrefix := strings.HasPrefix(strings.ToLower(o.Name), "__host-")
+	securePrefix := strings.HasPrefix(strings.ToLower(o.Name), "__secure-")
 	switch {
 	case !isHeaderName(o.Name):
 		return bad("Name %q is not an RFC 6265 cookie name", o.Name)
-	case !strings.HasPrefix(o.Path, "/") || strings.ContainsFunc(o.Path, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ';' }):
+	case !hostPrefix && !securePrefix && !o.AcceptCookieTossing:
+		return bad("Name %q has neither the __Host- nor the __Secure- prefix, so pages on sibling subdomains can set it: "+
+			"rename it, or set AcceptCookieTossing", o.Name)
+	case !strings.HasPrefix(o.Path, "/") || strings.ContainsFunc(o.Path, badPathRune):
 		return bad("Path %q does not start with '/' or holds ';' or a control character", o.Path)
 	case o.Domain != "" && !isDomain(o.Domain):
 		return bad("Domain %q is not a domain name", o.Domain)
@@ -97,11 +120,22 @@ func (o CookieOptions) withDefaults() (CookieOptions, error) {
 	return o, nil
 }
 
-// isDomain reports whether s is a host name: dot-separated labels of
-// letters, digits and '-', with an optional leading dot.
+// badPathRune reports whether r may not appear in a cookie's Path: only
+// printable ASCII but ';' may.
+func badPathRune(r rune) bool { return r < 0x20 || r >= 0x7f || r == ';' }
+
+// isDomain reports whether s is a host name, as a cookie's Domain takes
+// it: dot-separated labels of letters, digits and '-', with an optional
+// leading dot, and a letter somewhere; or an IPv4 address.
 func isDomain(s string) bool {
 	s = strings.TrimPrefix(s, ".")
 	if s == "" || len(s) > 253 {
+		return false
+	}
+	if ip := net.ParseIP(s); ip != nil {
+		return ip.To4() != nil && !strings.Contains(s, ":")
+	}
+	if !strings.ContainsFunc(s, func(r rune) bool { return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' }) {
 		return false
 	}
 	for label := range strings.SplitSeq(s, ".") {
@@ -128,14 +162,17 @@ func isDomain(s string) bool {
 // the session and not the token.
 //
 // A cookie is sent by the browser on every request to the server,
-// including those a page on another origin makes it send: Cookies
-// therefore refuses unsafe requests (any method but GET, HEAD and
+// including those a page on another origin makes it send. So the
+// middleware refuses unsafe requests (any method but GET, HEAD and
 // OPTIONS) from other origins that carry the cookie, with Go's
 // http.CrossOriginProtection, which reads the browser's Sec-Fetch-Site
-// header (or, from browsers before 2023, compares Origin with Host). The
-// middleware answers them 403; Issue, Rotate and Revoke return an error
-// wrapping ErrCrossOrigin. Requests authenticated by a header need no
-// such check: a page on another origin cannot add one without a CORS
+// header (or, from browsers before 2023, compares Origin with Host), and
+// answers them 403; and Issue, Rotate and Revoke, which change the
+// browser's session, refuse every request from another origin, whatever
+// its method, with an error wrapping ErrCrossOrigin (see CheckOrigin): a
+// link on another site must not log the browser in to an account of that
+// site's choosing, nor log it out. Requests authenticated by a header need
+// no such check: a page on another origin cannot add one without a CORS
 // preflight that the server grants.
 //
 // A Cookies is safe for any number of goroutines.
@@ -153,6 +190,14 @@ type cookieDefences struct {
 	// noCrossOriginCheck accepts the cookie on unsafe requests from any
 	// origin, as a cookie session without a CSRF defence would.
 	noCrossOriginCheck bool
+	// unsafeMethodsOnly checks Issue, Rotate and Revoke as the middleware
+	// checks requests, so that a GET from another site passes, as it
+	// does with http.CrossOriginProtection alone.
+	unsafeMethodsOnly bool
+	// noDuplicateClear answers a request that carries the cookie more
+	// than once as a malformed one, ending no session and deleting no
+	// copy.
+	noDuplicateClear bool
 }
 
 // NewCookies returns the cookie transport of m's tokens, configured by
@@ -206,18 +251,49 @@ func (c *Cookies) Options() CookieOptions {
 	return o
 }
 
-// CheckOrigin returns an error wrapping ErrCrossOrigin if r is an unsafe
-// request (not GET, HEAD or OPTIONS) that a page on another origin than
-// the server's own, and not in CookieOptions.TrustedOrigins, made the
-// browser send; nil otherwise. Requests that carry neither
-// Sec-Fetch-Site nor Origin (any client but a browser) pass. The
-// middleware and Issue, Rotate and Revoke call it; a handler that acts
-// on the cookie by other means should too.
+// CheckOrigin returns an error wrapping ErrCrossOrigin if a page on
+// another origin than the server's own, and not in
+// CookieOptions.TrustedOrigins, made the browser send r, whatever its
+// method: a link, a form, a script or an image on another site, or on
+// another port or subdomain of this one; nil otherwise. A request passes
+// whose Sec-Fetch-Site says same-origin, or none (the user typed the
+// address, opened a bookmark, or followed a link from outside the
+// browser, such as a mail program's); one from a trusted origin passes
+// only with its Origin header, which browsers send with fetch and forms
+// but not with a link that is followed. Requests that carry neither
+// Sec-Fetch-Site nor Origin (any client but a browser, and browsers from
+// before 2023) pass.
+//
+// Issue, Rotate and Revoke call it; a handler that changes the session
+// by other means (RevokeSession and then Clear, say), or that changes
+// anything on a GET, should too. The middleware checks unsafe requests
+// only, so that links from other sites into the app keep working.
 func (c *Cookies) CheckOrigin(r *http.Request) error {
+	as := r
+	if !c.def.unsafeMethodsOnly {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			// CrossOriginProtection lets every safe method through; it
+			// judges where r came from when asked as for a POST.
+			post := *r
+			post.Method = http.MethodPost
+			as = &post
+		}
+	}
+	return c.check(r, as)
+}
+
+// checkUnsafe is the middleware's check: CheckOrigin for unsafe methods,
+// nil for GET, HEAD and OPTIONS.
+func (c *Cookies) checkUnsafe(r *http.Request) error { return c.check(r, r) }
+
+// check asks http.CrossOriginProtection about the request as, and names
+// r in the error.
+func (c *Cookies) check(r, as *http.Request) error {
 	if c.def.noCrossOriginCheck {
 		return nil
 	}
-	if err := c.cop.Check(r); err != nil {
+	if err := c.cop.Check(as); err != nil {
 		return fmt.Errorf("%w: %s %s: %w", ErrCrossOrigin, r.Method, r.URL.Path, err)
 	}
 	return nil
@@ -229,9 +305,13 @@ func (c *Cookies) CheckOrigin(r *http.Request) error {
 // answer. It returns the session, never the token, which the browser
 // keeps where script cannot read it.
 //
-// It refuses a cross-origin request (ErrCrossOrigin), so that a page on
-// another origin cannot log the browser in to an account of its choice;
-// its other errors are Manager.Issue's. On error no cookie is set.
+// It refuses a request that a page on another origin made the browser
+// send, whatever its method (ErrCrossOrigin, see CheckOrigin), so that
+// no page, link or form elsewhere can log the browser in to an account
+// of its choosing; a login link sent by mail should open a page of yours
+// that logs in from there. Its other errors are Manager.Issue's. On error
+// no cookie is set. A request that carried the cookie more than once gets
+// every copy deleted beside the new one set (see ErrDuplicateCookie).
 func (c *Cookies) Issue(w http.ResponseWriter, r *http.Request, userID idtype.ID, meta Metadata) (Session, error) {
 	if err := c.CheckOrigin(r); err != nil {
 		return Session{}, err
@@ -240,24 +320,36 @@ func (c *Cookies) Issue(w http.ResponseWriter, r *http.Request, userID idtype.ID
 	if err != nil {
 		return Session{}, err
 	}
+	if _, res := c.fromRequest(r); res == credDuplicate && !c.def.noDuplicateClear {
+		c.clearCopies(w, r, false)
+	}
 	c.Set(w, tok, s)
 	return s, nil
 }
 
 // Rotate replaces the token of the request's cookie by a new one for the
 // same session, as Manager.Rotate does, and sets the cookie to it: call
-// it after the user re-authenticates or gains privileges. Its errors are
-// ErrCrossOrigin, and those of Manager.Rotate; ErrInvalidToken (also for
-// a request without the cookie) clears the cookie, an ErrUnavailable
+// it after the user re-authenticates or gains privileges. A cookie whose
+// token was rotated within Options.RotationGrace (a double click, a
+// second tab) gets the token that rotation made, so the browser keeps one
+// session whichever answer it reads last.
+//
+// Its errors are ErrCrossOrigin, for a request that a page on another
+// origin made the browser send, whatever its method (see CheckOrigin);
+// ErrDuplicateCookie; and those of Manager.Rotate. ErrInvalidToken (also
+// for a request without the cookie) clears the cookie, an ErrUnavailable
 // leaves it, so that the client can retry.
 func (c *Cookies) Rotate(w http.ResponseWriter, r *http.Request) (Session, error) {
 	if err := c.CheckOrigin(r); err != nil {
 		return Session{}, err
 	}
 	tok, res := c.fromRequest(r)
-	if res != credToken {
+	switch res {
+	case credNone:
 		c.Clear(w)
 		return Session{}, ErrInvalidToken
+	case credDuplicate:
+		return Session{}, c.endCopies(w, r)
 	}
 	nt, s, err := c.m.Rotate(r.Context(), tok)
 	switch {
@@ -271,25 +363,59 @@ func (c *Cookies) Rotate(w http.ResponseWriter, r *http.Request) (Session, error
 
 // Revoke ends the session of the request's cookie, as Manager.Revoke
 // does, and clears the cookie: logging out. It returns ErrCrossOrigin
-// without doing either for a cross-origin request, so that a page on
-// another origin cannot log the user out. ErrInvalidToken (the session
-// had ended, or the request had no cookie) clears the cookie too, and a
-// logout handler may ignore it; an error wrapping ErrUnavailable leaves
-// the cookie, so that the logout can be retried with it.
+// without doing either for a request that a page on another origin made
+// the browser send, whatever its method (see CheckOrigin), so that no
+// page, link or image elsewhere can log the user out. ErrInvalidToken
+// (the session had ended, or the request had no cookie) clears the cookie
+// too, and a logout handler may ignore it; so is an ErrDuplicateCookie,
+// which wraps ErrInvalidToken, after Revoke ended the session of every
+// copy and deleted them all. An error wrapping ErrUnavailable leaves the
+// cookie, so that the logout can be retried with it.
 func (c *Cookies) Revoke(w http.ResponseWriter, r *http.Request) error {
 	if err := c.CheckOrigin(r); err != nil {
 		return err
 	}
 	tok, res := c.fromRequest(r)
-	if res != credToken {
+	switch res {
+	case credNone:
 		c.Clear(w)
 		return ErrInvalidToken
+	case credDuplicate:
+		return c.endCopies(w, r)
 	}
 	err := c.m.Revoke(r.Context(), tok)
 	if err == nil || errors.Is(err, ErrInvalidToken) {
 		c.Clear(w)
 	}
 	return err
+}
+
+// maxCopies bounds the copies of the cookie whose sessions endCopies
+// ends: a browser holds one per Domain and Path of the name, so a few,
+// and a request with more was not sent by one.
+const maxCopies = 8
+
+// endCopies answers a request that carries the cookie more than once,
+// which a page on a sibling subdomain (or on plain HTTP, for a name
+// without a prefix) can bring about by setting a cookie of the same name
+// for other Domain and Path attributes. Which copy is the user's cannot
+// be told, so it ends the session of every copy (of the first maxCopies)
+// and deletes every copy the browser may hold, and returns an error
+// wrapping ErrDuplicateCookie and ErrInvalidToken. If Redis fails, it
+// returns that error and leaves the cookies, for the retry.
+func (c *Cookies) endCopies(w http.ResponseWriter, r *http.Request) error {
+	if c.def.noDuplicateClear {
+		c.Clear(w)
+		return ErrInvalidToken
+	}
+	copies := r.CookiesNamed(c.opts.Name)
+	for _, ck := range copies[:min(len(copies), maxCopies)] {
+		if err := c.m.Revoke(r.Context(), ck.Value); err != nil && !errors.Is(err, ErrInvalidToken) {
+			return err
+		}
+	}
+	c.clearCopies(w, r, true)
+	return fmt.Errorf("%w: %w: %d cookies named %s", ErrDuplicateCookie, ErrInvalidToken, len(copies), c.opts.Name)
 }
 
 // Set puts the cookie that carries token on w, for a token issued by
@@ -335,10 +461,10 @@ func (c *Cookies) write(w http.ResponseWriter, ck *http.Cookie) {
 }
 
 // fromRequest finds the token in the request's cookies: credNone
-// without the cookie, credMalformed when it is there more than once (set
-// for other paths or domains, as a page on a sibling subdomain can do
-// with a name without the "__Host-" prefix), in which case which one is
-// the user's is unknowable.
+// without the cookie (or with an empty one), credDuplicate when it is
+// there more than once (set for other paths or domains, as a page on a
+// sibling subdomain can do), in which case which one is the user's is
+// unknowable.
 func (c *Cookies) fromRequest(r *http.Request) (string, credResult) {
 	cs := r.CookiesNamed(c.opts.Name)
 	switch len(cs) {
@@ -350,7 +476,89 @@ func (c *Cookies) fromRequest(r *http.Request) (string, credResult) {
 		}
 		return cs[0].Value, credToken
 	}
-	return "", credMalformed
+	return "", credDuplicate
+}
+
+// Bounds on the copies of the cookie that clearCopies deletes: the
+// domains from the request's host up, and the paths that match the
+// request's: "/" and the longest others, two for each of its segments.
+const (
+	maxCopyDomains = 6
+	maxCopyPaths   = 16
+)
+
+// clearCopies puts on w a deletion of every copy of the cookie that r may
+// have carried: a browser sends a cookie whose Domain is the request's
+// host or one of its parent domains (or that has none and was set by the
+// host), and whose Path is a prefix of the request's path, so it deletes
+// the name under each such Domain and Path, with the configured
+// attributes (Secure, which browsers require to delete a "__Secure-"
+// cookie, HttpOnly and SameSite). A "__Host-" name has one form only,
+// the configured one. Unless own, it leaves out the configured Domain and
+// Path, for a caller that sets the cookie right after.
+func (c *Cookies) clearCopies(w http.ResponseWriter, r *http.Request, own bool) {
+	type place struct{ domain, path string }
+	done := map[place]bool{}
+	del := func(p place) {
+		if done[p] {
+			return
+		}
+		done[p] = true
+		ck := c.cookie("")
+		ck.Domain, ck.Path = p.domain, p.path
+		ck.MaxAge = -1
+		ck.Expires = time.Unix(1, 0)
+		c.write(w, ck)
+	}
+	configured := place{strings.TrimPrefix(strings.ToLower(c.opts.Domain), "."), c.opts.Path}
+	if own {
+		del(configured)
+	} else {
+		done[configured] = true
+	}
+	if strings.HasPrefix(strings.ToLower(c.opts.Name), "__host-") {
+		return
+	}
+	host := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	domains := []string{""} // a copy without Domain, set by this host
+	switch {
+	case net.ParseIP(host) != nil:
+		if isDomain(host) { // IPv4; an IPv6 address cannot be a Domain
+			domains = append(domains, host)
+		}
+	case isDomain(host):
+		for d := host; len(domains) <= maxCopyDomains; {
+			domains = append(domains, d)
+			i := strings.IndexByte(d, '.')
+			if i < 0 || !strings.Contains(d[i+1:], ".") {
+				break // browsers refuse a Domain that is a top-level domain
+			}
+			d = d[i+1:]
+		}
+	}
+	path := r.URL.Path
+	if !strings.HasPrefix(path, "/") || strings.ContainsFunc(path, badPathRune) {
+		path = "/" // a Path a cookie cannot have
+	}
+	var paths []string
+	for i := 1; i <= len(path); i++ {
+		// A cookie's Path matches the request's when it is a prefix
+		// that ends with '/' or at a '/' of the request's path.
+		if i == len(path) || path[i-1] == '/' || path[i] == '/' {
+			paths = append(paths, path[:i])
+		}
+	}
+	if len(paths) > maxCopyPaths {
+		paths = append(paths[:1], paths[len(paths)-maxCopyPaths+1:]...)
+	}
+	for _, d := range domains {
+		for _, p := range paths {
+			del(place{d, p})
+		}
+	}
 }
 
 // addVary adds v to the Vary header unless it is there already.

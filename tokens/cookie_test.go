@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,13 @@ type cookieRig struct {
 
 func newCookieRig(t *testing.T, b backend, opts CookieOptions) *cookieRig {
 	t.Helper()
-	rig := &cookieRig{m: newManager(t, b.client(t), newGen(t), Options{})}
+	return newCookieRigWith(t, b, Options{}, opts)
+}
+
+// newCookieRigWith is newCookieRig with a Manager of the options mo.
+func newCookieRigWith(t *testing.T, b backend, mo Options, opts CookieOptions) *cookieRig {
+	t.Helper()
+	rig := &cookieRig{m: newManager(t, b.client(t), newGen(t), mo)}
 	c, err := NewCookies(rig.m, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -142,13 +149,13 @@ func TestCookieAttributes(t *testing.T) {
 
 	// Persistent: until the session's absolute expiry, with another name
 	// and SameSite.
-	p := newCookieRig(t, b, CookieOptions{Name: "sid", SameSite: http.SameSiteStrictMode, Persistent: true, Domain: "example.com"})
+	p := newCookieRig(t, b, CookieOptions{Name: "__Secure-sid", SameSite: http.SameSiteStrictMode, Persistent: true, Domain: "example.com"})
 	w = httptest.NewRecorder()
 	s, err = p.c.Issue(w, httptest.NewRequest("POST", "/login", nil), user, Metadata{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck = setCookie(t, w, "sid")
+	ck = setCookie(t, w, "__Secure-sid")
 	if ck == nil || ck.SameSite != http.SameSiteStrictMode || ck.Domain != "example.com" || !ck.Secure || !ck.HttpOnly ||
 		ck.Expires.Unix() != s.AbsoluteExpiresAt.Unix() || ck.MaxAge < int(DefaultAbsoluteLifetime.Seconds())-60 {
 		t.Errorf("persistent cookie %q; session ends at %v", w.Header().Values("Set-Cookie"), s.AbsoluteExpiresAt)
@@ -201,7 +208,7 @@ func TestCookieMiddleware(t *testing.T) {
 			{"revoked cookie, cross-site POST", request("POST", "cross-site", revoked), 403, Session{}, "", false},
 			{"no credentials", request("POST", "same-origin", ""), 401, Session{}, challenge, false},
 			{"empty cookie", request("GET", "", "", [2]string{"Cookie", DefaultCookieName + "="}), 401, Session{}, challenge, false},
-			{"the cookie twice", request("GET", "", cookieTok, [2]string{"Cookie", DefaultCookieName + "=" + revoked}), 400, Session{}, malformed, false},
+			{"the cookie twice", request("GET", "", cookieTok, [2]string{"Cookie", DefaultCookieName + "=" + revoked}), 401, Session{}, invalid, true},
 			{"a malformed header and a cookie", request("GET", "", cookieTok, [2]string{"Authorization", "Bearer"}), 400, Session{}, malformed, false},
 		}
 		validations := func() uint64 {
@@ -318,13 +325,23 @@ func TestCookieRotateRevoke(t *testing.T) {
 		if err != nil || nc == nil || nc.Value == tok || ns.ID == s.ID || ns.UserID != user {
 			t.Fatalf("Rotate: %+v, %v, cookie %q", ns, err, w.Header().Values("Set-Cookie"))
 		}
-		if _, err := rig.m.Validate(t.Context(), tok); !errors.Is(err, ErrInvalidToken) {
-			t.Errorf("the rotated-out token validates: %v", err)
-		}
-		// Rotating the old token again fails, and deletes the cookie.
+		// Within the grace window, rotating the old token again (a
+		// double click) sets the same cookie.
 		w = httptest.NewRecorder()
-		if _, err := rig.c.Rotate(w, request("POST", "same-origin", tok)); !errors.Is(err, ErrInvalidToken) {
-			t.Errorf("Rotate of a rotated-out token: %v", err)
+		if again, err := rig.c.Rotate(w, request("POST", "same-origin", tok)); err != nil || again.ID != ns.ID {
+			t.Errorf("Rotate of the rotated-out token: %+v, %v; want session %d", again, err, ns.ID)
+		}
+		if again := setCookie(t, w, DefaultCookieName); again == nil || again.Value != nc.Value {
+			t.Errorf("Rotate of the rotated-out token set %q, want the new token again", w.Header().Values("Set-Cookie"))
+		}
+		// Rotating a dead token fails, and deletes the cookie.
+		dead, _ := rig.login(t, user)
+		if err := rig.m.Revoke(t.Context(), dead); err != nil {
+			t.Fatal(err)
+		}
+		w = httptest.NewRecorder()
+		if _, err := rig.c.Rotate(w, request("POST", "same-origin", dead)); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("Rotate of a revoked token: %v", err)
 		}
 		if del := setCookie(t, w, DefaultCookieName); del == nil || del.MaxAge >= 0 {
 			t.Errorf("Rotate of a dead token left the cookie: %q", w.Header().Values("Set-Cookie"))
@@ -389,15 +406,17 @@ func TestCookieOptions(t *testing.T) {
 		opts  CookieOptions
 		field string
 	}{
-		{"Name with a space", CookieOptions{Name: "a b"}, "Name"},
-		{"Name with =", CookieOptions{Name: "a=b"}, "Name"},
-		{"Name with ;", CookieOptions{Name: "a;b"}, "Name"},
-		{"Path without /", CookieOptions{Name: "sid", Path: "api"}, "Path"},
-		{"Path with ;", CookieOptions{Name: "sid", Path: "/a;b"}, "Path"},
+		{"Name with a space", CookieOptions{Name: "a b", AcceptCookieTossing: true}, "Name"},
+		{"Name with =", CookieOptions{Name: "a=b", AcceptCookieTossing: true}, "Name"},
+		{"Name with ;", CookieOptions{Name: "a;b", AcceptCookieTossing: true}, "Name"},
+		{"Name without a prefix", CookieOptions{Name: "sid"}, "AcceptCookieTossing"},
+		{"Name with a prefix inside", CookieOptions{Name: "x__Secure-sid"}, "AcceptCookieTossing"},
+		{"Path without /", CookieOptions{Name: "__Secure-sid", Path: "api"}, "Path"},
+		{"Path with ;", CookieOptions{Name: "__Secure-sid", Path: "/a;b"}, "Path"},
 		{"__Host- with a Path", CookieOptions{Path: "/api"}, "Path"},
 		{"__host- with a Domain", CookieOptions{Name: "__host-x", Domain: "example.com"}, "Domain"},
-		{"Domain with a slash", CookieOptions{Name: "sid", Domain: "example.com/x"}, "Domain"},
-		{"Domain with an empty label", CookieOptions{Name: "sid", Domain: "example..com"}, "Domain"},
+		{"Domain with a slash", CookieOptions{Name: "__Secure-sid", Domain: "example.com/x"}, "Domain"},
+		{"Domain with an empty label", CookieOptions{Name: "__Secure-sid", Domain: "example..com"}, "Domain"},
 		{"SameSite default mode", CookieOptions{SameSite: http.SameSiteDefaultMode}, "SameSite"},
 		{"SameSite 9", CookieOptions{SameSite: 9}, "SameSite"},
 		{"TrustedOrigins with a path", CookieOptions{TrustedOrigins: []string{"https://a.example/"}}, "TrustedOrigins"},
@@ -426,5 +445,224 @@ func TestCookieOptions(t *testing.T) {
 	c.Options().TrustedOrigins[0] = "https://evil.example"
 	if got := c.Options().TrustedOrigins[0]; got != "https://a.example" {
 		t.Errorf("Options() shares its slice: %q", got)
+	}
+}
+
+// TestCookieCrossSiteGet: Issue, Rotate and Revoke refuse a request that
+// a page on another origin made the browser send whatever its method: a
+// link to a login URL planted on another site (which would log the
+// browser in to the attacker's account), a GET logout, an image that
+// rotates. What passes: the app's own pages, the user's own navigation
+// (typed, bookmarked, or from a mail program), clients that are no
+// browser, and a trusted origin's fetch, which carries Origin. The
+// middleware serves GETs from other sites all the same (see
+// TestCookieMiddleware), so that links into the app work. The control,
+// which checks unsafe methods only, as http.CrossOriginProtection does,
+// logs the browser in to the attacker's account from a link.
+func TestCookieCrossSiteGet(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		for _, control := range []bool{false, true} {
+			t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
+				rig := newCookieRig(t, b, CookieOptions{TrustedOrigins: []string{"https://app.example.com"}})
+				rig.c.setDefences(cookieDefences{unsafeMethodsOnly: control})
+				gen := newGen(t)
+				victim, attacker := userID(t, gen), userID(t, gen)
+				tests := []struct {
+					name    string
+					r       func(tok string) *http.Request
+					refused bool
+				}{
+					{"a link on another site", func(tok string) *http.Request { return request("GET", "cross-site", tok) }, true},
+					{"a link on a sibling subdomain", func(tok string) *http.Request { return request("GET", "same-site", tok) }, true},
+					{"a HEAD from another site", func(tok string) *http.Request { return request("HEAD", "cross-site", tok) }, true},
+					{"a fetch from another origin, old browser", func(tok string) *http.Request {
+						return request("GET", "", tok, [2]string{"Origin", "https://evil.example"})
+					}, true},
+					{"the app's own page", func(tok string) *http.Request { return request("GET", "same-origin", tok) }, false},
+					{"typed, bookmarked, or from a mail program", func(tok string) *http.Request { return request("GET", "none", tok) }, false},
+					{"no browser", func(tok string) *http.Request { return request("GET", "", tok) }, false},
+					{"a trusted origin's fetch", func(tok string) *http.Request {
+						return request("GET", "cross-site", tok, [2]string{"Origin", "https://app.example.com"})
+					}, false},
+				}
+				forged := 0
+				for _, tt := range tests {
+					tok, s := rig.login(t, victim)
+					refuse := tt.refused && !control
+					check := func(op string, err error, w *httptest.ResponseRecorder) {
+						t.Helper()
+						set := len(w.Header().Values("Set-Cookie"))
+						switch {
+						case refuse && (!errors.Is(err, ErrCrossOrigin) || set != 0):
+							t.Errorf("%s: %s = %v, %d Set-Cookie; want ErrCrossOrigin and no cookie", tt.name, op, err, set)
+						case !refuse && (err != nil || set != 1):
+							t.Errorf("%s: %s = %v, %d Set-Cookie; want it done", tt.name, op, err, set)
+						}
+					}
+					// A login into the attacker's account.
+					w := httptest.NewRecorder()
+					got, err := rig.c.Issue(w, tt.r(tok), attacker, Metadata{})
+					check("Issue", err, w)
+					if tt.refused && err == nil && got.UserID == attacker {
+						forged++
+					}
+					w = httptest.NewRecorder()
+					_, err = rig.c.Rotate(w, tt.r(tok))
+					check("Rotate", err, w)
+					if err == nil {
+						tok = setCookie(t, w, DefaultCookieName).Value
+					}
+					w = httptest.NewRecorder()
+					err = rig.c.Revoke(w, tt.r(tok))
+					check("Revoke", err, w)
+					if _, verr := rig.m.Validate(t.Context(), tok); refuse != (verr == nil) {
+						t.Errorf("%s: after the logout the victim's session %d validates with %v", tt.name, s.ID, verr)
+					}
+				}
+				if control && forged == 0 {
+					t.Errorf("control: no link from another site logged the browser in to the attacker's account: the test does not reach the fault")
+				}
+			})
+		}
+	})
+}
+
+// tossed returns the cookie a page on evil.example.com sets for the whole
+// of example.com, under the name of the session cookie, with the
+// attacker's token: the browser then sends it to app.example.com beside
+// the user's own, first on the paths under /api.
+func tossed(name, token string) *http.Cookie {
+	return &http.Cookie{Name: name, Value: token, Domain: "example.com", Path: "/api", Secure: true, HttpOnly: true}
+}
+
+// TestCookieTossing: a page on a sibling subdomain sets a cookie of the
+// session cookie's name for the parent domain, holding a session of the
+// attacker's. A request that carries both is not served as either: every
+// copy's session ends and every copy is deleted, and the answer says so
+// (401; ErrDuplicateCookie from Rotate and Revoke). A login deletes the
+// planted copy beside setting the new one. The control, which answers
+// such requests as malformed and ends or deletes nothing, leaves the
+// browser with two cookies after a login, and after a logout with the
+// attacker's alone: the next request is served as the attacker.
+func TestCookieTossing(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
+	const name = "__Secure-session"
+	evil, _ := url.Parse("https://evil.example.com/")
+	forEach(t, allBackends(), func(t *testing.T, b backend) {
+		for _, control := range []bool{false, true} {
+			t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
+				rig := newCookieRig(t, b, CookieOptions{Name: name})
+				rig.c.setDefences(cookieDefences{noDuplicateClear: control})
+				gen := newGen(t)
+				// setUp logs the victim in and tosses the attacker's
+				// cookie in; it returns the two tokens.
+				setUp := func() (*browser, string, string) {
+					br := newBrowser(t)
+					w := httptest.NewRecorder()
+					if _, err := rig.c.Issue(w, br.request("POST", "/api/login"), userID(t, gen), Metadata{}); err != nil {
+						t.Fatal(err)
+					}
+					br.answer(w)
+					mine := br.held(name)
+					attackers, _ := issue(t, rig.m, userID(t, gen), Metadata{})
+					br.jar.SetCookies(evil, []*http.Cookie{tossed(name, attackers)})
+					if n := len(br.held(name)); n != 2 || len(mine) != 1 {
+						t.Fatalf("the browser holds %d session cookies after the toss, want 2", n)
+					}
+					return br, mine[0], attackers
+				}
+				valid := func(tok string) bool {
+					_, err := rig.m.Validate(t.Context(), tok)
+					return err == nil
+				}
+
+				// A request of the app's own page.
+				br, mine, theirs := setUp()
+				w := rig.serve(br.request("GET", "/api/posts"))
+				br.answer(w)
+				switch held := br.held(name); {
+				case control:
+					if w.Code != 400 || len(held) != 2 {
+						t.Errorf("control: %d, %d cookies held; want 400 and both kept", w.Code, len(held))
+					}
+				case w.Code != 401 || rig.reached || len(held) != 0 || valid(mine) || valid(theirs) ||
+					!strings.Contains(w.Body.String(), "more than once"):
+					t.Errorf("a request with both cookies: %d %q, handler reached %v, %d cookies held, sessions live %v and %v; "+
+						"want 401 saying so, both deleted and ended", w.Code, w.Body, rig.reached, len(held), valid(mine), valid(theirs))
+				}
+
+				// Logging out.
+				br, mine, _ = setUp()
+				w = httptest.NewRecorder()
+				err := rig.c.Revoke(w, br.request("POST", "/api/logout"))
+				br.answer(w)
+				w = rig.serve(br.request("GET", "/api/posts"))
+				switch {
+				case control:
+					if w.Code != 200 || rig.got.UserID == 0 {
+						t.Errorf("control: after the logout the next request got %d: the test does not reach the fault", w.Code)
+					}
+				case !errors.Is(err, ErrDuplicateCookie) || !errors.Is(err, ErrInvalidToken) || valid(mine) || len(br.held(name)) != 0 || w.Code != 401 || rig.reached:
+					t.Errorf("logout with both cookies: %v; own session live %v, %d cookies held; the next request %d (reached %v)",
+						err, valid(mine), len(br.held(name)), w.Code, rig.reached)
+				}
+
+				// Rotating.
+				br, _, _ = setUp()
+				w = httptest.NewRecorder()
+				_, err = rig.c.Rotate(w, br.request("POST", "/api/reauth"))
+				br.answer(w)
+				if !control && (!errors.Is(err, ErrDuplicateCookie) || len(br.held(name)) != 0) {
+					t.Errorf("Rotate with both cookies: %v, %d cookies held; want ErrDuplicateCookie and none", err, len(br.held(name)))
+				}
+
+				// Logging in again.
+				br, _, _ = setUp()
+				w = httptest.NewRecorder()
+				s, err := rig.c.Issue(w, br.request("POST", "/api/login"), userID(t, gen), Metadata{})
+				br.answer(w)
+				held := br.held(name)
+				switch {
+				case err != nil:
+					t.Fatal(err)
+				case control:
+					if len(held) != 2 {
+						t.Errorf("control: a login left %d cookies: the test does not reach the fault", len(held))
+					}
+				case len(held) != 1:
+					t.Errorf("a login with a planted cookie left %d cookies, want its own alone", len(held))
+				default:
+					if got, err := rig.m.Validate(t.Context(), held[0]); err != nil || got.ID != s.ID {
+						t.Errorf("the cookie a login left: %+v, %v; want session %d", got, err, s.ID)
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestCookieNames: a name a sibling subdomain can set is refused unless
+// AcceptCookieTossing says the app accepts that, and the prefixed names
+// are taken in any case.
+func TestCookieNames(t *testing.T) {
+	m := newManager(t, miniClient(t), newGen(t), Options{})
+	for _, tt := range []struct {
+		opts CookieOptions
+		ok   bool
+	}{
+		{CookieOptions{Name: "sid"}, false},
+		{CookieOptions{Name: "session", Domain: "example.com"}, false},
+		{CookieOptions{Name: "sid", AcceptCookieTossing: true}, true},
+		{CookieOptions{Name: "session", Domain: "example.com", AcceptCookieTossing: true}, true},
+		{CookieOptions{Name: "__Secure-sid"}, true},
+		{CookieOptions{Name: "__SECURE-sid", Domain: "example.com"}, true},
+		{CookieOptions{Name: "__host-sid"}, true},
+		{CookieOptions{}, true},
+	} {
+		_, err := NewCookies(m, tt.opts)
+		if tt.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "AcceptCookieTossing")) {
+			t.Errorf("NewCookies(%+v) = %v, want ok %v", tt.opts, err, tt.ok)
+		}
 	}
 }

@@ -55,13 +55,30 @@
 // header alone, whatever cookie it carries.
 //
 // Since the browser sends the cookie on requests that other pages make
-// it send, the cookie transport refuses every unsafe request (not GET,
-// HEAD or OPTIONS) from another origin that carries the cookie, with Go's
-// http.CrossOriginProtection: the middleware answers 403 before any Redis
-// round trip, and Issue, Rotate and Revoke return ErrCrossOrigin. SameSite
-// alone would not do: it lets through requests from other origins of the
-// same site, such as another port or a sibling subdomain. GET, HEAD and
-// OPTIONS are let through, so handlers must not change anything on them.
+// it send, the middleware refuses every unsafe request (not GET, HEAD or
+// OPTIONS) from another origin that carries the cookie, with Go's
+// http.CrossOriginProtection, and answers 403 before any Redis round
+// trip; and Issue, Rotate and Revoke, which change the browser's session,
+// refuse a request from another origin whatever its method, links
+// included, with ErrCrossOrigin. SameSite alone would not do: it lets
+// through requests from other origins of the same site, such as another
+// port or a sibling subdomain, and top-level GETs from anywhere. GET,
+// HEAD and OPTIONS from other sites are served, so that links into the
+// app work: their handlers must only read (see MiddlewareOptions.Cookies).
+// The cookie's name must carry the "__Host-" or "__Secure-" prefix, which
+// keeps pages on plain HTTP (and for "__Host-", on sibling subdomains)
+// from setting it, and a request that carries it twice is refused with
+// every copy ended and deleted (ErrDuplicateCookie).
+//
+// Rotate replaces a session's token, after a re-authentication say, while
+// the client may have other requests on the way with the old one: a
+// second tab, a background fetch, a double click that rotates again. For
+// Options.RotationGrace, 10 seconds by default, the old token stands for
+// the new session: Validate serves it as the new session, the middleware
+// sets the cookie to the new token in its answer, and Rotate of it
+// returns the same new token, so that the browser is never logged out by
+// whichever answer it reads last, and keeps one session. A revocation
+// ends the old token with the new session, at once.
 //
 // # Counters
 //
@@ -79,10 +96,13 @@
 // No revoked session is served after the revocation returned without
 // error: by the Manager that revoked it, never; by another Manager, not
 // after its Options.CacheTTL has passed. A revocation is Revoke,
-// RevokeSession, RevokeAll, Rotate (of the old token), and the eviction
-// of the oldest sessions past Options.MaxSessions by Issue. A revocation
-// that returned an error (ErrUnavailable) may or may not have applied:
-// retry it; every revocation is safe to repeat.
+// RevokeSession, RevokeAll, Rotate (of the old session: its token is
+// then served as the new session alone, and only for
+// Options.RotationGrace), and the eviction of the oldest sessions past
+// Options.MaxSessions by Issue. A revocation of a session ends, at once,
+// the tokens of the sessions that Rotate replaced by it within the
+// window. A revocation that returned an error (ErrUnavailable) may or
+// may not have applied: retry it; every revocation is safe to repeat.
 //
 // A session is valid only if its Redis key holds the token's digest and
 // its ID is in its user's index (the user's field of a hash per slot
@@ -99,7 +119,9 @@
 //
 //	<KeyPrefix>{<tag>}s<session ID>   the session's record (digest, user,
 //	                                  times, metadata); its TTL is the
-//	                                  session's expiry
+//	                                  session's expiry; after Rotate, a
+//	                                  stub that leads to the new session,
+//	                                  for Options.RotationGrace
 //	<KeyPrefix>{<tag>}i               the tag's index: a field per user of
 //	                                  the tag, holding 12 bytes (session
 //	                                  ID, expiry) per session of theirs

@@ -26,13 +26,28 @@ var (
 	// errors.Is also matches context.DeadlineExceeded and the like.
 	ErrUnavailable = errors.New("tokens: session store unavailable")
 
-	// ErrCrossOrigin means that Cookies refused an unsafe request (any
-	// method but GET, HEAD and OPTIONS) that a page on another origin
-	// made the browser send with the cookie: a cross-site request forgery,
-	// or a page of the app served from an origin missing from
-	// CookieOptions.TrustedOrigins. The middleware answers it 403; a
-	// handler that gets it from Issue, Rotate or Revoke should too.
+	// ErrCrossOrigin means that Cookies refused a request that a page on
+	// another origin made the browser send with the cookie: a cross-site
+	// request forgery, or a page of the app served from an origin missing
+	// from CookieOptions.TrustedOrigins. The middleware refuses unsafe
+	// requests (any method but GET, HEAD and OPTIONS) and answers 403;
+	// Issue, Rotate and Revoke refuse every such request, whatever its
+	// method (a link or a redirect too), and a handler that gets it from
+	// them should answer 403 as well.
 	ErrCrossOrigin = errors.New("tokens: cross-origin request refused")
+
+	// ErrDuplicateCookie means that a request carried the session cookie
+	// more than once: a page on a sibling subdomain (or, for a name
+	// without the "__Host-" prefix, on plain HTTP) set a cookie of the
+	// same name for another Domain or Path, which the browser sends
+	// beside the real one ("cookie tossing"), so which one is the user's
+	// cannot be told. Cookies ends the session of every copy and deletes
+	// every copy the browser may hold, and the user must log in again:
+	// the middleware answers 401, and Rotate and Revoke return an error
+	// that wraps both ErrDuplicateCookie and ErrInvalidToken, so that
+	// handlers that answer ErrInvalidToken need nothing more. Cookies.Issue
+	// deletes the copies and logs in.
+	ErrDuplicateCookie = errors.New("tokens: session cookie sent more than once")
 
 	// ErrInvalidUser means a user ID that no session can belong to: zero
 	// or negative.

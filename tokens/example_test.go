@@ -221,11 +221,21 @@ func ExampleManager_Rotate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, oldErr := m.Validate(ctx, old)
-	_, newErr := m.Validate(ctx, tok)
-	fmt.Println("old:", oldErr, "new:", newErr)
 	fmt.Println("new session ID:", s.ID != first.ID, "same absolute end:", s.AbsoluteExpiresAt.Equal(first.AbsoluteExpiresAt))
+
+	// For Options.RotationGrace, the old token stands for the new session,
+	// for the requests sent with it before this answer came back: another
+	// tab's, or a second click that rotates again and gets the same token.
+	inFlight, _ := m.Validate(ctx, old)
+	again, _, _ := m.Rotate(ctx, old)
+	fmt.Println("old token serves:", inFlight.ID == s.ID, "second rotation agrees:", again == tok)
+
+	// A revocation ends both at once, grace or not.
+	_ = m.Revoke(ctx, tok)
+	_, oldErr := m.Validate(ctx, old)
+	fmt.Println("old token after logout:", oldErr)
 	// Output:
-	// old: tokens: invalid token new: <nil>
 	// new session ID: true same absolute end: true
+	// old token serves: true second rotation agrees: true
+	// old token after logout: tokens: invalid token
 }

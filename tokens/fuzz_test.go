@@ -1,6 +1,8 @@
 package tokens
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -77,6 +79,60 @@ func FuzzDecodeRecord(f *testing.F) {
 		again, err := decodeRecord(string(r.encode()), true)
 		if err != nil || again != r {
 			t.Fatalf("re-decoded %+v, %v; want %+v", again, err, r)
+		}
+	})
+}
+
+func FuzzDecodeStub(f *testing.F) {
+	f.Add(append([]byte{0x80, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 9}, make([]byte, saltLen)...))
+	f.Add((&record{user: 5}).encode()[digestLen:])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, ok := decodeStub(string(b))
+		if !ok {
+			return
+		}
+		if st.user <= 0 || st.next <= 0 || !isStub(string(b)) || len(b) != stubLen-digestLen {
+			t.Fatalf("decoded %+v from %x", st, b)
+		}
+		// No record reads as a stub, nor a stub as a record.
+		if _, err := decodeRecord(strings.Repeat("d", digestLen)+string(b), true); err == nil {
+			t.Fatalf("stub %x decodes as a record", b)
+		}
+	})
+}
+
+// FuzzClearCopies: whatever the Host and path, the deletions are cookies
+// a browser takes (valid Set-Cookie lines that delete the name, Secure),
+// a bounded number of them, each for a Path that matches the request's.
+func FuzzClearCopies(f *testing.F) {
+	for _, s := range [][2]string{{"app.example.com", "/api/posts"}, {"127.0.0.1:8080", "/"}, {"[::1]:80", "/a//b/"},
+		{"a.b.c.d.e.f.g.h.example", strings.Repeat("/x", 30)}, {"", ""}, {"bad host;", "/a;b"}, {"localhost", "/\x00"}} {
+		f.Add(s[0], s[1])
+	}
+	m := &Manager{}
+	c := &Cookies{m: m}
+	var err error
+	if c.opts, err = (CookieOptions{Name: "__Secure-s"}).withDefaults(); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, host, path string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Host, r.URL.Path = host, path
+		w := httptest.NewRecorder()
+		c.clearCopies(w, r, true)
+		lines := w.Header().Values("Set-Cookie")
+		if len(lines) == 0 || len(lines) > 1+(maxCopyDomains+1)*maxCopyPaths {
+			t.Fatalf("%d deletions for %q %q", len(lines), host, path)
+		}
+		for _, l := range lines {
+			ck, err := http.ParseSetCookie(l)
+			if err != nil || ck.Name != "__Secure-s" || ck.Value != "" || ck.MaxAge >= 0 || !ck.Secure {
+				t.Fatalf("deletion %q: %+v, %v", l, ck, err)
+			}
+			if ck.Path != "/" && !strings.HasPrefix(path, ck.Path) {
+				t.Fatalf("deletion %q for request path %q", l, path)
+			}
 		}
 	})
 }

@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -23,8 +24,8 @@ import (
 // needs closing: closing the Redis client is the caller's business.
 //
 // Every session of a user lives in the Redis Cluster slot picked by the
-// user's slot tag (see the token layout in token.go), so each method
-// sends commands and scripts for one slot: the same code works on a
+// user's slot tag (see slotTag and the key schema in redis.go), so each
+// method sends commands and scripts for one slot: the same code works on a
 // *redis.Client (for Sentinel, the one redis.NewFailoverClient returns)
 // and a *redis.ClusterClient.
 //
@@ -35,8 +36,10 @@ import (
 // plus one to delete the keys of the sessions it revoked past
 // MaxSessions, if any; RevokeAll one, plus one to delete the keys of the
 // sessions it ended, if any; List one, plus one to read the sessions'
-// records, if the user has any. A script's first run on a server takes
-// one more, to load it (EVALSHA, then EVAL).
+// records, if the user has any. A token that Rotate replaced within
+// Options.RotationGrace costs Validate, Rotate, Revoke and RevokeSession
+// one more round trip for each rotation since. A script's first run on a
+// server takes one more, to load it (EVALSHA, then EVAL).
 type Manager struct {
 	rdb      redis.UniversalClient
 	gen      idtype.Source
@@ -50,7 +53,7 @@ type Manager struct {
 	obs      Observer // Options.Observer
 }
 
-// defences are switches, one per defence of the revocation promise, that
+// defences are switches, one per defence of the package's promises, that
 // the package's own tests turn off for control runs, which must then find
 // the violation each defence prevents. Users cannot reach them; the zero
 // value has every defence on.
@@ -69,7 +72,21 @@ type defences struct {
 	// noFence lets a revocation that wrote nothing return once WAIT
 	// counts replicas that have only the connection's earlier writes.
 	noFence bool
+	// noRotationGrace makes Rotate delete the old session's key, leaving
+	// no stub: the old token is refused at once, also to the requests its
+	// client sent before the rotation's answer came back.
+	noRotationGrace bool
+	// noGraceRevoke makes Revoke and RevokeSession of a token or session
+	// that Rotate replaced within the grace window end nothing, instead
+	// of ending its successor.
+	noGraceRevoke bool
 }
+
+// maxGraceHops bounds how many stubs a call follows from a token: one
+// per rotation of the session within the grace window, so more than a
+// few means a client that rotates in a loop, whose oldest tokens need
+// not work.
+const maxGraceHops = 4
 
 // New returns a Manager that keeps sessions in client and takes session IDs
 // from gen. The zero Options is a working configuration (see Options). The
@@ -180,6 +197,23 @@ func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (_
 	return t.format(m.opts.TokenPrefix), s, nil
 }
 
+// successorOf returns the token that replaced t when Rotate left the
+// stub st: its session ID is the stub's, and its secret the HMAC-SHA256,
+// keyed by t's secret, of the stub's salt and that session ID. So the
+// holder of t can get the successor's token back for as long as the stub
+// lives, and nobody else: Redis holds the salt but not t's secret, and
+// the client holds t's secret but never sees the salt.
+func successorOf(t *token, st *stub) token {
+	mac := hmac.New(sha256.New, t.secret[:])
+	mac.Write(st.salt[:])
+	var sid [8]byte
+	binary.BigEndian.PutUint64(sid[:], uint64(st.next))
+	mac.Write(sid[:])
+	nt := token{session: st.next, tag: t.tag}
+	mac.Sum(nt.secret[:0])
+	return nt
+}
+
 // newToken makes a token with a new session ID and secret for a user of
 // the given slot tag, and returns it with its digest.
 func (m *Manager) newToken(tag uint16) (token, [sha256.Size]byte, error) {
@@ -242,7 +276,19 @@ func (m *Manager) digest(t *token) [sha256.Size]byte {
 // session; Stats counts the failure and a later Validate tries again.
 // With Options.CacheTTL set, a session validated within CacheTTL is
 // served from memory.
-func (m *Manager) Validate(ctx context.Context, token string) (_ Session, err error) {
+//
+// A token that Rotate replaced within Options.RotationGrace validates as
+// the session it was rotated to (the Session's ID is the new one), as
+// long as that session is valid; this costs one more script.
+func (m *Manager) Validate(ctx context.Context, token string) (Session, error) {
+	s, _, err := m.validate(ctx, token)
+	return s, err
+}
+
+// validate is Validate that also returns, when token was replaced by
+// Rotate within the grace window and served as its successor, the
+// successor's token; "" otherwise.
+func (m *Manager) validate(ctx context.Context, token string) (_ Session, next string, err error) {
 	if m.obs != nil {
 		ctx = m.obs.Start(ctx, OpValidate)
 		defer func() { m.obs.End(ctx, OpValidate, err) }()
@@ -250,7 +296,7 @@ func (m *Manager) Validate(ctx context.Context, token string) (_ Session, err er
 	t, sum, ok := parseFields(m.opts.TokenPrefix, token)
 	if !ok {
 		m.stats.validInvalid.Add(1)
-		return Session{}, ErrInvalidToken
+		return Session{}, "", ErrInvalidToken
 	}
 	// The cache knows a token by the SHA-256 of its secret, which is
 	// cheaper than the digest stored in Redis, and enough: this Manager
@@ -260,11 +306,15 @@ func (m *Manager) Validate(ctx context.Context, token string) (_ Session, err er
 	if m.cache != nil {
 		secretSum = sha256.Sum256(t.secret[:])
 		if s, ok := m.cache.get(&t, sum, &secretSum); ok {
-			return s, nil // counted as a hit by the cache
+			return s, "", nil // counted as a hit by the cache
 		}
 		m.stats.cacheMisses.Add(1)
 	}
-	s, err := m.validateStored(ctx, token, &t, sum, &secretSum)
+	if !sumOK(token, sum) {
+		m.stats.validInvalid.Add(1)
+		return Session{}, "", ErrInvalidToken
+	}
+	s, next, err := m.validateStored(ctx, &t, sum, &secretSum)
 	switch {
 	case err == nil:
 		m.stats.validOK.Add(1)
@@ -273,30 +323,58 @@ func (m *Manager) Validate(ctx context.Context, token string) (_ Session, err er
 	default:
 		m.stats.validUnavailable.Add(1)
 	}
-	return s, err
+	return s, next, err
 }
 
-// validateStored is Validate past the cache: it checks the token's
-// checksum, asks Redis, refreshes the idle timeout when that is due, and
-// caches the answer. Its errors are ErrInvalidToken itself or errors
-// wrapping ErrUnavailable.
-func (m *Manager) validateStored(ctx context.Context, token string, t *token, sum uint32, secretSum *[sha256.Size]byte) (Session, error) {
-	if !sumOK(token, sum) {
-		return Session{}, ErrInvalidToken
+// validateStored is Validate past the cache, for a token whose checksum
+// is right: it asks Redis, follows the stubs of rotations within the
+// grace window to the live successor (returning its token as next),
+// refreshes the idle timeout when that is due, and caches the answer.
+// Its errors are ErrInvalidToken itself or errors wrapping
+// ErrUnavailable.
+func (m *Manager) validateStored(ctx context.Context, t *token, sum uint32, secretSum *[sha256.Size]byte) (_ Session, next string, _ error) {
+	for hop := 0; ; hop++ {
+		digest := m.digest(t)
+		// Read the cache's revocation count and the clock before Redis
+		// answers: a revocation after this point keeps the answer out of
+		// the cache, and the cache's bound on staleness runs from a
+		// moment no later than Redis's answer.
+		mark := m.cache.mark(t.session)
+		now := time.Now()
+		s, st, err := m.load(ctx, t, &digest, now)
+		if err != nil {
+			return Session{}, "", err
+		}
+		if st == nil {
+			s, err = m.refreshDue(ctx, t, &digest, s, now)
+			if err != nil {
+				return Session{}, "", err
+			}
+			m.cache.put(t, sum, secretSum, s, now, mark)
+			return s, next, nil
+		}
+		if hop == maxGraceHops {
+			return Session{}, "", ErrInvalidToken
+		}
+		nt := successorOf(t, st)
+		t = &nt
+		next = nt.format(m.opts.TokenPrefix)
+		_, sum, _ = parseFields(m.opts.TokenPrefix, next)
+		if m.cache != nil {
+			secretSum = new([sha256.Size]byte)
+			*secretSum = sha256.Sum256(nt.secret[:])
+			if s, ok := m.cache.get(t, sum, secretSum); ok {
+				return s, next, nil
+			}
+		}
 	}
-	digest := m.digest(t)
-	// Read the cache's revocation count and the clock before Redis
-	// answers: a revocation after this point keeps the answer out of the
-	// cache, and the cache's bound on staleness runs from a moment no
-	// later than Redis's answer.
-	mark := m.cache.mark(t.session)
-	now := time.Now()
-	s, err := m.load(ctx, t, &digest, now)
-	if err != nil {
-		return Session{}, err
-	}
+}
+
+// refreshDue refreshes the idle timeout of the session s that load read
+// at now, if that is due, and returns the session as it then stands.
+func (m *Manager) refreshDue(ctx context.Context, t *token, digest *[sha256.Size]byte, s Session, now time.Time) (Session, error) {
 	if now.Sub(s.LastSeenAt) >= m.opts.RefreshInterval {
-		refreshed, err := m.refresh(ctx, t, &digest, s, now)
+		refreshed, err := m.refresh(ctx, t, digest, s, now)
 		switch {
 		case err == nil:
 			m.stats.refreshes.Add(1)
@@ -310,35 +388,50 @@ func (m *Manager) validateStored(ctx context.Context, token string, t *token, su
 			}
 		}
 	}
-	m.cache.put(t, sum, secretSum, s, now, mark)
 	return s, nil
 }
 
 // load reads and checks the session of a parsed token: its key, digest
-// and index entry, in one script. In a Cluster slot that is migrating,
-// Redis answers ASK or TRYAGAIN until the session's key and its tag's
-// index are on one node, which go-redis follows and retries, and failing
-// that the call is ErrUnavailable.
-func (m *Manager) load(ctx context.Context, t *token, digest *[sha256.Size]byte, now time.Time) (Session, error) {
+// and index entry, in one script. It returns the stub instead when Rotate
+// replaced the token within the grace window. In a Cluster slot that is
+// migrating, Redis answers ASK or TRYAGAIN until the session's key and
+// its tag's index are on one node, which go-redis follows and retries,
+// and failing that the call is ErrUnavailable.
+func (m *Manager) load(ctx context.Context, t *token, digest *[sha256.Size]byte, now time.Time) (Session, *stub, error) {
 	key, index := m.keys.sessionAndIndex(t.tag, t.session)
 	rec, err := m.s.validate.Run(ctx, m.rdb, []string{key, index}, string(digest[:digestLen]), entryID(t.session)).Text()
 	if errors.Is(err, redis.Nil) {
-		return Session{}, ErrInvalidToken
+		return Session{}, nil, ErrInvalidToken
 	}
 	if err != nil {
-		return Session{}, unavailable("validate", err)
+		return Session{}, nil, unavailable("validate", err)
+	}
+	if len(rec) > digestLen && isStub(rec[digestLen:]) {
+		st, ok := m.stubOf(t, rec[digestLen:])
+		if !ok || subtle.ConstantTimeCompare([]byte(rec[:digestLen]), digest[:digestLen]) != 1 {
+			return Session{}, nil, ErrInvalidToken
+		}
+		return Session{}, &st, nil
 	}
 	r, err := decodeRecord(rec, true)
 	if err != nil || subtle.ConstantTimeCompare(r.digest[:], digest[:digestLen]) != 1 || slotTag(r.user) != t.tag {
-		return Session{}, ErrInvalidToken
+		return Session{}, nil, ErrInvalidToken
 	}
 	s := m.sessionOf(t.session, &r)
 	// Redis expires the key on time; this catches lowered timeouts and
 	// the moment between Redis's clock and ours.
 	if !now.Before(s.ExpiresAt) {
-		return Session{}, ErrInvalidToken
+		return Session{}, nil, ErrInvalidToken
 	}
-	return s, nil
+	return s, nil, nil
+}
+
+// stubOf reads the stub v (from byte 16 on) that a script returned for
+// the token t, reporting false for a stub that cannot be t's: malformed,
+// or of a user of another slot tag.
+func (m *Manager) stubOf(t *token, v string) (stub, bool) {
+	st, ok := decodeStub(v)
+	return st, ok && slotTag(st.user) == t.tag
 }
 
 // refresh writes a new last-seen time and extends the expiry. It returns
@@ -367,17 +460,27 @@ func (m *Manager) refresh(ctx context.Context, t *token, digest *[sha256.Size]by
 	return s, nil
 }
 
-// Rotate replaces a token by a new one for the same session: the old token
-// stops working and the new one keeps the user, the metadata, LoginAt and
-// AbsoluteExpiresAt, under a new session ID. Of two concurrent rotations of
-// one token, one succeeds and the other gets ErrInvalidToken, and a
-// rotation racing RevokeAll cannot outlive it. Errors are those of
-// Validate; an ErrUnavailable (Redis out of memory, a Cluster slot
-// migrating, too few replica acknowledgements with Options.WaitReplicas)
-// leaves it unknown whether the old token still works: the client should
-// retry the rotation, and log in again if that says ErrInvalidToken. It
-// takes one round trip: one script checks the old session as Validate
-// does and replaces it.
+// Rotate replaces a token by a new one for the same session: the new one
+// keeps the user, the metadata, LoginAt and AbsoluteExpiresAt, under a
+// new session ID, and the old token stops working once
+// Options.RotationGrace has passed (until then it validates as the new
+// session, for the requests its client sent before this answer reached
+// it). A rotation racing RevokeAll cannot outlive it.
+//
+// Rotate of a token that was rotated within the grace window rotates
+// nothing: it returns the token and session that the earlier rotation
+// made (or, if that one was rotated in turn, the newest), so that two
+// rotations of one token, concurrent or not, agree, and the client keeps
+// one live session whichever answer it reads last.
+//
+// Errors are those of Validate; an ErrUnavailable (Redis out of memory, a
+// Cluster slot migrating, too few replica acknowledgements with
+// Options.WaitReplicas) leaves it unknown whether the old token was
+// replaced: the client should retry the rotation, which within the
+// window returns the token the first attempt made, and log in again if
+// that says ErrInvalidToken. It takes one round trip: one script checks
+// the old session as Validate does and replaces it; Rotate of a token
+// rotated within the window takes one more, to check the new session.
 func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session, err error) {
 	if m.obs != nil {
 		ctx = m.obs.Start(ctx, OpRotate)
@@ -388,9 +491,18 @@ func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session
 		return "", Session{}, ErrInvalidToken
 	}
 	digest := m.digest(&t)
-	nt, nd, err := m.newToken(t.tag)
-	if err != nil {
-		return "", Session{}, err
+	// The new token is the successor that the stub leads to: a new
+	// session ID and salt, and a secret made from them and the old one.
+	next := stub{}
+	if next.next, err = m.gen.Next(); err != nil {
+		return "", Session{}, fmt.Errorf("tokens: new session ID: %w", err)
+	}
+	_, _ = rand.Read(next.salt[:]) // never fails; it crashes the program instead
+	nt := successorOf(&t, &next)
+	nd := m.digest(&nt)
+	grace := m.opts.RotationGrace.Milliseconds()
+	if m.defences.noRotationGrace {
+		grace = 0
 	}
 	// The script decides with the record it reads; it gets what it needs
 	// of the options and of this clock, as Validate's Go side would use
@@ -406,7 +518,7 @@ func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session
 		string(digest[:digestLen]), string(nd[:digestLen]), entryID(t.session), entryID(nt.session),
 		string(binary.BigEndian.AppendUint64([]byte{fieldLogin, 8}, uint64(login))), login,
 		newIssued.Add(m.opts.IdleTimeout).Sub(now).Milliseconds(), m.opts.AbsoluteLifetime.Milliseconds()-now.UnixMilli(),
-		floorSteps(now.Add(-m.opts.IdleTimeout).Sub(oldIssued)),
+		floorSteps(now.Add(-m.opts.IdleTimeout).Sub(oldIssued)), next.salt[:], grace,
 	)
 	v, err := cmd.Result()
 	m.cache.revoke(t.session)
@@ -414,13 +526,17 @@ func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session
 		return "", Session{}, unavailable(fmt.Sprintf("rotate to session %d", nt.session), err)
 	}
 	rec, ok := v.(string)
-	if !ok {
-		// What made the old session invalid may be a write the replicas
-		// do not have yet: WaitReplicas covers this answer too.
+	if !ok || isStub(rec) {
+		// What made the old session invalid, or the rotation the stub
+		// stands for, may be a write the replicas do not have yet:
+		// WaitReplicas covers these answers too.
 		if err := m.acknowledged("rotate", acked); err != nil {
 			return "", Session{}, err
 		}
-		return "", Session{}, ErrInvalidToken
+		if !ok {
+			return "", Session{}, ErrInvalidToken
+		}
+		return m.rotated(ctx, &t, rec)
 	}
 	r, err := decodeRecord(rec, false)
 	if err != nil {
@@ -441,6 +557,31 @@ func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session
 	return nt.format(m.opts.TokenPrefix), m.sessionOf(nt.session, &r), nil
 }
 
+// rotated is Rotate of the token t that an earlier rotation replaced,
+// leaving the stub v: it returns the newest successor's token and
+// session, if that session is valid.
+func (m *Manager) rotated(ctx context.Context, t *token, v string) (string, Session, error) {
+	st, ok := m.stubOf(t, v)
+	if !ok {
+		return "", Session{}, ErrInvalidToken
+	}
+	nt := successorOf(t, &st)
+	tok := nt.format(m.opts.TokenPrefix)
+	_, sum, _ := parseFields(m.opts.TokenPrefix, tok)
+	var secretSum [sha256.Size]byte
+	if m.cache != nil {
+		secretSum = sha256.Sum256(nt.secret[:])
+	}
+	s, newer, err := m.validateStored(ctx, &nt, sum, &secretSum)
+	if err != nil {
+		return "", Session{}, err
+	}
+	if newer != "" {
+		tok = newer
+	}
+	return tok, s, nil
+}
+
 // Revoke ends the session of a token: logging out. It returns
 // ErrInvalidToken if the token was not valid (a logout handler may ignore
 // that), or an error wrapping ErrUnavailable, after which the session may
@@ -449,6 +590,11 @@ func (m *Manager) Rotate(ctx context.Context, token string) (_ string, _ Session
 // only once enough replicas have what ended it). It works when Redis is
 // out of memory, since it deletes before it writes. It takes one round
 // trip.
+//
+// Revoke of a token that Rotate replaced within Options.RotationGrace
+// ends the session it was rotated to (one more round trip), so that a
+// logout sent with the old token, by a tab that had not seen the new one
+// yet, logs out.
 func (m *Manager) Revoke(ctx context.Context, token string) (err error) {
 	if m.obs != nil {
 		ctx = m.obs.Start(ctx, OpRevoke)
@@ -458,29 +604,46 @@ func (m *Manager) Revoke(ctx context.Context, token string) (err error) {
 	if !ok {
 		return ErrInvalidToken
 	}
-	digest := m.digest(&t)
-	key, index := m.keys.sessionAndIndex(t.tag, t.session)
-	cmd, acked := m.exec(ctx, m.s.revoke, []string{key, index}, string(digest[:digestLen]), entryID(t.session))
-	n, err := cmd.Int()
-	// Drop the cache entry whatever the outcome: on a mismatch it can
-	// only be for a session that the stored digest no longer vouches for.
-	m.cache.revoke(t.session)
-	if err != nil {
-		return unavailable("revoke", err)
-	}
-	if err := m.acknowledged("revoke", acked); err != nil {
-		// Also when the session was not valid: what made it so may be
-		// a write the replicas do not have yet.
-		if n == 1 {
-			m.stats.revocations.Add(1)
+	var stubs []idtype.ID // the rotated-out sessions on the way
+	for hop := 0; ; hop++ {
+		digest := m.digest(&t)
+		key, index := m.keys.sessionAndIndex(t.tag, t.session)
+		cmd, acked := m.exec(ctx, m.s.revoke, []string{key, index}, string(digest[:digestLen]), entryID(t.session))
+		v, err := cmd.Result()
+		// Drop the cache entry whatever the outcome: on a mismatch it can
+		// only be for a session that the stored digest no longer vouches
+		// for.
+		m.cache.revoke(t.session)
+		if err != nil {
+			return unavailable("revoke", err)
 		}
-		return err
+		n, _ := v.(int64)
+		if err := m.acknowledged("revoke", acked); err != nil {
+			// Also when the session was not valid: what made it so may be
+			// a write the replicas do not have yet.
+			if n == 1 {
+				m.stats.revocations.Add(1)
+			}
+			return err
+		}
+		if rec, ok := v.(string); ok {
+			st, ok := m.stubOf(&t, rec)
+			if !ok || hop == maxGraceHops || m.defences.noGraceRevoke {
+				return ErrInvalidToken
+			}
+			stubs = append(stubs, t.session)
+			t = successorOf(&t, &st)
+			continue
+		}
+		if n == 0 {
+			return ErrInvalidToken
+		}
+		m.stats.revocations.Add(1)
+		// The stubs lead to an ended session now, so they validate
+		// nothing; deleting them is clean-up.
+		m.cleanUp(ctx, t.tag, stubs)
+		return nil
 	}
-	if n == 0 {
-		return ErrInvalidToken
-	}
-	m.stats.revocations.Add(1)
-	return nil
 }
 
 // RevokeSession ends one session of a user by its ID, as shown by List:
@@ -489,6 +652,11 @@ func (m *Manager) Revoke(ctx context.Context, token string) (err error) {
 // An error wraps ErrUnavailable, after which the session may or may not
 // have ended: retry (a repeat reports false once it has). It works when
 // Redis is out of memory. It takes one round trip.
+//
+// RevokeSession of a session that Rotate replaced within
+// Options.RotationGrace ends the session it was rotated to (one more
+// round trip), so that a handler that read the session's ID just before
+// a rotation ends what the user sees as that session.
 func (m *Manager) RevokeSession(ctx context.Context, userID, sessionID idtype.ID) (_ bool, err error) {
 	if m.obs != nil {
 		ctx = m.obs.Start(ctx, OpRevokeSession)
@@ -498,22 +666,36 @@ func (m *Manager) RevokeSession(ctx context.Context, userID, sessionID idtype.ID
 		return false, fmt.Errorf("%w: %d", ErrInvalidUser, userID)
 	}
 	tag := slotTag(userID)
-	cmd, acked := m.exec(ctx, m.s.revokeSession,
-		[]string{m.keys.session(tag, sessionID), m.keys.index(tag)},
-		userField(userID), entryID(sessionID),
-	)
-	n, err := cmd.Int()
-	m.cache.revoke(sessionID)
-	if err != nil {
-		return false, unavailable("revoke session", err)
+	var stubs []idtype.ID // the rotated-out sessions on the way
+	for hop := 0; ; hop++ {
+		cmd, acked := m.exec(ctx, m.s.revokeSession,
+			[]string{m.keys.session(tag, sessionID), m.keys.index(tag)},
+			userField(userID), entryID(sessionID),
+		)
+		v, err := cmd.Result()
+		m.cache.revoke(sessionID)
+		if err != nil {
+			return false, unavailable("revoke session", err)
+		}
+		n, _ := v.(int64)
+		if n == 1 {
+			m.stats.revocations.Add(1)
+		}
+		if err := m.acknowledged("revoke session", acked); err != nil {
+			return false, err
+		}
+		if rec, ok := v.(string); ok {
+			st, ok := decodeStub(rec)
+			if !ok || st.user != userID || hop == maxGraceHops || m.defences.noGraceRevoke {
+				return false, nil
+			}
+			stubs = append(stubs, sessionID)
+			sessionID = st.next
+			continue
+		}
+		m.cleanUp(ctx, tag, stubs)
+		return n == 1, nil
 	}
-	if n == 1 {
-		m.stats.revocations.Add(1)
-	}
-	if err := m.acknowledged("revoke session", acked); err != nil {
-		return false, err
-	}
-	return n == 1, nil
 }
 
 // RevokeAll ends every session of a user except those in keep, such as the

@@ -40,11 +40,26 @@ type MiddlewareOptions struct {
 	// with 403 if it is unsafe (not GET, HEAD or OPTIONS) and a page on
 	// another origin made the browser send it (see Cookies.CheckOrigin);
 	// one whose cookie is not valid is answered 401 with a Set-Cookie that
-	// deletes it, since script cannot. A request with a token in a header
-	// is authenticated by the header alone, whatever cookie it carries:
-	// the header is what the client chose to send, and no page on another
-	// origin can add one. Zero (nil) means no cookie is read. It must
-	// belong to the middleware's Manager.
+	// deletes it, since script cannot; one whose cookie Rotate replaced
+	// within Options.RotationGrace is served as the new session, with a
+	// Set-Cookie of the new token, in case the rotation's answer never
+	// reached the browser; one that carries the cookie more than once is
+	// answered 401 after the session of every copy is ended and every copy
+	// deleted (see ErrDuplicateCookie), unless a page on another origin
+	// sent it. A request with a token in a header is authenticated by the
+	// header alone, whatever cookie it carries: the header is what the
+	// client chose to send, and no page on another origin can add one.
+	// Zero (nil) means no cookie is read. It must belong to the
+	// middleware's Manager.
+	//
+	// GET, HEAD and OPTIONS requests with the cookie pass from any
+	// origin, so that a link from another site into the app finds the
+	// user logged in; so the handlers of those methods must only read.
+	// They must not change data, and must not log in, rotate or log out:
+	// Cookies.Issue, Rotate and Revoke refuse a request from another
+	// origin whatever its method, and a handler that changes anything on
+	// a safe method must call Cookies.CheckOrigin first and answer 403
+	// when it fails.
 	Cookies *Cookies
 }
 
@@ -151,6 +166,14 @@ func (mw *middleware) wrap(next http.Handler) http.Handler {
 				fromCookie = res == credToken
 			}
 		}
+		if fromCookie || res == credDuplicate {
+			if err := o.Cookies.checkUnsafe(r); err != nil {
+				o.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: cross-origin request refused",
+					slog.String("error", err.Error()))
+				http.Error(w, "Forbidden: cross-origin request", http.StatusForbidden)
+				return
+			}
+		}
 		switch res {
 		case credNone:
 			mw.challenge(w, http.StatusUnauthorized, "")
@@ -159,17 +182,15 @@ func (mw *middleware) wrap(next http.Handler) http.Handler {
 			o.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: malformed credentials")
 			mw.challenge(w, http.StatusBadRequest, "invalid_request")
 			return
+		case credDuplicate:
+			mw.duplicate(w, r)
+			return
 		}
-		if fromCookie {
-			if err := o.Cookies.CheckOrigin(r); err != nil {
-				o.Logger.LogAttrs(r.Context(), slog.LevelDebug, "tokens: cross-origin request refused",
-					slog.String("error", err.Error()))
-				http.Error(w, "Forbidden: cross-origin request", http.StatusForbidden)
-				return
-			}
-		}
-		s, err := m.Validate(r.Context(), tok)
+		s, newer, err := m.validate(r.Context(), tok)
 		if err == nil {
+			if fromCookie && newer != "" {
+				o.Cookies.Set(w, newer, s)
+			}
 			next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), s)))
 			return
 		}
@@ -198,6 +219,35 @@ func (mw *middleware) wrap(next http.Handler) http.Handler {
 	})
 }
 
+// duplicate answers a request that carries the session cookie more than
+// once: 401 once every copy is ended and deleted, 503 if Redis could not
+// end them (the cookies stay, for the retry). A request that a page on
+// another origin made the browser send is answered 401 and changes
+// nothing, since no other site may log the user out; the next request of
+// the app's own pages does.
+func (mw *middleware) duplicate(w http.ResponseWriter, r *http.Request) {
+	c, log := mw.opts.Cookies, mw.opts.Logger
+	if c.def.noDuplicateClear {
+		log.LogAttrs(r.Context(), slog.LevelDebug, "tokens: malformed credentials")
+		mw.challenge(w, http.StatusBadRequest, "invalid_request")
+		return
+	}
+	if err := c.CheckOrigin(r); err != nil {
+		log.LogAttrs(r.Context(), slog.LevelDebug, "tokens: session cookie sent more than once, from another origin")
+		mw.challenge(w, http.StatusUnauthorized, "invalid_token")
+		return
+	}
+	err := c.endCopies(w, r)
+	if !errors.Is(err, ErrDuplicateCookie) {
+		log.LogAttrs(r.Context(), slog.LevelError, "tokens: session store unavailable", slog.String("error", err.Error()))
+		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
+		return
+	}
+	log.LogAttrs(r.Context(), slog.LevelDebug, "tokens: session cookie sent more than once: every copy ended and deleted")
+	w.Header().Set("WWW-Authenticate", `Bearer realm="`+mw.opts.Realm+`", error="invalid_token"`)
+	http.Error(w, "Unauthorized: the session cookie came more than once; every copy is deleted, log in again", http.StatusUnauthorized)
+}
+
 // challenge answers with a Bearer challenge and, unless code is empty, an
 // RFC 6750 error code.
 func (mw *middleware) challenge(w http.ResponseWriter, status int, code string) {
@@ -216,6 +266,7 @@ const (
 	credNone      credResult = iota // no token
 	credToken                       // exactly one token, of valid syntax
 	credMalformed                   // a malformed header, or more than one token
+	credDuplicate                   // the session cookie more than once
 )
 
 // parseCredentials finds the token in the values of the Authorization

@@ -24,7 +24,17 @@ const (
 	DefaultCacheSize = 10000
 	// DefaultWaitTimeout is the default Options.WaitTimeout.
 	DefaultWaitTimeout = time.Second
+	// DefaultRotationGrace is the default Options.RotationGrace: long
+	// enough for the requests a browser or app had sent before a
+	// rotation's answer came back, on a slow network, and short, since
+	// whoever holds the old token holds the session until it ends.
+	DefaultRotationGrace = 10 * time.Second
 )
+
+// MaxRotationGrace is the longest Options.RotationGrace: a rotation
+// replaces a token that should stop working, and a window longer than a
+// minute covers no request in flight that a shorter one would not.
+const MaxRotationGrace = time.Minute
 
 // MaxAbsoluteLifetime is the longest Options.AbsoluteLifetime: the stored
 // last-seen time counts 10 ms steps from the issue time in 32 bits.
@@ -131,6 +141,24 @@ type Options struct {
 	// the client's ReadTimeout, which bounds the reply to WAIT.
 	WaitTimeout time.Duration
 
+	// RotationGrace is how long a token that Rotate replaced keeps
+	// working as the new session, for the requests its client sent
+	// before the rotation's answer came back: a second tab, a background
+	// fetch, a double click that rotates twice. Zero means
+	// DefaultRotationGrace, 10 seconds; it must be between 1 ms and
+	// MaxRotationGrace. Within it, Validate of the old token returns the
+	// new session (and the middleware sets the cookie to the new token);
+	// Rotate of the old token returns the same new token and session
+	// again, so that two rotations racing from one client agree and leave
+	// one session; Revoke of the old token and RevokeSession of the old
+	// session ID end the new session. After it, the old token is invalid.
+	// Any revocation of the new session ends the old token at once, grace
+	// or not. Whoever holds the old token holds the session for the
+	// window, as they did before the rotation, and can get its new token:
+	// a rotation shuts out a token stolen before it only once the window
+	// has passed unused by the thief (see docs/browsers.md).
+	RotationGrace time.Duration
+
 	// Observer, when set, is told when each call of the Manager starts
 	// and ends, for metrics and tracing (see Observer). Nil observes
 	// nothing.
@@ -163,6 +191,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.WaitTimeout == 0 {
 		o.WaitTimeout = DefaultWaitTimeout
 	}
+	if o.RotationGrace == 0 {
+		o.RotationGrace = DefaultRotationGrace
+	}
 	bad := func(format string, args ...any) (Options, error) {
 		return o, fmt.Errorf("%w: "+format, append([]any{idtype.ErrInvalidOptions}, args...)...)
 	}
@@ -190,6 +221,8 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("WaitReplicas %d is negative", o.WaitReplicas)
 	case o.WaitTimeout < time.Millisecond:
 		return bad("WaitTimeout %v is less than 1ms", o.WaitTimeout)
+	case o.RotationGrace < time.Millisecond || o.RotationGrace > MaxRotationGrace:
+		return bad("RotationGrace %v is not between 1ms and %v", o.RotationGrace, MaxRotationGrace)
 	}
 	return o, nil
 }

@@ -23,7 +23,7 @@ func TestOptionsDefaults(t *testing.T) {
 		o.IdleTimeout != DefaultIdleTimeout || o.AbsoluteLifetime != DefaultAbsoluteLifetime ||
 		o.RefreshInterval != DefaultIdleTimeout/2 || o.MaxSessions != DefaultMaxSessions ||
 		o.CacheTTL != 0 || o.CacheSize != DefaultCacheSize || o.WaitReplicas != 0 ||
-		o.WaitTimeout != DefaultWaitTimeout {
+		o.WaitTimeout != DefaultWaitTimeout || o.RotationGrace != DefaultRotationGrace {
 		t.Errorf("defaults: %+v", o)
 	}
 	if m.cache != nil {
@@ -60,6 +60,9 @@ func TestOptionsInvalid(t *testing.T) {
 		{"negative CacheSize", Options{CacheSize: -5}, "CacheSize"},
 		{"negative WaitReplicas", Options{WaitReplicas: -1}, "WaitReplicas"},
 		{"WaitTimeout below 1 ms", Options{WaitReplicas: 1, WaitTimeout: time.Microsecond}, "WaitTimeout"},
+		{"negative RotationGrace", Options{RotationGrace: -time.Second}, "RotationGrace"},
+		{"RotationGrace below 1 ms", Options{RotationGrace: time.Microsecond}, "RotationGrace"},
+		{"RotationGrace past the maximum", Options{RotationGrace: MaxRotationGrace + time.Second}, "RotationGrace"},
 	}
 	for _, tt := range tests {
 		_, err := New(redis.NewClient(&redis.Options{}), newGen(t), tt.opts)

@@ -14,7 +14,9 @@ import (
 // so that every command and script touches a single Cluster slot:
 //
 //	<KeyPrefix>{<tag>}s<session ID>   string, a session's record; its TTL is
-//	                                  the session's expiry
+//	                                  the session's expiry. Once Rotate has
+//	                                  replaced the session, its stub (see
+//	                                  below) for Options.RotationGrace
 //	<KeyPrefix>{<tag>}i               hash, the index of the tag's users:
 //	                                  field = a user ID (8 bytes, big-endian),
 //	                                  value = the user's sessions, 12 bytes
@@ -60,6 +62,15 @@ import (
 // and those of a few other fields of the tag picked at random (see
 // sweepFields); Revoke, RevokeSession and RevokeAll rewrite the field
 // without the sessions they end. A field left with no entry is deleted.
+//
+// Rotate replaces a session by its successor: it removes the old entry
+// and adds the new one, as a revocation and an Issue would, and leaves in
+// the old session's key a stub that points to the successor, for
+// Options.RotationGrace (its TTL). A stub is no session and has no entry:
+// it only lets the holder of the old token find the successor (see
+// stub), which must then be valid by the rule above. So any revocation of
+// the successor ends the old token too, at once, and nothing is ever
+// valid that the index does not hold.
 
 // slotTag maps a user ID to one of numSlotTags slot tags. All of a
 // user's keys carry the user's tag as their Redis Cluster hash tag, so
@@ -271,6 +282,48 @@ func beUint64(s string) uint64 {
 		uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8 | uint64(s[7])
 }
 
+// A stub is what the key of a session that Rotate replaced holds for
+// Options.RotationGrace: the way from the old token to its successor.
+//
+//	offset  size  field
+//	 0      16    digest of the old token, as in its record
+//	16       8    user ID with its top bit set, big-endian
+//	24       8    successor's session ID, big-endian
+//	32      16    salt: with the old token's secret, it makes the
+//	              successor's secret (see successorOf)
+//
+// A record's user ID is positive, so byte 16 of a record is below 0x80
+// and that of a stub is not: that bit tells them apart, in the scripts
+// (string.byte(v, 17) > 127) and in Go (isStub). The scripts that meet a
+// stub whose digest matches return it, from byte 16 on, and Go follows it
+// to the successor's token, which it checks like any other: the stub
+// names the successor but vouches for nothing.
+type stub struct {
+	user idtype.ID // the user of both sessions
+	next idtype.ID // the successor
+	salt [saltLen]byte
+}
+
+const (
+	stubLen = 48
+	saltLen = 16
+)
+
+// isStub reports whether v, a record or a stub from byte 16 on (as the
+// scripts return them), is a stub.
+func isStub(v string) bool { return len(v) > 0 && v[0] >= 0x80 }
+
+// decodeStub reads a stub from byte 16 on, reporting false for anything
+// else.
+func decodeStub(v string) (stub, bool) {
+	if len(v) != stubLen-digestLen || !isStub(v) {
+		return stub{}, false
+	}
+	st := stub{user: idtype.ID(beUint64(v) &^ (1 << 63)), next: idtype.ID(beUint64(v[8:]))}
+	copy(st.salt[:], v[16:])
+	return st, st.user > 0 && st.next > 0
+}
+
 // The scripts. Each receives in KEYS every key it touches, all with one
 // slot tag. Session IDs and user IDs reach them as 8 big-endian bytes,
 // the form of index entries and field names.
@@ -330,13 +383,15 @@ const luaFence = `local function fence(r) redis.call('HSET', KEYS[ix], '', '') r
 // luaNoFence is luaFence with the fence switched off, for control runs.
 const luaNoFence = `local function fence(r) return r end`
 
-// validateScript returns the record of a valid session, and nil for any
-// other.
+// validateScript returns the record of a valid session, the stub of a
+// token that Rotate replaced within Options.RotationGrace (which Go
+// follows), and nil for any other.
 //
 // KEYS: session, index. ARGV: digest, session ID.
 const validateScript = `
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return false end
+if string.byte(v, 17) > 127 then return v end
 local e = redis.call('HGET', KEYS[2], string.sub(v, 17, 24)) -- index check
 if not e then return false end -- index check
 local sid = ARGV[2] -- index check
@@ -396,8 +451,10 @@ return revoked
 `
 
 // refreshScript writes a new last-seen time and expiry, unless the session
-// is no longer valid, or another call has already refreshed it. It
-// returns 0 when the session is not valid, else 1.
+// is no longer valid, or another call has already refreshed it, or Rotate
+// has replaced it since it was read (the stub then stands in its key, and
+// the successor is fresh). It returns 0 when the session is not valid,
+// else 1.
 //
 // KEYS: session, index. ARGV: digest, new last-seen (4 bytes), a last-seen
 // past which another call has refreshed the session since it was read,
@@ -405,6 +462,7 @@ return revoked
 const refreshScript = `
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return 0 end
+if string.byte(v, 17) > 127 then return 1 end
 local u = string.sub(v, 17, 24)
 local e = redis.call('HGET', KEYS[2], u) or ''
 local sid = ARGV[5]
@@ -422,21 +480,28 @@ return 1
 
 // rotateScript replaces a valid session by a new one for the same user:
 // the new record keeps the user, the login time and the metadata, under
-// the new digest; the new entry goes last in the user's field. It
-// returns the old record without its digest, or 0 if the old session is
-// not valid (also when it has idled out or passed its absolute lifetime
-// by the Manager's options, which may have been lowered since its key's
-// TTL was set). Like Issue, it creates a key, so it does not run while
-// the slot migrates.
+// the new digest; the new entry goes last in the user's field; the old
+// key becomes the stub that leads the old token to the new session for
+// the grace window (or, with a window of 0 ms, which only the tests'
+// control runs pass, is deleted). It returns the old record without its
+// digest; the stub without its digest if the old token was replaced
+// already, within the window (Go then follows it, so that two rotations
+// of one token agree on its successor); or 0 if the old session is not
+// valid (also when it has idled out or passed its absolute lifetime by
+// the Manager's options, which may have been lowered since its key's TTL
+// was set). Like Issue, it creates a key, so it does not run while the
+// slot migrates.
 //
 // KEYS: old session, new session, index. ARGV: old digest, new digest,
 // old session ID, new session ID, the login field for a record without
 // one (the old session's IssuedAt), that login time in Unix ms, the new
-// session's idle TTL ms, AbsoluteLifetime ms minus the Unix ms now, and
-// the last-seen at or below which the old session has idled out.
+// session's idle TTL ms, AbsoluteLifetime ms minus the Unix ms now, the
+// last-seen at or below which the old session has idled out, the salt,
+// and the grace window in ms.
 const rotateScript = `local ix = 3 ` + luaFence + `
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return fence(0) end
+if string.byte(v, 17) > 127 then return fence(string.sub(v, 17)) end
 local u = string.sub(v, 17, 24)
 local e = redis.call('HGET', KEYS[3], u) or ''
 local sid = ARGV[3]
@@ -456,7 +521,12 @@ if ttl <= 0 then return fence(0) end
 if not redis.call('SET', KEYS[2], ARGV[2] .. u .. '\0\0\0\0' .. rest, 'PX', ttl, 'NX') then
   return redis.error_reply('ERR session ID already in use')
 end
-redis.call('DEL', KEYS[1])
+if tonumber(ARGV[11]) > 0 then
+  local flagged = string.char(string.byte(u, 1) + 128) .. string.sub(u, 2)
+  redis.call('SET', KEYS[1], ARGV[1] .. flagged .. ARGV[4] .. ARGV[10], 'PX', ARGV[11])
+else
+  redis.call('DEL', KEYS[1])
+end
 ` + luaExpiry + `
 if i then e = string.sub(e, 1, i - 1) .. string.sub(e, i + 12) end
 redis.call('HSET', KEYS[3], u, e .. ARGV[4] .. x)
@@ -467,12 +537,15 @@ return string.sub(v, 17)
 // revokeScript ends the session of a token: it deletes the key if the
 // digest matches, which ends the session on its own, then drops the
 // entry. It returns 1 if the session was valid, 0 if not (wrong digest,
-// gone, or not in the index).
+// gone, or not in the index), and the stub without its digest, changing
+// nothing, if Rotate replaced the token within the grace window: Go then
+// revokes the successor.
 //
 // KEYS: session, index. ARGV: digest, session ID.
 const revokeScript = `local ix = 2 ` + luaFence + `
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return fence(0) end
+if string.byte(v, 17) > 127 then return fence(string.sub(v, 17)) end
 redis.call('DEL', KEYS[1])
 local u = string.sub(v, 17, 24)
 local e = redis.call('HGET', KEYS[2], u) or ''
@@ -487,15 +560,23 @@ return 1
 // revokeSessionScript ends one session of a user: dropping its entry from
 // the user's field is the revocation, and a session ID that is not there
 // (another user's, or already ended) is left alone. It deletes the key
-// first. It returns 1 if it ended a session whose key was there, else 0.
+// first. It returns 1 if it ended a session whose key was there, else 0;
+// and, changing nothing, the stub without its digest if the session is
+// the user's and Rotate replaced it within the grace window: Go then
+// revokes the successor.
 //
 // KEYS: session, index. ARGV: user, session ID.
 const revokeSessionScript = `local ix = 2 ` + luaFence + `
-local e = redis.call('HGET', KEYS[2], ARGV[1])
-if not e then return fence(0) end
+local e = redis.call('HGET', KEYS[2], ARGV[1]) or ''
 local sid = ARGV[2]
 ` + luaFind + `
-if not i then return fence(0) end
+if not i then
+  local v = redis.call('GET', KEYS[1])
+  if v and #v == 48 and string.byte(v, 17) > 127 and string.char(string.byte(v, 17) - 128) .. string.sub(v, 18, 24) == ARGV[1] then
+    return fence(string.sub(v, 17))
+  end
+  return fence(0)
+end
 local n = redis.call('DEL', KEYS[1])
 e = string.sub(e, 1, i - 1) .. string.sub(e, i + 12)
 if e == '' then redis.call('HDEL', KEYS[2], ARGV[1]) else redis.call('HSET', KEYS[2], ARGV[1], e) end
