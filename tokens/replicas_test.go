@@ -166,6 +166,13 @@ func TestFailoverLaggingReplica(t *testing.T) {
 		}
 		_, _, err = m.Rotate(ctx, toks[0])
 		tooFew("Rotate", err)
+		// The rotation applied on the primary: its retry, within the
+		// grace window, finds the stub, and still waits for the replica
+		// to have what the stub stands for; so does a logout with the
+		// old token.
+		_, _, err = m.Rotate(ctx, toks[0])
+		tooFew("Rotate retried within the grace window", err)
+		tooFew("Revoke of the rotated-out token", m.Revoke(ctx, toks[0]))
 		tooFew("Revoke", m.Revoke(ctx, toks[1]))
 		_, err = m.RevokeSession(ctx, user, sess[1].ID)
 		tooFew("RevokeSession", err)
