@@ -63,6 +63,7 @@ func (a *App) routes() http.Handler {
 	authed("POST /api/logout", a.logout)
 	authed("POST /api/logout-all", a.logoutAll)
 	authed("POST /api/password", a.changePassword)
+	authed("POST /api/reauth", a.reauthenticate)
 	if a.outbox != nil {
 		handle("GET /api/dev/outbox", a.devOutbox)
 	}
