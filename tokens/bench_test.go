@@ -150,6 +150,59 @@ func BenchmarkValidatePaired(b *testing.B) {
 	}
 }
 
+// BenchmarkGracePaired validates, in every op and in alternating order,
+// a token that Rotate replaced within the grace window and the token it
+// was rotated to, on one goroutine, and reports their throughput ratio
+// (time per Validate of the new token / time per Validate of the old) as
+// "grace/validate": what serving a request that left with the old token
+// costs, against serving it with the new one.
+func BenchmarkGracePaired(b *testing.B) {
+	c := testenv.RedisClient(b)
+	ctx := context.Background()
+	gen := newGen(b)
+	m := newManager(b, c, gen, Options{RotationGrace: MaxRotationGrace})
+	var oldNs, newNs atomic.Int64
+	var olds, news []string
+	rotated := time.Now()
+	rotate := func() {
+		olds, news = make([]string, benchTokens), make([]string, benchTokens)
+		for i := range olds {
+			olds[i], _ = issue(b, m, userID(b, gen), Metadata{})
+			var err error
+			if news[i], _, err = m.Rotate(ctx, olds[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rotated = time.Now()
+	}
+	rotate()
+	parallel(b, 1, func(i int) error {
+		if time.Since(rotated) > MaxRotationGrace/2 {
+			b.StopTimer()
+			rotate()
+			b.StartTimer()
+		}
+		k := i % benchTokens
+		validate := func(tok string, ns *atomic.Int64) func() error {
+			return func() error {
+				t0 := time.Now()
+				_, err := m.Validate(ctx, tok)
+				ns.Add(int64(time.Since(t0)))
+				return err
+			}
+		}
+		first, second := validate(olds[k], &oldNs), validate(news[k], &newNs)
+		if i%2 == 1 {
+			first, second = second, first
+		}
+		if err := first(); err != nil {
+			return err
+		}
+		return second()
+	})
+	b.ReportMetric(float64(newNs.Load())/float64(oldNs.Load()), "grace/validate")
+}
+
 // BenchmarkCachedPaired is BenchmarkValidatePaired for the cache, with one
 // goroutine: every op times one raw GET and a block of 64 cached
 // Validates, and it reports the throughput ratio (time per GET / time per
