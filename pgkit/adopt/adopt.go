@@ -27,26 +27,37 @@ type Plan struct {
 	// nothing reads or writes them in between.
 	Locks []string
 
-	names    []string // the tables, schema-qualified
-	fn       string   // snowflake_id(), schema-qualified; "" with AppKeys
-	o        Options
-	defences defences // zero: every defence on; only export_test.go turns one off
+	names     []string // the tables, schema-qualified
+	fn        string   // snowflake_id(), schema-qualified; "" with AppKeys
+	functions bool     // it creates functions again
+	o         Options
+	defences  defences // zero: every defence on; only export_test.go turns one off
 }
 
 // defences lists the defences of a plan, each of which a test may switch
 // off (export_test.go) to show that it fails without it; the zero value
 // has every defence on.
 type defences struct {
-	noKeyRange     bool // skip the check of existing keys
-	appLayoutOnly  bool // check keys against Options.Layout alone, not snowflake_id()'s
-	noDependents   bool // plan without looking at dependent objects
-	noColumnCheck  bool // plan without checking that each column can change type
-	noOwnerCheck   bool // plan without checking ownership
-	noDomains      bool // widen domain-typed columns to plain bigint
-	noTriggerCheck bool // plan without looking for triggers that set keys
-	unqualified    bool // read definitions, and run, under the caller's search_path
-	noLock         bool // no lock_timeout
-	noTx           bool // run each statement on its own
+	noKeyRange           bool // skip the check of existing keys
+	appLayoutOnly        bool // check keys against Options.Layout alone, not snowflake_id()'s
+	noDependents         bool // plan without looking at dependent objects
+	noColumnCheck        bool // plan without checking that each column can change type
+	noOwnerCheck         bool // plan without checking ownership
+	noDomains            bool // widen domain-typed columns to plain bigint
+	noTriggerCheck       bool // plan without looking for triggers that set keys
+	noTriggerProof       bool // look for triggers that set keys by pattern alone, not by proof
+	unqualified          bool // read definitions, and run, under the caller's search_path
+	noLock               bool // no lock_timeout
+	noTx                 bool // run each statement on its own
+	noParentColumns      bool // refuse a column a partition or child has from its parent, as PostgreSQL does
+	noFunctions          bool // leave functions that hold keys as integer as they are
+	noRefresh            bool // create materialized views again without filling them
+	noExactPrivileges    bool // grant again what objects had, without revoking what defaults give
+	noRowTypeCheck       bool // drop views whose row type something uses
+	noCheckValues        bool // skip evaluating constraints on the keys of now
+	noRowSecurity        bool // read keys as policies filter them, without checking that nothing is hidden
+	dropIdentitySequence bool // let DROP IDENTITY drop an identity's sequence
+	noCallerCheck        bool // set snowflake_id() as the default whoever may insert
 }
 
 // Table is one table of a plan, as NewPlan found it.
@@ -78,28 +89,35 @@ type Step struct {
 // NewPlan works out how to move the primary keys of tables onto
 // snowflakes, without changing anything. Each table is named as in SQL,
 // optionally with its schema ("users", "app.users"), found on the
-// connection's search_path; it must have a one-column integer primary
-// key. The plan:
+// connection's search_path; its key is its one-column integer primary
+// key, or the one column of a composite primary key whose values come
+// from a sequence or an identity. A partitioned table is adopted whole.
+// The plan (the package doc says each part at length):
 //
 //   - widens the key, and every foreign-key column that holds its values
 //     (following foreign keys to foreign keys), to bigint, where they are
-//     smallint or integer; a column of a domain over them goes to the
-//     domain's twin over bigint, made with the domain's default and
-//     constraints; plain views on those columns are dropped and created
-//     again with their definition, owner, privileges and comment;
-//   - drops the key's identity, or detaches its serial sequence (OWNED BY
-//     NONE; the sequence is kept, unused);
+//     smallint or integer, on the topmost parent of a partition or child;
+//     a column of a domain over them goes to the domain's twin over
+//     bigint, made with the domain's default and constraints;
+//   - drops and creates again, exactly as they were, the views,
+//     materialized views (refreshed), policies and triggers PostgreSQL
+//     will not change a column's type under, and widens the functions and
+//     procedures that hold keys as integer, with what depends on them;
+//   - drops the key's identity (keeping a copy of its sequence), or
+//     detaches its serial sequence (OWNED BY NONE; kept, unused);
 //   - sets the key's default to snowflake_id(), or drops it (AppKeys); a
 //     key that had no default (keys from the app, or a one-to-one key that
 //     is another table's) is left without one.
 //
 // It refuses what Apply could not do, or could not do safely, naming
 // every problem it finds: ErrTable, ErrDefault, ErrTrigger, ErrColumn,
-// ErrDependents, ErrKeyRange, ErrFunction. Rows, indexes and constraints
-// are kept. A table adopted already has no steps: adopting is idempotent.
+// ErrDependents, ErrFunctionKeys, ErrCheck, ErrHidden, ErrKeyRange,
+// ErrFunction. Rows, indexes and constraints are kept. A table adopted
+// already has no steps: adopting is idempotent.
 //
 // db is a *sql.DB on PostgreSQL (pgx's stdlib driver, or any other). The
-// plan reads the catalog in one read-only transaction.
+// plan reads the catalog in one read-only transaction, and the tables'
+// largest keys with row_security off.
 func NewPlan(ctx context.Context, db *sql.DB, tables []string, opts Options) (*Plan, error) {
 	return newPlan(ctx, db, tables, opts, defences{})
 }
@@ -185,6 +203,12 @@ func (p *Plan) prelude(script bool) []string {
 	}
 	if script && !p.defences.unqualified {
 		out = append(out, "SET LOCAL search_path = "+pinnedPath)
+	}
+	if p.functions {
+		// Functions are created in an order that PostgreSQL cannot check
+		// a string body against (one may call another made after it), as
+		// pg_dump's scripts do.
+		out = append(out, "SET LOCAL check_function_bodies = off")
 	}
 	if len(p.Locks) > 0 {
 		out = append(out, "LOCK TABLE "+strings.Join(p.Locks, ", ")+" IN ACCESS EXCLUSIVE MODE")

@@ -2,6 +2,7 @@ package adopt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,18 +40,42 @@ type domainShape struct {
 	constraints []string // ADD CONSTRAINT clauses, sorted
 }
 
+// readTwins works out the twin of the domain of every column to widen
+// that is of a domain over smallint or integer.
+func (b *planner) readTwins(ctx context.Context) error {
+	b.twinOf = map[int64]*twin{}
+	if b.d.noDomains {
+		return nil
+	}
+	for _, c := range b.widen {
+		if c.domain == nil || b.twinOf[c.domain.oid] != nil {
+			continue
+		}
+		tw, err := b.readTwin(ctx, c.domain)
+		if err != nil {
+			if !errors.Is(err, ErrColumn) {
+				return err
+			}
+			b.refuse(err)
+			continue
+		}
+		b.twinOf[c.domain.oid] = tw
+		b.twins = append(b.twins, tw)
+	}
+	return nil
+}
+
 // readTwin works out d's twin, or refuses (ErrColumn) when a type of the
 // twin's name exists and is not that twin.
-func readTwin(ctx context.Context, q querier, d *domain) (*twin, error) {
+func (b *planner) readTwin(ctx context.Context, d *domain) (*twin, error) {
+	q := b.q
 	tw := &twin{of: d}
 	var typname, comment, owner string
-	var hasACL bool
 	err := q.QueryRowContext(ctx, `SELECT n.nspname, t.typname, coalesce(pg_catalog.obj_description(t.oid, 'pg_type'), ''),
 			CASE WHEN t.typowner = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN ''
-				ELSE quote_ident(pg_catalog.pg_get_userbyid(t.typowner)) END,
-			t.typacl IS NOT NULL
+				ELSE quote_ident(pg_catalog.pg_get_userbyid(t.typowner)) END
 		FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace WHERE t.oid = $1`, d.oid).Scan(
-		&tw.schema, &typname, &comment, &owner, &hasACL)
+		&tw.schema, &typname, &comment, &owner)
 	if err != nil {
 		return nil, fmt.Errorf("adopt: domain %s: %w", d.name, err)
 	}
@@ -96,28 +121,16 @@ func readTwin(ctx context.Context, q querier, d *domain) (*twin, error) {
 		tw.create = append(tw.create, "ALTER DOMAIN "+tw.name+" ADD "+c)
 	}
 	if comment != "" {
-		var lit string
-		if err := q.QueryRowContext(ctx, "SELECT quote_literal($1::text)", comment).Scan(&lit); err != nil {
-			return nil, err
-		}
-		tw.create = append(tw.create, fmt.Sprintf("COMMENT ON DOMAIN %s IS %s", tw.name, lit))
+		tw.create = append(tw.create, fmt.Sprintf("COMMENT ON DOMAIN %s IS %s", tw.name, literal(comment)))
 	}
 	if owner != "" {
 		tw.create = append(tw.create, fmt.Sprintf("ALTER DOMAIN %s OWNER TO %s", tw.name, owner))
 	}
-	if hasACL {
-		grants, err := queryStrings(ctx, q, `SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC'
-				ELSE quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END || CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END
-			FROM pg_catalog.pg_type t, pg_catalog.aclexplode(t.typacl) a
-			WHERE t.oid = $1 AND a.grantee <> t.typowner ORDER BY a.grantee`, d.oid)
-		if err != nil {
-			return nil, err
-		}
-		tw.create = append(tw.create, "REVOKE USAGE ON DOMAIN "+tw.name+" FROM PUBLIC")
-		for _, g := range grants {
-			tw.create = append(tw.create, "GRANT USAGE ON DOMAIN "+tw.name+" TO "+g)
-		}
+	grants, err := b.grants(ctx, "pg_type", d.oid, "DOMAIN "+tw.name)
+	if err != nil {
+		return nil, err
 	}
+	tw.create = append(tw.create, grants...)
 	return tw, nil
 }
 

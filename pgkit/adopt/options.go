@@ -32,6 +32,14 @@ type Options struct {
 	// unless AppKeys: they are always of idtype.DefaultLayout, on the
 	// database's clock. Zero means idtype.DefaultLayout.
 	Layout idtype.Layout
+	// AllowTriggers names BEFORE INSERT row triggers of the tables that
+	// the caller has read and vouches leave the key alone, each as
+	// table.trigger or schema.table.trigger (the table found as the
+	// tables are): adopt refuses every other such trigger that it cannot
+	// prove leaves the key alone (ErrTrigger), since one that sets it
+	// would go on overriding snowflake_id(). A name that is no such
+	// trigger is refused too. Zero means none.
+	AllowTriggers []string
 }
 
 // check returns o with its defaults, or an error wrapping
