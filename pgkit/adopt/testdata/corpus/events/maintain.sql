@@ -1,0 +1,1 @@
+-- events is itself partitioned by its snowflake keys once adopted: nothing to make.
