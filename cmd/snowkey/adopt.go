@@ -30,6 +30,10 @@ existing key must be below the first key new rows would get now: those of
 snowflake_id() (the default layout, on the database's clock; unless
 --app-keys), and those of the app, whose layout the layout flags name.
 
+A BEFORE INSERT trigger that adopt cannot prove leaves the key alone is
+refused; once you have read it, name it with --allow-trigger
+table.trigger (as often as needed).
+
 `
 
 // adoptCmd is 'snowkey adopt'. It reads the confirmation from stdin.
@@ -40,6 +44,8 @@ func adoptCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	yes := fs.Bool("yes", false, "apply without asking")
 	appKeys := fs.Bool("app-keys", false, "drop the keys' defaults instead of setting snowflake_id(): the app brings every key")
 	lockTimeout := fs.Duration("lock-timeout", adopt.DefaultLockTimeout, "give up when a lock takes longer than this")
+	var allow names
+	fs.Var(&allow, "allow-trigger", "a BEFORE INSERT trigger, table.trigger, that you vouch leaves the key alone (repeatable)")
 	layout := layoutFlags(fs)
 	tables, err := parseArgs(fs, args, stdout)
 	if err != nil {
@@ -70,7 +76,8 @@ func adoptCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --database: %v", errUsage, err)
 	}
 	defer db.Close()
-	plan, err := adopt.NewPlan(ctx, db, tables, adopt.Options{AppKeys: *appKeys, LockTimeout: *lockTimeout, Layout: l})
+	plan, err := adopt.NewPlan(ctx, db, tables, adopt.Options{AppKeys: *appKeys, LockTimeout: *lockTimeout, Layout: l,
+		AllowTriggers: allow})
 	if err != nil {
 		return err
 	}
@@ -89,5 +96,15 @@ func adoptCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stderr, "snowkey adopt: applied")
+	return nil
+}
+
+// names is a flag that may be given more than once.
+type names []string
+
+func (n *names) String() string { return strings.Join(*n, ",") }
+
+func (n *names) Set(v string) error {
+	*n = append(*n, v)
 	return nil
 }

@@ -130,3 +130,25 @@ func TestAdoptCommandErrors(t *testing.T) {
 		t.Errorf("DATABASE_URL: exit %d, %q, %q", code, out, errOut)
 	}
 }
+
+// TestAdoptCommandAllowTrigger: a BEFORE INSERT trigger that adopt cannot
+// prove leaves the key alone is refused, and passes once named with
+// --allow-trigger (which may be given more than once).
+func TestAdoptCommandAllowTrigger(t *testing.T) {
+	ctx := testenv.Deadline(t, time.Minute)
+	url, db := adoptTestDB(t, ctx)
+	if _, err := db.ExecContext(ctx, `CREATE FUNCTION note_key() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN RAISE NOTICE 'key %', NEW.id; RETURN NEW; END $$;
+		CREATE TRIGGER note_key BEFORE INSERT ON users FOR EACH ROW EXECUTE FUNCTION note_key();
+		CREATE TRIGGER note_key BEFORE INSERT ON posts FOR EACH ROW EXECUTE FUNCTION note_key();`); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI("adopt", "--dry-run", "--database", url, "users", "posts"); code != 1 ||
+		!strings.Contains(errOut, "trigger note_key") || !strings.Contains(errOut, "--allow-trigger") {
+		t.Errorf("with the triggers: exit %d, %q; want 1 naming them and --allow-trigger", code, errOut)
+	}
+	if code, out, errOut := runCLI("adopt", "--dry-run", "--database", url, "--allow-trigger", "users.note_key",
+		"--allow-trigger", "public.posts.note_key", "users", "posts"); code != 0 || !strings.Contains(out, "public.users") {
+		t.Errorf("with the triggers allowed: exit %d, %q, %q", code, out, errOut)
+	}
+}
