@@ -109,6 +109,17 @@ func StartPostgresStandby(t testing.TB, primary string, opts PostgresOptions) *P
 	return startPostgres(t, launch.PostgresConfig{Settings: opts.Settings, Primary: primary})
 }
 
+// StartPostgresCopy starts a private PostgreSQL server that is a copy of
+// the server at primary (host:port), made with pg_basebackup and started as
+// a server of its own: it recovers to the end of the backup, on the
+// primary's timeline, and takes writes, as a copy restored from a base
+// backup (or a snapshot of the primary's disk) does. It shares the
+// primary's system identifier and everything the primary held.
+func StartPostgresCopy(t testing.TB, primary string, opts PostgresOptions) *PostgresServer {
+	t.Helper()
+	return startPostgres(t, launch.PostgresConfig{Settings: opts.Settings, Primary: primary, Copy: true})
+}
+
 func startPostgres(t testing.TB, cfg launch.PostgresConfig) *PostgresServer {
 	t.Helper()
 	if _, err := launch.FindPostgres(); err != nil {

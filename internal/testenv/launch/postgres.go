@@ -44,6 +44,11 @@ type PostgresConfig struct {
 	// replication slot of its own on the primary, and the server starts
 	// as its hot standby. Empty makes a fresh cluster with initdb.
 	Primary string
+	// Copy, with Primary, makes the pg_basebackup a server of its own
+	// instead of a standby: no replication slot, no standby.signal, no
+	// primary_conninfo. It recovers to the end of the backup and takes
+	// writes, as a copy restored from a base backup does.
+	Copy bool
 }
 
 // StartPostgres creates a database cluster in dir/data (initdb, superuser
@@ -79,7 +84,7 @@ func StartPostgresConfig(ctx context.Context, dir string, cfg PostgresConfig) (*
 	}
 	pg := &Postgres{bin: bin, dir: dir, cred: cred, settings: cfg.Settings}
 	if cfg.Primary != "" {
-		err = pg.baseBackup(ctx, cfg.Primary)
+		err = pg.baseBackup(ctx, cfg.Primary, cfg.Copy)
 	} else {
 		err = pg.initdb(ctx)
 	}
@@ -130,17 +135,20 @@ func (pg *Postgres) initdb(ctx context.Context) error {
 
 // baseBackup makes the database cluster a copy of the server at primary
 // (host:port) that streams from it, through a replication slot of its own
-// (so that the primary keeps the WAL a stalled standby has not received).
-func (pg *Postgres) baseBackup(ctx context.Context, primary string) error {
+// (so that the primary keeps the WAL a stalled standby has not received);
+// or, with copy, a copy that is a server of its own.
+func (pg *Postgres) baseBackup(ctx context.Context, primary string, copy bool) error {
 	host, port, err := net.SplitHostPort(primary)
 	if err != nil {
 		return fmt.Errorf("standby of %q: %w", primary, err)
 	}
-	slot := fmt.Sprintf("standby_%d_%d", os.Getpid(), time.Now().UnixNano())
 	logPath := filepath.Join(pg.dir, "pg_basebackup.log")
-	cmd := exec.CommandContext(ctx, filepath.Join(pg.bin, "pg_basebackup"),
-		"-D", pg.data(), "-h", host, "-p", port, "-U", "postgres", "-X", "stream", "-R",
-		"-C", "-S", slot, "--no-sync", "-c", "fast")
+	args := []string{"-D", pg.data(), "-h", host, "-p", port, "-U", "postgres", "-X", "stream", "--no-sync", "-c", "fast"}
+	if !copy {
+		slot := fmt.Sprintf("standby_%d_%d", os.Getpid(), time.Now().UnixNano())
+		args = append(args, "-R", "-C", "-S", slot)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(pg.bin, "pg_basebackup"), args...)
 	cmd.Dir = pg.dir
 	cmd.Env = pgEnv(pg.dir)
 	p, err := startProc("pg_basebackup", logPath, cmd, pg.cred, false)
