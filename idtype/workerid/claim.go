@@ -1,12 +1,14 @@
 package workerid
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -151,6 +153,77 @@ func (p *Pool) Claim(ctx context.Context, claimant string) (Claim, error) {
 	return p.claimOf(t, claimant), nil
 }
 
+// Claims lists the claims of the pool's namespace, lowest number first,
+// each with its number and claimant (After is zero and New false). It
+// reads what the store records of claims: on Redis the namespace's hash
+// of claims, one round trip; on PostgreSQL the namespace's lease rows,
+// O(n) in its numbers, so call it for a status or a check, not on a path
+// that issues IDs. The error wraps ErrStore or the context's error.
+func (p *Pool) Claims(ctx context.Context) ([]Claim, error) {
+	rec, ok := p.store.(claimRecords)
+	if !ok {
+		return nil, fmt.Errorf("%w: claims on %s", errors.ErrUnsupported, p.store.kind())
+	}
+	all, err := rec.claims(ctx)
+	if err != nil {
+		return nil, p.wrap("list claims", err)
+	}
+	out := make([]Claim, 0, len(all))
+	for token, w := range all {
+		if claimant, ok := strings.CutPrefix(token, claimToken("")); ok {
+			out = append(out, Claim{Worker: w, Claimant: claimant})
+		}
+	}
+	slices.SortFunc(out, func(a, b Claim) int {
+		return cmp.Or(cmp.Compare(a.Worker, b.Worker), strings.Compare(a.Claimant, b.Claimant))
+	})
+	return out, nil
+}
+
+// Unclaim gives claimant's number back to the namespace, for leases and
+// claims to take again: the claim of a database server that no longer
+// issues IDs on it (a server taken out of service, the old primary of a
+// failover once it takes no more writes). It reports the number and
+// whether claimant held one; a claimant without a claim is false, nil.
+//
+// The claimant must issue no ID on the number after Unclaim: nothing
+// here can tell whether it still does. The number's high-water mark is
+// set one TTL past now, by the pool's clock, so that whoever takes it
+// next starts after any ID the claimant issued until now on a clock up
+// to one TTL ahead of the pool's. The error wraps ErrStore or the
+// context's error, and idtype.ErrInvalidOptions for a claimant Claim
+// would refuse.
+func (p *Pool) Unclaim(ctx context.Context, claimant string) (int64, bool, error) {
+	if err := checkClaimant(claimant); err != nil {
+		return 0, false, err
+	}
+	rec, ok := p.store.(claimRecords)
+	if !ok {
+		return 0, false, fmt.Errorf("%w: claims on %s", errors.ErrUnsupported, p.store.kind())
+	}
+	token := claimToken(claimant)
+	held, err := rec.claimed(ctx, token)
+	if err != nil {
+		return 0, false, p.wrap("unclaim", err)
+	}
+	if len(held) == 0 {
+		return 0, false, nil
+	}
+	w := held[0]
+	// The lease first: a record left without it is taken back by the
+	// claimant's next Claim, while a lease left without its record would
+	// stay held by no one the store can name.
+	if err := p.store.release(ctx, w, token, p.nowMs()+p.opts.TTL.Milliseconds()); err != nil {
+		return 0, false, p.wrap("unclaim", err)
+	}
+	if err := rec.forget(ctx, token); err != nil {
+		return 0, false, p.wrap("unclaim", err)
+	}
+	p.opts.Logger.Info("workerid: claim given back", "store", p.store.kind(), "namespace", p.opts.Namespace,
+		"worker", w, "claimant", claimant)
+	return w, true, nil
+}
+
 // Namespace returns the namespace whose worker numbers the pool leases.
 func (p *Pool) Namespace() string { return p.opts.Namespace }
 
@@ -197,6 +270,10 @@ type claimRecords interface {
 	// record records worker as the token's claim unless another number
 	// is recorded for it already, and returns the number recorded.
 	record(ctx context.Context, token string, worker int64) (int64, error)
+	// claims returns every claim token recorded, with its number.
+	claims(ctx context.Context) (map[string]int64, error)
+	// forget removes the token's record, after its lease is released.
+	forget(ctx context.Context, token string) error
 }
 
 // claimsKey is the Redis hash of claims: claim token -> number. It shares
@@ -233,6 +310,28 @@ func (s *redisStore) record(ctx context.Context, token string, worker int64) (in
 	return get.Int64()
 }
 
+func (s *redisStore) claims(ctx context.Context) (map[string]int64, error) {
+	s.trips.Add(1)
+	all, err := s.c.HGetAll(ctx, s.claimsKey()).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(all))
+	for token, v := range all {
+		w, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("claim record %q of %q: %w", v, token, err)
+		}
+		out[token] = w
+	}
+	return out, nil
+}
+
+func (s *redisStore) forget(ctx context.Context, token string) error {
+	s.trips.Add(1)
+	return s.c.HDel(ctx, s.claimsKey(), token).Err()
+}
+
 // In PostgreSQL the lease row is the record: its owner is the claim
 // token for as long as the claim lasts.
 func (s *pgStore) claimed(ctx context.Context, token string) ([]int64, error) {
@@ -267,3 +366,33 @@ func (s *pgStore) record(ctx context.Context, token string, worker int64) (int64
 	}
 	return held[0], nil
 }
+
+func (s *pgStore) claims(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	err := s.do(ctx, func() error {
+		clear(out)
+		rows, err := s.db.QueryContext(ctx,
+			`SELECT owner, worker FROM snowkey_worker_leases WHERE namespace = $1 AND starts_with(owner, $2)`,
+			s.ns, claimToken(""))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				token string
+				w     int64
+			)
+			if err := rows.Scan(&token, &w); err != nil {
+				return err
+			}
+			out[token] = w
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// forget has nothing to do: the release cleared the row's owner, which
+// was the record.
+func (s *pgStore) forget(context.Context, string) error { return nil }

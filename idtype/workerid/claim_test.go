@@ -135,3 +135,46 @@ func TestClaimStoreLost(t *testing.T) {
 		}
 	}, "redis")
 }
+
+// TestClaimsUnclaim: Claims lists the namespace's claims with their
+// claimants; Unclaim gives a number back, which a lease then takes,
+// starting after the moment of the Unclaim (the claim's mark lay 100 years
+// ahead).
+func TestClaimsUnclaim(t *testing.T) {
+	forKinds(t, func(t *testing.T, b backend) {
+		ctx := testenv.Deadline(t, time.Minute)
+		p := b.pool(t, b.addr, Options{Layout: sixBits, Reserved: allBut(sixBits, 62, 63)})
+		a := claim(t, ctx, p, "server-a")
+		c := claim(t, ctx, p, "server-b")
+		got, err := p.Claims(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Claim{{Worker: c.Worker, Claimant: "server-b"}, {Worker: a.Worker, Claimant: "server-a"}}
+		if !slices.Equal(got, want) {
+			t.Fatalf("Claims = %+v, want %+v", got, want)
+		}
+
+		before := time.Now()
+		w, ok, err := p.Unclaim(ctx, "server-a")
+		if err != nil || !ok || w != a.Worker {
+			t.Fatalf("Unclaim(server-a) = %d, %v, %v; want %d, true", w, ok, err, a.Worker)
+		}
+		if _, ok, err := p.Unclaim(ctx, "server-a"); ok || err != nil {
+			t.Errorf("Unclaim of a claimant without a claim = %v, %v; want false, nil", ok, err)
+		}
+		if got, err := p.Claims(ctx); err != nil || !slices.Equal(got, want[:1]) {
+			t.Errorf("Claims after Unclaim = %+v, %v; want %+v", got, err, want[:1])
+		}
+		st := acquire(t, p).Status()
+		if st.Worker != a.Worker {
+			t.Fatalf("the lease got %d, want the number given back, %d", st.Worker, a.Worker)
+		}
+		if st.NotBefore.Before(before) {
+			t.Errorf("the lease starts after %v, before the Unclaim at %v", st.NotBefore, before)
+		}
+		if _, _, err := p.Unclaim(ctx, ""); !errors.Is(err, idtype.ErrInvalidOptions) {
+			t.Errorf("Unclaim(\"\") = %v, want ErrInvalidOptions", err)
+		}
+	})
+}
