@@ -15,7 +15,8 @@ var (
 	// uses: one in another schema of the database, or in another database
 	// of the same ID space (Options.IDSpace). Two such functions would issue
 	// the same IDs. The error names the other schema or database and a
-	// free number; Up created and changed nothing.
+	// free number; Up created and changed nothing. CheckServers reports
+	// with it two servers that issue on one number.
 	ErrWorkerConflict = errors.New("migrations: reserved worker already used by another snowflake_id()")
 	// ErrIDSpace means Up could not read or write the records of an ID
 	// space (Options.IDSpace): the role may not set the database's
@@ -25,8 +26,10 @@ var (
 	ErrIDSpace = errors.New("migrations: ID space record")
 	// ErrNoServerWorker means the database's snowflake_id() has no worker
 	// number it may issue on: the number it has was claimed for another
-	// server or database (Options.WorkerPool), of which this one is a
-	// copy, so snowflake_id() refuses with SQLStateNoServerWorker. Up with
-	// Options.WorkerPool claims a number for this database.
+	// server, timeline or database (Options.WorkerPool), of which this one
+	// is a copy or a promoted standby, so snowflake_id() refuses with
+	// SQLStateNoServerWorker. Up with Options.WorkerPool claims a number
+	// for this database. CheckServers also reports a database that
+	// refuses with it.
 	ErrNoServerWorker = errors.New("migrations: no worker number claimed for this database server")
 )

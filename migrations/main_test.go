@@ -11,5 +11,5 @@ import (
 // TestMain bounds the package's tests as a whole (testenv.Main): several
 // times their usual time on a busy machine.
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, 4*time.Minute))
+	os.Exit(testenv.Main(m, 5*time.Minute))
 }

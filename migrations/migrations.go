@@ -48,10 +48,13 @@ const (
 	// the layout holds, 2080-07-10T17:30:30.208Z.
 	SQLStateTimeExhausted = "SK002"
 	// SQLStateNoServerWorker means the worker number of snowflake_id()
-	// was claimed for another server or database (Options.WorkerPool):
-	// this database is a copy of that one (a restored dump, CREATE
-	// DATABASE ... TEMPLATE, a server moved by pg_upgrade), and issuing
-	// on the number would repeat the other's IDs. Nothing was issued; run
-	// Up with Options.WorkerPool to claim a number for this database.
+	// was claimed for another server, timeline or database
+	// (Options.WorkerPool): this database is a copy of that one or a
+	// standby promoted in its place (a failover, a copy made with
+	// pg_basebackup and promoted, a restore to a point in time, a restored
+	// dump, CREATE DATABASE ... TEMPLATE, a server moved by pg_upgrade),
+	// and issuing on the number would repeat the other's IDs, which it may
+	// still issue. Nothing was issued; run Up with Options.WorkerPool to
+	// claim a number for this database.
 	SQLStateNoServerWorker = "SK005"
 )

@@ -84,12 +84,20 @@ func startServers(t *testing.T, n int) []*testenv.PostgresServer {
 	return servers
 }
 
+// issued is what issue saw: every ID, and per source (the databases,
+// then the generators) the workers seen and the IDs issued; shared is the
+// fewest milliseconds that two sources both issued in.
+type issued struct {
+	all     []idtype.ID
+	workers [][]int64
+	counts  []int
+	shared  int
+}
+
 // issue has each database (and the leases' generators) issue IDs at once,
 // batch after batch, until every two of them have issued IDs in at least
-// minShared common milliseconds, however the machine schedules them. It
-// returns every ID, each worker seen per source, and the fewest
-// milliseconds that two sources shared.
-func issue(t *testing.T, ctx context.Context, dbs []*sql.DB, gens []*idtype.Generator) ([]idtype.ID, [][]int64, int) {
+// minShared common milliseconds, however the machine schedules them.
+func issue(t *testing.T, ctx context.Context, dbs []*sql.DB, gens []*idtype.Generator) issued {
 	t.Helper()
 	const (
 		batch     = 500
@@ -100,6 +108,7 @@ func issue(t *testing.T, ctx context.Context, dbs []*sql.DB, gens []*idtype.Gene
 		mu      sync.Mutex
 		all     []idtype.ID
 		workers = make([][]int64, n)
+		counts  = make([]int, n)
 		sources = map[int64]uint64{} // millisecond -> the sources that issued in it
 		pairs   = make([]int, n*n)   // [i*n+j], i < j: milliseconds both issued in
 		done    atomic.Bool          // every pair has minShared
@@ -132,6 +141,7 @@ func issue(t *testing.T, ctx context.Context, dbs []*sql.DB, gens []*idtype.Gene
 			}
 			mu.Lock()
 			all = append(all, got...)
+			counts[i] += len(got)
 			for _, id := range got {
 				p := idtype.DefaultLayout.Decode(id)
 				if !slices.Contains(workers[i], p.Worker) {
@@ -188,7 +198,7 @@ func issue(t *testing.T, ctx context.Context, dbs []*sql.DB, gens []*idtype.Gene
 			t.Fatalf("source %d: %v", i, err)
 		}
 	}
-	return all, workers, fewest()
+	return issued{all: all, workers: workers, counts: counts, shared: fewest()}
 }
 
 // duplicates counts the IDs that occur more than once.
@@ -261,7 +271,8 @@ func TestServerWorkers(t *testing.T) {
 			if len(slices.Compact(all)) != len(claimed)+len(leased) {
 				t.Fatalf("servers claimed %v and leases got %v: a number is shared", claimed, leased)
 			}
-			ids, workers, shared := issue(t, ctx, dbs, gens)
+			got := issue(t, ctx, dbs, gens)
+			ids, workers, shared := got.all, got.workers, got.shared
 			for i, w := range workers[:len(dbs)] {
 				if len(w) != 1 || w[0] != claimed[i] {
 					t.Errorf("server %d issued IDs of workers %v, want only %d", i, w, claimed[i])
@@ -287,7 +298,8 @@ func TestServerWorkers(t *testing.T) {
 			}
 			dbs = append(dbs, db)
 		}
-		ids, workers, shared := issue(t, ctx, dbs, nil)
+		got := issue(t, ctx, dbs, nil)
+		ids, workers, shared := got.all, got.workers, got.shared
 		dups := duplicates(ids)
 		t.Logf("control: two servers on workers %v and %v: %d IDs, %d milliseconds in which both issued, %d duplicates",
 			workers[0], workers[1], len(ids), shared, dups)

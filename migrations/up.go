@@ -75,7 +75,10 @@ type Options struct {
 	// that no lease of the fleet and no other server ever gets it, and
 	// makes snowflake_id() use it (see "Several servers" in the package
 	// doc). At every later call Up finds the claim again, so it gives the
-	// same number: pass the pool at every start.
+	// same number: pass the pool at every start. The number belongs to the
+	// server's system identifier and timeline: after a restart it stays,
+	// while a promoted standby or a promoted copy refuses to issue until
+	// Up, with the pool, claims it a number of its own.
 	//
 	// Nil leaves the number as it is: workerid.SQLWorker on a fresh
 	// database, which suits one database server. It cannot be given with
@@ -130,7 +133,31 @@ func resolve(o Options) (Options, error) {
 // db must be a PostgreSQL database, through any database/sql driver (pgx's
 // stdlib, lib/pq). Migrations are created in the first schema of the
 // connection's search_path.
-func Up(ctx context.Context, db *sql.DB, opts Options) (err error) {
+func Up(ctx context.Context, db *sql.DB, opts Options) error {
+	return up(ctx, db, opts, defences{}, "")
+}
+
+// defences switch Up's defences off, one by one, for the control runs of
+// this package's tests, which show that each test reaches the fault its
+// defence is for. The zero value, every defence on, is the only one Up,
+// Fork and CheckServers use; only export_test.go passes another.
+type defences struct {
+	// noTimeline: a server's claim is named, and snowflake_id() checks
+	// where it runs, by system identifier and database alone, as before
+	// timelines: a promoted standby, or a promoted copy, keeps the number
+	// of the server it came from.
+	noTimeline bool
+	// noSharedWarning: Up without a pool says nothing of the signs that
+	// the server shares its IDs with other servers.
+	noSharedWarning bool
+	// noCopyCheck: CheckServers does not tell apart two servers that
+	// share a system identifier and a timeline but not their start.
+	noCopyCheck bool
+}
+
+// up is Up with the defences d, and, when fork is not empty, a copy's new
+// name (Fork).
+func up(ctx context.Context, db *sql.DB, opts Options, d defences, fork string) (err error) {
 	o, err := resolve(opts)
 	if err != nil {
 		return err
@@ -165,7 +192,7 @@ func Up(ctx context.Context, db *sql.DB, opts Options) (err error) {
 		}
 	}()
 
-	srv, err := prepareServer(ctx, conn, o)
+	srv, err := prepareServer(ctx, conn, o, d, fork)
 	if err != nil {
 		return err
 	}
@@ -185,7 +212,10 @@ func Up(ctx context.Context, db *sql.DB, opts Options) (err error) {
 		}
 	}
 	if srv.claim != nil {
-		return configureServer(ctx, conn, srv, o.WorkerPool.Namespace())
+		return configureServer(ctx, conn, srv, o.WorkerPool.Namespace(), d)
+	}
+	if o.Logger != nil && !d.noSharedWarning {
+		warnShared(ctx, conn, o.Logger, srv)
 	}
 	return nil
 }
@@ -300,8 +330,9 @@ func setReservedWorker(ctx context.Context, conn *sql.Conn, w int64) (err error)
 	if err := checkMigrated(ctx, tx); err != nil {
 		return err
 	}
-	// The body, not a call: a body claimed for another server
-	// (Options.WorkerPool) refuses to be called on a copy of its database.
+	// The body, not a call: a body Up wrote before
+	// snowflake_server_worker() was made checks where it runs, and
+	// refuses to be called on a copy of its database.
 	var schema, src string
 	err = tx.QueryRowContext(ctx, `SELECT n.nspname, p.prosrc
 		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -309,13 +340,35 @@ func setReservedWorker(ctx context.Context, conn *sql.Conn, w int64) (err error)
 	if err != nil {
 		return fmt.Errorf("migrations: set reserved worker: %w", err)
 	}
-	if m := workerSource.FindStringSubmatch(src); m != nil && m[1] == strconv.FormatInt(w, 10) {
+	// snowflake_server_worker() is replaced with it, unless it holds the
+	// claim of this very number: it calls snowflake_reserved_worker(), and
+	// a plan that folded it into a constant depends on it alone, so that
+	// only its replacement tells PostgreSQL to plan again. A number
+	// claimed for the server (Options.WorkerPool) that w replaces no
+	// longer holds: snowflake_id() issues on w, unchecked.
+	var server sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE p.proname = 'snowflake_server_worker' AND p.pronargs = 0 AND n.nspname = $1`, schema).Scan(&server)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("migrations: set reserved worker: %w", err)
+	}
+	rec, claimed, _ := parseServerBody(server.String)
+	replaceClaim := claimed && rec.Worker != w
+	if m := workerSource.FindStringSubmatch(src); m != nil && m[1] == strconv.FormatInt(w, 10) && !replaceClaim {
 		return tx.Rollback()
 	}
 	ddl := "CREATE OR REPLACE FUNCTION " + pgx.Identifier{schema, "snowflake_reserved_worker"}.Sanitize() +
 		"() RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT " + strconv.FormatInt(w, 10) + "::bigint'"
 	if _, err := tx.ExecContext(ctx, ddl); err != nil {
 		return fmt.Errorf("migrations: set reserved worker to %d: %w", w, err)
+	}
+	if server.Valid && (replaceClaim || !claimed) {
+		ddl := "CREATE OR REPLACE FUNCTION " + pgx.Identifier{schema, "snowflake_server_worker"}.Sanitize() +
+			"() RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS " + serverQuote + "SELECT " +
+			pgx.Identifier{schema, "snowflake_reserved_worker"}.Sanitize() + "()" + serverQuote
+		if _, err := tx.ExecContext(ctx, ddl); err != nil {
+			return fmt.Errorf("migrations: set reserved worker to %d: %w", w, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrations: set reserved worker to %d: %w", w, err)
