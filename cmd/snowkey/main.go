@@ -1,15 +1,18 @@
 // Command snowkey decodes, generates and bounds snowflake IDs from the
-// shell, and moves a database's serial keys onto snowflakes. It only calls
-// snowkey's packages (idtype; pgkit/adopt for adopt); every layout flag
-// maps to a field of idtype.Layout.
+// shell, moves a database's serial keys onto snowflakes, and checks the
+// worker numbers of database servers. It only calls snowkey's packages
+// (idtype; pgkit/adopt for adopt; migrations and idtype/workerid for
+// servers); every layout flag maps to a field of idtype.Layout.
 //
 //	snowkey decode 2116681624581046272 [--json]
 //	snowkey gen -n 5 --worker 3      (--worker is required)
 //	snowkey at 2026-11-01T00:00:00Z
 //	snowkey adopt --dry-run users posts (see adopt.go)
+//	snowkey servers --redis redis://cache:6379 postgres://a/app postgres://b/app (see servers.go)
 //
 // Exit status: 0 on success, 1 when an input is bad, an ID cannot be
-// issued, or adopt refuses, fails or is not confirmed; 2 on a usage error
+// issued, adopt refuses, fails or is not confirmed, or servers finds two
+// snowflake_id()s that would repeat each other's IDs; 2 on a usage error
 // (an unknown flag, a missing argument), which is printed once, on
 // standard error.
 package main
@@ -35,6 +38,9 @@ Usage:
   snowkey at [flags] <RFC 3339 time>   the first ID at that time, for
                                        WHERE id >= ... range queries
   snowkey adopt [flags] <table>...     move serial keys onto snowflakes
+  snowkey servers [flags] <URL>...     the worker number each database's
+                                       snowflake_id() issues on; fails when
+                                       two would repeat each other's IDs
 
 Layout flags (all commands; the default is 41/10/12 with Twitter's epoch):
   --epoch RFC3339|unix-ms   time zero of the layout
@@ -76,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// Unbuffered: adopt asks before it applies, and the question
 		// must be on the terminal before it reads the answer.
 		err = adoptCmd(args[1:], os.Stdin, stdout, stderr)
+	case "servers":
+		err = serversCmd(args[1:], out, stderr)
 	default:
 		fmt.Fprintf(stderr, "snowkey: unknown command %q\n\n%s", args[0], usage)
 		return 2
