@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -116,5 +117,73 @@ func ExampleOptions_workerPool() {
 			log.Fatal(err)
 		}
 		fmt.Println(url, "issues IDs on worker", w)
+	}
+}
+
+// Two databases migrated without a pool, both on worker 1023, as ServerOf
+// reads them: CheckServers names the clash.
+func ExampleCheckServers() {
+	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	servers := []migrations.Server{
+		{Database: "orders", Schema: "public", SystemIdentifier: "7300000000000000001", Timeline: 1,
+			Started: started, Worker: 1023, Issues: true},
+		{Database: "orders", Schema: "public", SystemIdentifier: "7300000000000000002", Timeline: 1,
+			Started: started, Worker: 1023, Issues: true},
+	}
+	err := migrations.CheckServers(servers, nil)
+	fmt.Println(errors.Is(err, migrations.ErrWorkerConflict))
+	// Output: true
+}
+
+// After a failover, or after adding a server, check every database whose
+// IDs meet against the claims of the fleet's namespace, as
+// `snowkey servers` does.
+func ExampleServers() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	pool, err := workerid.Redis(rdb, workerid.Options{Namespace: "api"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var servers []migrations.Server
+	for _, url := range []string{"postgres://app@db-eu/app", "postgres://app@db-us/app"} {
+		db, err := sql.Open("pgx", url)
+		if err != nil {
+			log.Fatal(err)
+		}
+		s, err := migrations.ServerOf(ctx, db)
+		if err != nil {
+			log.Fatal(err)
+		}
+		servers = append(servers, s)
+	}
+	claims, err := migrations.Servers(ctx, pool)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for claimant, next := range migrations.Superseded(claims) {
+		fmt.Printf("%s: superseded by timeline %d; release it once its server takes no more writes\n", claimant, next.Timeline)
+	}
+	if err := migrations.CheckServers(servers, claims); err != nil {
+		log.Fatal(err) // each finding names the servers and what to do
+	}
+}
+
+// A copy of a server started from a disk snapshot runs on its original's
+// timeline, and both issue on one number; Fork, once, on the copy, claims
+// it a number of its own, which Up keeps at every later start.
+func ExampleFork() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	pool, err := workerid.Redis(rdb, workerid.Options{Namespace: "api"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	copyDB, err := sql.Open("pgx", "postgres://app@db-copy/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := migrations.Fork(ctx, copyDB, migrations.Options{WorkerPool: pool}); err != nil {
+		log.Fatal(err)
 	}
 }

@@ -162,7 +162,7 @@ func parseClaimant(c string) (sc ServerClaim, ok bool) {
 	sc.SystemIdentifier = server
 	if sys, tl, found := strings.Cut(server, ":"); found {
 		n, err := strconv.ParseInt(tl, 10, 64)
-		if err != nil || n <= 0 {
+		if err != nil || n <= 0 || strconv.FormatInt(n, 10) != tl {
 			return sc, false
 		}
 		sc.SystemIdentifier, sc.Timeline = sys, n
