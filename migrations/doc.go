@@ -11,7 +11,9 @@
 //   - snowflake_id(), a PL/pgSQL function that issues snowflake IDs inside
 //     the database, for rows inserted by plain SQL (see below).
 //   - snowflake_reserved_worker(), the worker number snowflake_id() puts in
-//     its IDs; ReservedWorkerOf reads it.
+//     its IDs; ReservedWorkerOf reads it. snowflake_server_worker() is the
+//     number snowflake_id() asks for, checked where it runs when it was
+//     claimed for a server (see "Several servers").
 //   - snowflake_id_state and snowflake_id_seq, the sequences that hold
 //     snowflake_id()'s state: the first ID of the millisecond it issues
 //     in, and the last ID it issued. snowflake_id_slow() is the part of
@@ -117,23 +119,57 @@
 //	…
 //	err = migrations.Up(ctx, db, migrations.Options{WorkerPool: pool})
 //
-// Up claims a number from the pool for good (workerid.Pool.Claim) for the
-// claimant "postgres:<system identifier>/<database>/<schema>", before it
-// migrates anything, and then makes snowflake_id() use it; the fleet's
+// Up claims a number from the pool for good (workerid.Pool.Claim), before
+// it migrates anything, and then makes snowflake_id() use it; the fleet's
 // leases never get that number. Called again, Up finds the same claim.
 // When the number was used before, Up starts snowflake_id()'s state after
 // the number's high-water mark and waits until the database's clock has
 // passed it, as a new lease would (at most two TTLs of the pool).
 //
-// A physical standby shares its primary's system identifier and so its
-// number, which it takes over when promoted. A copy of the database (a
-// restored dump, CREATE DATABASE ... TEMPLATE, a server moved by
-// pg_upgrade) has the function but not the claim: its snowflake_id()
-// refuses with SQLSTATE SQLStateNoServerWorker, and Up without a pool
-// with ErrNoServerWorker, until Up with the pool claims a number of its
-// own. The check costs nothing per ID: snowflake_id() makes it once when
-// a statement that calls it is planned. What the lease store must keep
-// for claims to hold is in docs/operations.md.
+// A number belongs to what runs, not to the bytes that a copy carries
+// along: the claimant is "postgres:<system identifier>:<timeline>/<database>/<schema>".
+// The system identifier is drawn by initdb and shared by every copy and
+// standby of a server; the timeline is the one PostgreSQL writes on, which
+// it starts anew whenever a server takes writes on a history that another
+// may go on writing: a standby promoted (a failover, a copy made with
+// pg_basebackup and promoted), a server restored to a point in time. A
+// restart or a crash keeps it, and the number with it: snowflake_id() goes
+// on issuing without Up.
+//
+// snowflake_server_worker() checks, once per plan of a statement that
+// calls snowflake_id(), that it runs on the server, the timeline and in the
+// database the number was claimed for. Anywhere else (a promoted standby,
+// a promoted copy, a restored dump, CREATE DATABASE ... TEMPLATE, a server
+// moved by pg_upgrade) snowflake_id() refuses with SQLSTATE
+// SQLStateNoServerWorker, and Up without a pool with ErrNoServerWorker,
+// until Up with the pool claims a number of its own; on a standby it
+// refuses with SQLSTATE 25006. So a promoted standby never repeats an ID
+// the old primary returned, whatever its clock and however far it lagged,
+// and an old primary that still takes writes after a failover does not
+// meet it either: the two issue on two numbers. The price: after a
+// failover snowflake_id() refuses until Up runs on the new primary (an app
+// start, or a hook of the failover manager that runs it), and the old
+// primary's claim keeps its number out of the pool until it is released
+// (workerid.Pool.Unclaim, snowkey servers --release) once that server
+// takes no more writes.
+//
+// One kind of copy cannot be told from its original: one that takes
+// writes on the original's timeline, started without recovery or
+// promotion (a disk snapshot, a stopped server's directory copied, a base
+// backup started without standby.signal). PostgreSQL itself cannot tell it
+// from the original restarted. Both issue on one number; CheckServers, given
+// both, finds them from their start times, and Fork gives the copy a number
+// of its own. docs/operations.md says what operators do about it.
+//
+// Servers lists the servers that claimed numbers in a pool's namespace,
+// ServerOf tells where one database's snowflake_id() stands, and
+// CheckServers finds the snowflake_id()s among them that would repeat each
+// other's IDs; the snowkey command's servers check prints all three. Up
+// without a pool warns (Options.Logger) when the database shows that it
+// shares rows with other servers (logical replication, claims of other
+// servers in its lease table) while issuing on workerid.SQLWorker, the
+// number every server migrated without a pool gets. What the lease store
+// must keep for claims to hold is in docs/operations.md.
 //
 // # The runner
 //
