@@ -1,9 +1,12 @@
 package migrations
 
 import (
+	"errors"
 	"reflect"
 	"strconv"
 	"testing"
+
+	"github.com/snowkeyhq/snowkey/idtype"
 )
 
 // TestParseClaimant: the claimant Up names a server by reads back into
@@ -92,4 +95,14 @@ func FuzzParseServerBody(f *testing.F) {
 			t.Fatalf("%q read as %+v; its body reads back as %+v, %v, %v", s, r, back, ok, err)
 		}
 	})
+}
+
+// TestStatusNil: a nil database or pool is a bad option, not a panic.
+func TestStatusNil(t *testing.T) {
+	if _, err := ServerOf(t.Context(), nil); !errors.Is(err, idtype.ErrInvalidOptions) {
+		t.Errorf("ServerOf(nil) = %v, want ErrInvalidOptions", err)
+	}
+	if _, err := Servers(t.Context(), nil); !errors.Is(err, idtype.ErrInvalidOptions) {
+		t.Errorf("Servers(nil) = %v, want ErrInvalidOptions", err)
+	}
 }

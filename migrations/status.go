@@ -64,9 +64,12 @@ type Server struct {
 // ServerOf reads where the snowflake_id() of db stands: the running
 // server, the number, the claim, and whether it issues. It changes
 // nothing, and answers on a standby too. The error wraps ErrNotMigrated
-// when db has no snowflake_id().
+// when db has no snowflake_id(), idtype.ErrInvalidOptions for a nil db.
 func ServerOf(ctx context.Context, db *sql.DB) (Server, error) {
 	var s Server
+	if db == nil {
+		return s, fmt.Errorf("%w: nil *sql.DB", idtype.ErrInvalidOptions)
+	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return s, fmt.Errorf("migrations: %w", err)
@@ -195,8 +198,12 @@ func isHex(s string) bool {
 // snowflake_id() of the ID space that issues on a number of its own. A
 // server migrated without the pool is not in it: it issues on
 // workerid.SQLWorker, or on a number set by hand, and only ServerOf on its
-// database tells. The error is Pool.Claims's.
+// database tells. The error is Pool.Claims's, or wraps
+// idtype.ErrInvalidOptions for a nil pool.
 func Servers(ctx context.Context, pool *workerid.Pool) ([]ServerClaim, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil *workerid.Pool", idtype.ErrInvalidOptions)
+	}
 	claims, err := pool.Claims(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
