@@ -2,6 +2,9 @@ module github.com/snowkeyhq/snowkey
 
 go 1.26.0
 
+// The TypeScript package's npm tools (js/, see js/README.md) are no Go code.
+ignore ./js/node_modules
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/jackc/pgx/v5 v5.12.0

@@ -210,12 +210,18 @@ need_node() {
 	command -v node >/dev/null || echo nodejs
 }
 
+need_npm() {
+	# js/'s test (go test ./js) builds the TypeScript package with the tools
+	# its package-lock.json pins, installed by npm ci from the npm registry.
+	command -v npm >/dev/null || echo npm
+}
+
 # Installs, in one apt-get run, every missing package the tests need, or
 # fails with the command a root user would run. (Debian's redis-server
 # package may start a system server; the tests start their own.)
 ensure_all() {
 	local missing
-	missing=$(need_redis; need_valkey; need_postgres; need_cc; need_chromium; need_node)
+	missing=$(need_redis; need_valkey; need_postgres; need_cc; need_chromium; need_node; need_npm)
 	missing=$(echo $missing)
 	[[ -z "$missing" ]] && return
 	if [[ "$(id -u)" != 0 ]]; then
