@@ -272,8 +272,14 @@ func testAPI(t *testing.T, b backend) {
 			}
 		}},
 		{name: "script", method: "GET", path: "/app.js", status: 200, check: func(t *testing.T, r response) {
-			if !strings.Contains(string(r.body), "BigInt(id)") {
-				t.Errorf("app.js lacks the BigInt decoding")
+			if !strings.Contains(string(r.body), `from "/snowkey.js"`) {
+				t.Errorf("app.js does not import the snowkey package")
+			}
+		}},
+		{name: "snowkey package", method: "GET", path: "/snowkey.js", status: 200, check: func(t *testing.T, r response) {
+			// A module script runs only when served as JavaScript.
+			if !strings.HasPrefix(r.header.Get("Content-Type"), "text/javascript") || !strings.Contains(string(r.body), "function parseID(") {
+				t.Errorf("snowkey.js: %v %.200s", r.header, r.body)
 			}
 		}},
 		{name: "no other files", method: "GET", path: "/app.go", status: 404},

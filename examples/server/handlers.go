@@ -72,6 +72,7 @@ func (a *App) routes() http.Handler {
 	web := webHandler()
 	mux.Handle("GET /{$}", web)
 	mux.Handle("GET /app.js", web)
+	mux.Handle("GET /snowkey.js", web)
 	mux.Handle("GET /style.css", web)
 	return a.observe(jsonNotFound(mux))
 }

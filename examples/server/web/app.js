@@ -2,55 +2,46 @@
 //
 // IDs arrive as JSON strings and stay strings: a JavaScript number holds
 // integers exactly only up to 2^53, and snowflakes are far above that.
-// Arithmetic on them (decoding the time) goes through BigInt.
+// Parsing, checking and decoding them is the snowkey package's (js/ in
+// the repository; snowkey.js is its build, served beside this file).
 //
 // The page never holds its login token: the login asks for it in an
 // HttpOnly cookie, which the browser sends with every request to the
 // server and which no script, this one included, can read.
-"use strict";
+import { decodeID as decode, layoutFromServer, parseID as parse, timeBits } from "/snowkey.js";
 
 // The layout of every ID, as GET /api/layout reports it: loaded before
-// anything else on the page runs. Widths and epoch are BigInts.
+// anything else on the page runs.
 let layout = null;
 
 async function loadLayout() {
   const res = await fetch("/api/layout");
   if (!res.ok) throw new Error("GET /api/layout: " + res.status);
-  const l = await res.json();
-  layout = {
-    epochMs: BigInt(l.epoch_ms),
-    timeBits: BigInt(l.time_bits),
-    workerBits: BigInt(l.worker_bits),
-    sequenceBits: BigInt(l.sequence_bits),
-  };
+  layout = layoutFromServer(await res.json());
 }
 
-const MAX_ID = (1n << 63n) - 1n;
-
 // parseID reads a decimal ID exactly, as a BigInt, or throws an Error
-// that says what is wrong with it.
+// that says what is wrong with it, in the words of the package's
+// IDError.kind.
 function parseID(text) {
-  const s = String(text).trim();
-  if (s === "") throw new Error("type an ID: a decimal number such as 1541815603606036480");
-  if (!/^[0-9]+$/.test(s)) throw new Error("an ID has only the digits 0-9, no sign, space or other character");
-  const n = BigInt(s);
-  if (n > MAX_ID) throw new Error("an ID is at most 2^63-1 = " + MAX_ID + ": this one has more than 63 bits");
-  return n;
+  try {
+    return parse(String(text).trim());
+  } catch (e) {
+    switch (e.kind) {
+      case "empty":
+        throw new Error("type an ID: a decimal number such as 1541815603606036480");
+      case "range":
+        throw new Error("an ID is at most 2^63-1 = 9223372036854775807: this one has more than 63 bits");
+      default:
+        throw new Error("an ID has only the digits 0-9, no sign, space or other character, and no leading zero (" + e.detail + ")");
+    }
+  }
 }
 
 // decodeID takes a snowflake apart with the server's layout: the time (a
-// Date), the worker number and the sequence, as BigInts, and the time in
-// ms since the epoch.
+// Date and Unix milliseconds), the worker number and the sequence.
 function decodeID(id) {
-  const n = typeof id === "bigint" ? id : BigInt(id);
-  const l = layout;
-  const ms = (n >> (l.workerBits + l.sequenceBits)) & ((1n << l.timeBits) - 1n);
-  return {
-    ms,
-    time: new Date(Number(ms + l.epochMs)),
-    worker: (n >> l.sequenceBits) & ((1n << l.workerBits) - 1n),
-    sequence: n & ((1n << l.sequenceBits) - 1n),
-  };
+  return decode(id, layout);
 }
 
 const $ = (id) => document.getElementById(id);
@@ -289,13 +280,13 @@ function inspect(text) {
   const d = decodeID(n);
   $("inspect-decimal").textContent = n.toString();
   $("inspect-time").textContent = d.time.toISOString();
-  $("inspect-ms").textContent = d.ms.toString();
-  $("inspect-worker").textContent = d.worker.toString();
-  $("inspect-sequence").textContent = d.sequence.toString();
+  $("inspect-ms").textContent = String(d.timestamp - layout.epoch);
+  $("inspect-worker").textContent = String(d.worker);
+  $("inspect-sequence").textContent = String(d.sequence);
   const l = layout;
   const fields = [
-    ["sign", 1n],
-    ["time", l.timeBits],
+    ["sign", 1],
+    ["time", timeBits(l)],
     ["worker", l.workerBits],
     ["sequence", l.sequenceBits],
   ];
@@ -306,8 +297,8 @@ function inspect(text) {
   for (const [name, width] of fields) {
     const group = document.createElement("span");
     group.className = "field f-" + name;
-    group.title = name + ": " + width + (width === 1n ? " bit" : " bits");
-    for (let k = 0n; k < width; k++, i++) {
+    group.title = name + ": " + width + (width === 1 ? " bit" : " bits");
+    for (let k = 0; k < width; k++, i++) {
       const b = document.createElement("span");
       b.className = "bit f-" + name;
       b.textContent = bits[i];
@@ -316,7 +307,7 @@ function inspect(text) {
     box.appendChild(group);
   }
   $("inspect-legend").textContent = fields.map(([name, width]) => name + " " + width).join(" · ") + " bits, epoch " +
-    new Date(Number(l.epochMs)).toISOString();
+    new Date(l.epoch).toISOString();
   out.hidden = false;
 }
 
