@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
@@ -149,4 +150,25 @@ func ExampleLayout_machineProcessClockBack() {
 	// Output:
 	// <nil> 676
 	// 5 9 16384
+}
+
+// gqlgen binds GraphQL's ID scalar to idtype.ID through these two
+// methods: an ID goes out as a string and comes in from a string or an
+// exact integer.
+func ExampleID_UnmarshalGQL() {
+	var id idtype.ID
+	for _, in := range []any{"9007199254740993", int64(42), json.Number("1e3"), 1.5} {
+		if err := id.UnmarshalGQL(in); err != nil {
+			fmt.Println(err)
+			continue
+		}
+		var out strings.Builder
+		id.MarshalGQL(&out)
+		fmt.Println(out.String())
+	}
+	// Output:
+	// "9007199254740993"
+	// "42"
+	// idtype: unmarshal GraphQL "1e3": not a decimal integer: exponent 'e' at offset 1
+	// idtype: unmarshal GraphQL float64(1.5): unsupported source type: floating point cannot carry an ID exactly; send IDs as strings
 }
