@@ -3,6 +3,7 @@ package sqltype
 import (
 	"fmt"
 	"io"
+	"reflect"
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/describe"
@@ -61,22 +62,29 @@ func (ids IDs) MarshalGQL(w io.Writer) {
 	_, _ = w.Write(append(b, ']'))
 }
 
-// UnmarshalGQL reads a list ([]any, as gqlgen hands one over) whose
-// elements are IDs as (*idtype.ID).UnmarshalGQL reads them, and null as a
-// nil IDs (gqlgen's graphql.Unmarshaler). A single value is read as a list
-// of one, as GraphQL coerces an input to a list. An element that is null,
+// UnmarshalGQL reads a list (a slice: []any, as gqlgen hands one over,
+// or a slice of one type) whose elements are IDs as
+// (*idtype.ID).UnmarshalGQL reads them, and null as a nil IDs (gqlgen's
+// graphql.Unmarshaler). A single value is read as a list of one, as
+// GraphQL coerces an input to a list. An element that is null,
 // or not an ID, is an *idtype.Error with Op "unmarshal GraphQL
 // sqltype.IDs" that names the element's position. On error ids is
 // unchanged.
 func (ids *IDs) UnmarshalGQL(v any) error {
 	const op = "unmarshal GraphQL sqltype.IDs"
 	var list []any
-	switch v := v.(type) {
-	case nil:
+	switch rv := reflect.ValueOf(v); {
+	case v == nil:
 		*ids = nil
 		return nil
-	case []any:
-		list = v
+	case rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() != reflect.Uint8:
+		// []any from a list; gqlparser hands over a single variable
+		// coerced to a list as a slice of its own type ([]string,
+		// []json.Number).
+		list = make([]any, rv.Len())
+		for i := range list {
+			list[i] = rv.Index(i).Interface()
+		}
 	default:
 		list = []any{v}
 	}

@@ -79,7 +79,10 @@ func TestIDsGQL(t *testing.T) {
 		{nil, nil},
 		{[]any{}, IDs{}},
 		{[]any{"1", int64(2), json.Number("9007199254740993")}, IDs{1, 2, 1<<53 + 1}},
-		{"7", IDs{7}}, // a single value is a list of one, as GraphQL coerces it
+		{"7", IDs{7}},           // a single value is a list of one, as GraphQL coerces it
+		{[]string{"7"}, IDs{7}}, // gqlparser's coercion of a single variable
+		{[]json.Number{"1", "9007199254740993"}, IDs{1, 1<<53 + 1}}, // of a list of numbers read with UseNumber
+		{[]int64{3}, IDs{3}},
 	} {
 		ids := IDs{99}
 		if err := ids.UnmarshalGQL(tc.in); err != nil || !reflect.DeepEqual(ids, tc.want) {
@@ -96,6 +99,8 @@ func TestIDsGQL(t *testing.T) {
 		{[]any{2.0}, idtype.ErrUnsupportedType, "element 0"},
 		{[]any{[]any{"1"}}, idtype.ErrKind, "element 0"},
 		{true, idtype.ErrKind, "element 0"},
+		{[]byte("1"), idtype.ErrUnsupportedType, "element 0"}, // bytes, not a list of small IDs
+		{[]float64{1}, idtype.ErrUnsupportedType, "element 0"},
 	} {
 		ids := IDs{99}
 		err := ids.UnmarshalGQL(tc.in)
