@@ -1,6 +1,6 @@
 # Entry points of the repository. `make test` is what CI runs (.ci/run).
 
-.PHONY: test bench fuzz chaos loadproof run fmt vet lint
+.PHONY: test bench fuzz chaos loadproof run fmt vet lint generate-check
 
 # gofmt check, go vet, staticcheck, and go test -race of every module
 # against real PostgreSQL and Redis servers.
@@ -41,3 +41,8 @@ vet:
 # staticcheck, pinned in scripts/lib.sh, on every module.
 lint:
 	bash scripts/lib.sh staticcheck_all
+
+# The generators whose output is committed (gqlgen, oapi-codegen, ogen),
+# run on copies: fails if any would write other files.
+generate-check:
+	bash scripts/lib.sh generated_check

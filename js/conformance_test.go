@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -372,7 +373,15 @@ func TestPackage(t *testing.T) {
 	}
 
 	seed := rand.Uint64()
-	t.Logf("vectors from seed %d", seed)
+	if s := os.Getenv("SNOWKEY_VECTORS_SEED"); s != "" {
+		// To run again on the vectors of a failed run, which logs its seed.
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SNOWKEY_VECTORS_SEED=%q: %v", s, err)
+		}
+		seed = n
+	}
+	t.Logf("vectors from seed %d (SNOWKEY_VECTORS_SEED=%d makes them again)", seed, seed)
 	v := makeVectors(seed)
 	for _, l := range v.Layouts {
 		t.Logf("layout %q: %d decode and %d time vectors", l.Name, len(l.Decode), len(l.Times))

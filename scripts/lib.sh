@@ -350,6 +350,25 @@ go_test_all() {
 	fi
 }
 
+# generated_check runs the generators whose output is committed (gqlgen
+# in examples/graphql; oapi-codegen and ogen in examples/openapi), the
+# versions each go.mod pins as tools, on copies of their modules, and
+# fails if any writes other files than the committed ones (go test -tags
+# generate). Not part of make test: building the generators from the
+# module proxy costs minutes on a fresh machine; make test checks the
+# committed code against its schemas without them.
+generated_check() {
+	local m failed=()
+	for m in examples/graphql examples/openapi; do
+		echo "generated code: $m"
+		(cd "$m" && go test -count=1 -tags generate -run '^TestGeneratedIsCurrent$' .) || failed+=("$m")
+	done
+	if ((${#failed[@]})); then
+		echo "generated code is not current in: ${failed[*]}" >&2
+		return 1
+	fi
+}
+
 # Every benchmark of every module (and the JSONv2 ones under
 # GOEXPERIMENT=jsonv2), one module after another so that they do not
 # disturb each other, appended to the file $1. See scripts/bench.sh.
