@@ -32,6 +32,9 @@ type batch struct {
 	seen  map[unsafe.Pointer]int32
 	roots int // input rows in the batch
 	first int // input index of the batch's first row
+	// olds are the values the batch wrote over that were not zero (see
+	// note, in undo.go).
+	olds []batchOld
 }
 
 // batchRow is one row of a batch.
@@ -44,6 +47,12 @@ type batchRow struct {
 	from int32
 	rel  *schema.Relationship
 	pos  int32
+	// wrote has a bit for each field of node.writes that was zero before
+	// the batch wrote it (see note, in undo.go).
+	wrote uint64
+	// made is true for a row the load made itself (a join row): no one
+	// else sees it, so nothing written into it is noted.
+	made bool
 }
 
 // dep is a belongs-to reference: row dep takes its foreign key from
@@ -79,7 +88,8 @@ func (b *batch) reset() {
 	clear(b.deps)
 	clear(b.joins)
 	clear(b.seen)
-	b.rows, b.deps, b.joins = b.rows[:0], b.deps[:0], b.joins[:0]
+	clear(b.olds)
+	b.rows, b.deps, b.joins, b.olds = b.rows[:0], b.deps[:0], b.joins[:0], b.olds[:0]
 	for i := range b.nodes {
 		b.nodes[i] = b.nodes[i][:0]
 	}
@@ -123,8 +133,8 @@ func (b *batch) walk(i int32) {
 	row := b.rows[i]
 	for k := range row.node.rels {
 		r := &row.node.rels[k]
-		fv := r.rel.Field.ReflectValueOf(ctx, row.v)
-		if fv.IsZero() {
+		fv, ok := fieldAt(row.v, r.rel.Field)
+		if !ok || fv.IsZero() {
 			continue
 		}
 		switch r.rel.Type {
@@ -232,7 +242,7 @@ func (b *batch) fill(from int32) error {
 				continue
 			}
 			for _, f := range n.keys {
-				if intfield.IsZero(f.ReflectValueOf(l.ctx, b.rows[i].v)) {
+				if fv, ok := fieldAt(b.rows[i].v, f); !ok || intfield.IsZero(fv) {
 					total++
 				}
 			}
@@ -255,7 +265,11 @@ func (b *batch) fill(from int32) error {
 				continue
 			}
 			for _, f := range n.keys {
-				if fv := f.ReflectValueOf(l.ctx, b.rows[i].v); intfield.IsZero(fv) {
+				if fv, ok := fieldAt(b.rows[i].v, f); !ok || intfield.IsZero(fv) {
+					b.note(i, f)
+					if !ok {
+						fv = f.ReflectValueOf(l.ctx, b.rows[i].v) // makes the embedded struct
+					}
 					intfield.Set(fv, int64(ids[next]))
 					next++
 				}
@@ -281,7 +295,7 @@ func (b *batch) link() error {
 			for _, ref := range row.rel.References {
 				switch {
 				case ref.OwnPrimaryKey:
-					zero, err := copyKey(ctx, ref, row.v, parent)
+					zero, err := b.copyKey(ctx, ref, i, parent)
 					if zero {
 						return b.keyError(row.from, ref.PrimaryKey)
 					}
@@ -289,6 +303,7 @@ func (b *batch) link() error {
 						return b.setError(i, ref.ForeignKey, err)
 					}
 				case ref.PrimaryValue != "":
+					b.note(i, ref.ForeignKey)
 					if err := ref.ForeignKey.Set(ctx, row.v, ref.PrimaryValue); err != nil {
 						return b.setError(i, ref.ForeignKey, err)
 					}
@@ -303,7 +318,7 @@ func (b *batch) link() error {
 				if ref.OwnPrimaryKey {
 					continue
 				}
-				zero, err := copyKey(ctx, ref, b.rows[d.dep].v, d.owner)
+				zero, err := b.copyKey(ctx, ref, d.dep, d.owner)
 				if zero {
 					return b.ownerKeyError(d.row, d.dep, d.rel, ref.PrimaryKey)
 				}
@@ -316,23 +331,26 @@ func (b *batch) link() error {
 	return nil
 }
 
-// copyKey sets ref's foreign key in dst to ref's primary key in src,
+// copyKey sets ref's foreign key in row dst to ref's primary key in src,
 // reporting a zero key instead. Fields of one type are copied as they are;
 // others go through GORM's Set, which converts, as db.Create's do.
-func copyKey(ctx context.Context, ref *schema.Reference, dst, src reflect.Value) (zero bool, err error) {
+func (b *batch) copyKey(ctx context.Context, ref *schema.Reference, dst int32, src reflect.Value) (zero bool, err error) {
+	dv := b.rows[dst].v
 	if ref.ForeignKey.FieldType == ref.PrimaryKey.FieldType && ref.PrimaryKey.FieldType.Kind() != reflect.Pointer {
-		pv := ref.PrimaryKey.ReflectValueOf(ctx, src)
-		if pv.IsZero() {
+		pv, ok := fieldAt(src, ref.PrimaryKey)
+		if !ok || pv.IsZero() {
 			return true, nil
 		}
-		ref.ForeignKey.ReflectValueOf(ctx, dst).Set(pv)
+		b.note(dst, ref.ForeignKey)
+		ref.ForeignKey.ReflectValueOf(ctx, dv).Set(pv)
 		return false, nil
 	}
 	pv, zero := ref.PrimaryKey.ValueOf(ctx, src)
 	if zero {
 		return true, nil
 	}
-	return false, ref.ForeignKey.Set(ctx, dst, pv)
+	b.note(dst, ref.ForeignKey)
+	return false, ref.ForeignKey.Set(ctx, dv, pv)
 }
 
 // makeJoins adds a join row for every many2many pair of the batch, as
@@ -413,7 +431,8 @@ func (b *batch) makeJoins() error {
 		for _, k := range keys {
 			seen[k] = struct{}{}
 		}
-		b.add(j.r.join, jv, false, j.owner, rel, j.pos)
+		k, _ := b.add(j.r.join, jv, false, j.owner, rel, j.pos)
+		b.rows[k].made = true
 	}
 	return nil
 }

@@ -28,6 +28,12 @@ type defences struct {
 	noTx bool
 	// noHookCheck loads models with hooks without saying so.
 	noHookCheck bool
+	// keepStructs leaves in the structs what a failed load wrote into
+	// them: the keys it filled, the foreign keys it set.
+	keepStructs bool
+	// restoreUnknownCommit puts the structs back after a COMMIT that got
+	// no answer too, though the rows may be written.
+	restoreUnknownCommit bool
 }
 
 // Create writes rows, and every association they hold, with
@@ -38,7 +44,9 @@ type defences struct {
 // batch), sets every foreign key from the keys it just made, and copies
 // each table, parents before children. The keys, foreign keys and
 // GORM-set columns (autoCreateTime, parsed `default:` values) it fills are
-// written back into rows, as db.Create writes them.
+// written back into rows, as db.Create writes them. A load that fails
+// puts them back as they were (unless the error is ErrCommitUnknown), so
+// that the same rows can be loaded again.
 //
 // db is a *gorm.DB on PostgreSQL through pgx (gorm.io/driver/postgres); the
 // load uses its schema parsing and naming, and, unless Options.Tx is
@@ -49,7 +57,7 @@ func Create[T any](ctx context.Context, db *gorm.DB, src idtype.Source, rows []T
 }
 
 func create[T any](ctx context.Context, db *gorm.DB, src idtype.Source, rows []T, opts Options, d defences) (Result, error) {
-	l, err := newLoad[T](ctx, db, src, opts, d)
+	l, err := newLoad[T](ctx, db, src, opts, d, false)
 	if err != nil {
 		return Result{}, err
 	}
@@ -72,13 +80,17 @@ func create[T any](ctx context.Context, db *gorm.DB, src idtype.Source, rows []T
 // pointer type lets the caller see them.
 //
 // A failure stops reading seq and rolls everything back, the rows of
-// earlier batches too.
+// earlier batches too. It puts back what the load wrote into the rows of
+// the batch that failed and into every belongs-to and many2many row it
+// keyed; the input rows of earlier batches, which CreateSeq no longer
+// holds, keep their keys (the package documentation says why that is
+// enough for a retry).
 func CreateSeq[T any](ctx context.Context, db *gorm.DB, src idtype.Source, rows iter.Seq[T], opts Options) (Result, error) {
 	return createSeq(ctx, db, src, rows, opts, defences{})
 }
 
 func createSeq[T any](ctx context.Context, db *gorm.DB, src idtype.Source, rows iter.Seq[T], opts Options, d defences) (Result, error) {
-	l, err := newLoad[T](ctx, db, src, opts, d)
+	l, err := newLoad[T](ctx, db, src, opts, d, true)
 	if err != nil {
 		return Result{}, err
 	}

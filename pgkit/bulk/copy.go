@@ -149,6 +149,7 @@ func (s *copySource) Values() ([]any, error) {
 		}
 		v, zero := f.ValueOf(ctx, rv)
 		if zero && s.filled[k] {
+			s.b.note(s.rows[s.pos], f)
 			switch {
 			case f.DefaultValueInterface != nil:
 				v = f.DefaultValueInterface
@@ -198,6 +199,11 @@ func (b *batch) copyError(s *copySource, mask uint64, err error) error {
 			return fmt.Errorf("%w: %s.%s (column %s, %s) of %s, a %T: %w",
 				ErrEncode, s.n.s.Name, f.Name, f.DBName, typ, b.path(s.rows[s.pos]), v, encErr)
 		}
+	}
+	if ctxErr := b.l.ctx.Err(); ctxErr != nil {
+		// pgx ends a COPY whose context ends by closing the connection,
+		// and reports the closed connection.
+		return fmt.Errorf("bulk: copy into %s: %w: %w", s.n.table, ctxErr, err)
 	}
 	return fmt.Errorf("bulk: copy into %s: %w", s.n.table, err)
 }

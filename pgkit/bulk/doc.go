@@ -41,7 +41,9 @@
 //     that exists: only the foreign key or join row that points at it is
 //     written, and its own associations are not followed. db.Create inserts
 //     such rows with ON CONFLICT DO NOTHING, which ends the same when the
-//     row exists; when it does not, the load fails on the foreign key;
+//     row exists; when it does not, the load fails on the foreign key
+//     (23503), or, in a schema without foreign-key constraints, writes a
+//     reference to no row;
 //   - a many2many association writes a join row for each pair, as
 //     db.Create does; a join row equal to an earlier one of its batch in a
 //     unique constraint made of the join's foreign keys (the pair, in
@@ -90,6 +92,32 @@
 //     column db.Create would.
 //
 // A failure anywhere (a value pgx cannot encode, ErrEncode, naming the
-// model, field, column and row; a constraint; the Source; the context)
-// rolls the whole load back.
+// model, field, column and row; a constraint, checked as a row is copied
+// or at COMMIT; the Source; the context) rolls the whole load back, and
+// leaves the structs as they were before the load: every key it filled is
+// zero again, every foreign key and polymorphic type it set holds what it
+// held, every field it gave a GORM value (`default:`, autoCreateTime) is
+// zero again, and every embedded struct it allocated is nil again. A retry
+// of the same structs then writes what db.Create's retry writes. Were the
+// keys left, the retry would take every new belongs-to and many2many row
+// the failed load had keyed (a publisher its books share, tags) as
+// existing, and write only what points at it: with foreign-key
+// constraints, every retry would fail (23503); without, it would succeed
+// and leave books pointing at a publisher that was never written.
+//
+// CreateSeq puts back all of that in the rows of every batch it had not
+// copied when it failed (the one that failed, and one it was preparing),
+// and in every belongs-to and many2many row it keyed. The input rows of the batches it had copied before, and their
+// has-one and has-many rows, keep their keys: it does not hold them, since
+// the input may be larger than memory, and a retry writes them again as
+// they are, keys included, as db.Create's retry writes the keys its first
+// attempt filled.
+//
+// Two failures leave keys in the structs. A COMMIT that got no answer
+// (ErrCommitUnknown) may have written the rows, so the structs keep their
+// keys: a retry then fails on them (23505) rather than write the rows a
+// second time. And a load in Options.Tx that succeeded has done its part:
+// if the caller's transaction then rolls back, the structs hold the keys
+// of rows that were never written. After either, look the rows up, and
+// build the structs afresh before loading them again.
 package bulk

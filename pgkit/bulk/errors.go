@@ -4,9 +4,11 @@ import "errors"
 
 // Errors of Create and CreateSeq. Each is wrapped with detail that names
 // the model, and where there is one the field and the row; match with
-// errors.Is. Whatever the error, the load wrote nothing: it runs in one
+// errors.Is. Whatever the error, but ErrCommitUnknown, the load wrote
+// nothing, and the structs are as they were before it: it runs in one
 // transaction (or one savepoint of Options.Tx), rolled back on any
-// failure. Errors from PostgreSQL itself, such as a unique or foreign-key
+// failure, and puts back what it wrote into the structs (the package
+// documentation says which). Errors from PostgreSQL itself, such as a unique or foreign-key
 // violation, come back wrapped with the table they hit, and
 // errors.As(err, new(*pgconn.PgError)) finds the server's error. Bad
 // options wrap idtype.ErrInvalidOptions instead, the one sentinel of every
@@ -39,4 +41,15 @@ var (
 	// ErrGenerate means the Source failed to issue the IDs a batch needed;
 	// the error also wraps the Source's own error.
 	ErrGenerate = errors.New("bulk: generate IDs")
+	// ErrCommitUnknown means the load's own transaction sent its COMMIT
+	// and got no answer (the connection broke, or ctx ended, while it
+	// ran): the rows may be written or not. Unlike every other error, it
+	// leaves in the structs the keys the load filled, so that a retry of
+	// the same structs, if the rows are there, fails on their keys (23505)
+	// instead of writing them a second time under new ones. Look one of
+	// them up to know; if it is not there, build the structs afresh
+	// before loading them again. The error also wraps the connection's
+	// own error. A load in Options.Tx never returns it: the caller
+	// commits.
+	ErrCommitUnknown = errors.New("bulk: COMMIT got no answer; the rows may be written")
 )

@@ -3,12 +3,14 @@ package bulk
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
@@ -23,7 +25,7 @@ import (
 // keys), while a copier sends the batch before it. Preparing is the
 // client's work that COPY cannot overlap by itself, and the server would
 // sit idle through it. The caller's goroutine owns src and ids; the
-// copier owns conn's COPYs, vals and result until it has ended.
+// copier owns conn's COPYs, vals, result and undo until it has ended.
 type load struct {
 	ctx      context.Context
 	db       *gorm.DB
@@ -41,9 +43,15 @@ type load struct {
 	ids    []idtype.ID
 	vals   []any
 	result Result
+	// undo is what the load wrote into the caller's structs, put back if
+	// it fails (see undo.go).
+	undo undoLog
+	// commitUnknown is true when the COMMIT got no answer: the rows may
+	// be written, and the structs keep their keys (ErrCommitUnknown).
+	commitUnknown bool
 }
 
-func newLoad[T any](ctx context.Context, db *gorm.DB, src idtype.Source, opts Options, d defences) (*load, error) {
+func newLoad[T any](ctx context.Context, db *gorm.DB, src idtype.Source, opts Options, d defences, streamed bool) (*load, error) {
 	o, err := opts.check()
 	if err != nil {
 		return nil, err
@@ -67,7 +75,7 @@ func newLoad[T any](ctx context.Context, db *gorm.DB, src idtype.Source, opts Op
 		return nil, err
 	}
 	l := &load{ctx: ctx, db: db, src: src, o: o, defences: d, plan: plan, model: model,
-		result: Result{Tables: map[string]int64{}}}
+		result: Result{Tables: map[string]int64{}}, undo: undoLog{streamed: streamed}}
 	for _, n := range plan.nodes {
 		for _, r := range n.rels {
 			l.track = l.track || r.rel.Type == schema.BelongsTo || r.rel.Type == schema.Many2Many
@@ -78,9 +86,19 @@ func newLoad[T any](ctx context.Context, db *gorm.DB, src idtype.Source, opts Op
 
 // run loads every row that input yields, in batches, in one transaction:
 // this goroutine prepares batch k+1 while a copier sends batch k. At most
-// two batches exist at a time.
+// two batches exist at a time. When the load fails, run puts back what it
+// wrote into the caller's structs, unless the COMMIT got no answer.
 func (l *load) run(ctx context.Context, input func(yield func(reflect.Value) error) error) error {
-	return l.inTx(ctx, func() error {
+	err := l.inTx(ctx, l.batches(input))
+	if err != nil && !l.defences.keepStructs && (!l.commitUnknown || l.defences.restoreUnknownCommit) {
+		l.undo.restore()
+	}
+	return err
+}
+
+// batches returns the work of run inside the transaction.
+func (l *load) batches(input func(yield func(reflect.Value) error) error) func() error {
+	return func() error {
 		full := make(chan *batch)
 		free := make(chan *batch, 2)
 		free <- l.newBatch()
@@ -106,6 +124,7 @@ func (l *load) run(ctx context.Context, input func(yield func(reflect.Value) err
 						mu.Unlock()
 					}
 				}
+				l.undo.flush(b, failed() == nil)
 				b.reset()
 				free <- b
 			}
@@ -143,8 +162,11 @@ func (l *load) run(ctx context.Context, input func(yield func(reflect.Value) err
 		if err == nil {
 			err = failed()
 		}
+		// The batch this goroutine held: prepared in part when the
+		// input or prepare failed, empty otherwise.
+		l.undo.flush(b, false)
 		return err
-	})
+	}
 }
 
 // inTx runs fn with l.conn set, in a transaction: the caller's (in a
@@ -156,7 +178,10 @@ func (l *load) inTx(ctx context.Context, fn func() error) error {
 			return fmt.Errorf("bulk: savepoint: %w", err)
 		}
 		l.conn = sp.Conn()
-		return finish(ctx, sp, fn())
+		// A failed RELEASE leaves the caller's transaction uncommitted,
+		// so the load's rows are not written, whatever its answer.
+		_, err = finish(ctx, sp, fn())
+		return err
 	}
 	pool := l.db.Statement.ConnPool
 	if pool == nil {
@@ -195,22 +220,38 @@ func (l *load) inTx(ctx context.Context, fn func() error) error {
 		if err != nil {
 			return fmt.Errorf("bulk: begin: %w", err)
 		}
-		return finish(ctx, tx, fn())
+		l.commitUnknown, err = finish(ctx, tx, fn())
+		return err
 	})
 }
 
-// finish commits tx when err is nil and rolls it back otherwise.
-func finish(ctx context.Context, tx pgx.Tx, err error) error {
+// finish commits tx when err is nil and rolls it back otherwise. unknown
+// is true when the COMMIT was sent and got no answer, and the error then
+// wraps ErrCommitUnknown: the server may have committed. A COMMIT that the
+// server refused (a deferred constraint) rolled back.
+func finish(ctx context.Context, tx pgx.Tx, err error) (unknown bool, _ error) {
+	if err == nil {
+		// A COMMIT under an ended context may or may not be sent; the
+		// load rolls back instead, and knows it did.
+		err = ctx.Err()
+	}
 	if err != nil {
 		// The load may have failed because ctx ended; the rollback still
 		// gets a few seconds, so the connection goes back to the pool clean.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = tx.Rollback(rctx)
-		return err
+		return false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("bulk: commit: %w", err)
+		// pgconn.SafeToRetry cannot tell: a connection that broke while
+		// the COMMIT's answer was awaited is reported as one that was
+		// closed before it was sent.
+		var pgErr *pgconn.PgError
+		if errors.Is(err, pgx.ErrTxCommitRollback) || errors.As(err, &pgErr) && pgErr.Severity == "ERROR" {
+			return false, fmt.Errorf("bulk: commit: %w", err)
+		}
+		return true, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
 	}
-	return nil
+	return false, nil
 }

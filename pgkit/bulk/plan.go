@@ -46,6 +46,13 @@ type node struct {
 	after []*node
 	// idx is the node's place in loadPlan.nodes.
 	idx int
+	// writes are the fields a load may write into a row of this table
+	// (keys, foreign keys, polymorphic types, GORM's values for zero
+	// fields), the first 64 of them: a row notes those it wrote over a zero
+	// value as bits of a mask, by their place here (bit). A field past the
+	// 64th is noted as any field that was not zero is (see undo.go).
+	writes []*schema.Field
+	bit    map[*schema.Field]uint8
 
 	// oids caches the column types of each column set copied (by
 	// default-column mask), for naming a field pgx cannot encode; only the
@@ -90,7 +97,42 @@ func newLoadPlan(db *gorm.DB, model reflect.Type, o Options, d defences) (*loadP
 	for _, n := range b.order {
 		place(n)
 	}
+	p.listWrites()
 	return p, nil
+}
+
+// listWrites sets each node's writes: the fields a load may write into
+// its rows.
+func (p *loadPlan) listWrites() {
+	add := func(n *node, f *schema.Field) {
+		if _, ok := n.bit[f]; !ok && len(n.writes) < 64 {
+			n.bit[f] = uint8(len(n.writes))
+			n.writes = append(n.writes, f)
+		}
+	}
+	for _, n := range p.nodes {
+		n.bit = map[*schema.Field]uint8{}
+	}
+	for _, n := range p.nodes {
+		for _, f := range n.keys {
+			add(n, f)
+		}
+		for _, f := range n.cols {
+			if f.DefaultValueInterface != nil || f.AutoCreateTime > 0 || f.AutoUpdateTime > 0 {
+				add(n, f)
+			}
+		}
+		for _, r := range n.rels {
+			for _, ref := range r.rel.References {
+				switch {
+				case r.rel.Type == schema.BelongsTo && !ref.OwnPrimaryKey:
+					add(n, ref.ForeignKey)
+				case (r.rel.Type == schema.HasOne || r.rel.Type == schema.HasMany) && (ref.OwnPrimaryKey || ref.PrimaryValue != ""):
+					add(r.to, ref.ForeignKey)
+				}
+			}
+		}
+	}
 }
 
 // relation is an association and the nodes its rows are written to.
