@@ -18,7 +18,9 @@
 // bun offers no hook on the database that runs before a query is built
 // (a bun.QueryHook sees the query after), so the hook is the model's; the
 // Source rides in the context because the model has no other way to
-// reach it. docs/bun.md explains the recipe.
+// reach it. NewDialect registers the ID types with bun, so that a table
+// bun creates from a model has bigint and bigint[] columns for them.
+// docs/bun.md explains the recipe.
 package bunkeys
 
 import (

@@ -23,13 +23,14 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, 3*time.Minute))
 }
 
-// Post is a model whose key bunkeys fills.
+// Post is a model whose key bunkeys fills: docs/bun.md's (TestGuideModel).
 type Post struct {
 	bun.BaseModel `bun:"table:posts"`
 
-	ID     idtype.ID      `bun:",pk"`
-	Parent sqltype.NullID `bun:"parent"`
-	Body   string
+	ID       idtype.ID      `bun:",pk"`
+	Parent   sqltype.NullID `bun:"parent"`
+	Mentions sqltype.IDs    `bun:"mentions"`
+	Body     string
 }
 
 // BeforeAppendModel fills the key on insert.
@@ -42,9 +43,10 @@ func (p *Post) BeforeAppendModel(ctx context.Context, q bun.Query) error {
 type bare struct {
 	bun.BaseModel `bun:"table:posts"`
 
-	ID     idtype.ID      `bun:",pk"`
-	Parent sqltype.NullID `bun:"parent"`
-	Body   string
+	ID       idtype.ID      `bun:",pk"`
+	Parent   sqltype.NullID `bun:"parent"`
+	Mentions sqltype.IDs    `bun:"mentions"`
+	Body     string
 }
 
 func openDB(t *testing.T, ctx context.Context) *bun.DB {
@@ -55,7 +57,7 @@ func openDB(t *testing.T, ctx context.Context) *bun.DB {
 	}
 	db := bun.NewDB(sqldb, pgdialect.New())
 	t.Cleanup(func() { db.Close() })
-	if _, err := db.ExecContext(ctx, "CREATE TABLE posts (id bigint PRIMARY KEY, parent bigint, body text NOT NULL)"); err != nil {
+	if _, err := db.ExecContext(ctx, "CREATE TABLE posts (id bigint PRIMARY KEY, parent bigint, mentions bigint[], body text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	return db
