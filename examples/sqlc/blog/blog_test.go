@@ -181,3 +181,27 @@ func TestGeneratedMatchesQueries(t *testing.T) {
 		t.Errorf("Queries has methods %v; query.sql names %v: regenerate (see doc.go)", got, want)
 	}
 }
+
+// TestDocShowsConfig checks that docs/sqlc.md shows the whole
+// configuration the checked-in code is generated from: its yaml block is
+// ../sqlc.yaml, byte for byte.
+func TestDocShowsConfig(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/sqlc.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile("../sqlc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(doc), -1) {
+		shown = append(shown, m[1])
+	}
+	if len(shown) != 1 {
+		t.Fatalf("docs/sqlc.md has %d yaml blocks; want one, the configuration", len(shown))
+	}
+	if shown[0] != string(cfg) {
+		t.Errorf("docs/sqlc.md shows\n%s\nexamples/sqlc/sqlc.yaml is\n%s", shown[0], cfg)
+	}
+}
