@@ -445,7 +445,7 @@ func (r *retryRun) viaBulk(fault retryFaultKind, streamed bool, off defences) (a
 	if err := checkFailure(fault, err); err != nil {
 		r.t.Fatalf("bulk (streamed %v): %v", streamed, err)
 	}
-	changed = diffGraph(reflect.ValueOf(retryGraph(fault, hook)), reflect.ValueOf(authors), streamed)
+	changed = diffGraph(reflect.ValueOf(retryGraph(fault, hook)), reflect.ValueOf(authors), streamed, fault.batch())
 
 	repair(fault, authors)
 	if fault == faultSavepoint {
@@ -475,16 +475,27 @@ func (r *retryRun) inCallerTx(fn func(pgx.Tx) error) error {
 	return loadErr
 }
 
+// batch returns the batch, counted from 0, in which fault fails a load.
+func (k retryFaultKind) batch() int {
+	switch k {
+	case faultCancel, faultTrigger:
+		return 1
+	case faultCommit:
+		return 0
+	}
+	return 2
+}
+
 // diffGraph returns the first difference between two graphs in an
 // exported field, "" for none. streamed compares only what CreateSeq puts
-// back: every row of batch 3, where the loads fail or stop, and every
-// belongs-to and many2many row.
-func diffGraph(want, got reflect.Value, streamed bool) string {
+// back: every row from batch failed on, and every belongs-to and
+// many2many row.
+func diffGraph(want, got reflect.Value, streamed bool, failed int) string {
 	if !streamed {
 		return diffValue(want, got, "authors", map[uintptr]bool{})
 	}
 	seen := map[uintptr]bool{}
-	for i := 2 * retryBatch; i < retryRoots; i++ {
+	for i := failed * retryBatch; i < retryRoots; i++ {
 		if d := diffValue(want.Index(i), got.Index(i), fmt.Sprintf("authors[%d]", i), seen); d != "" {
 			return d
 		}
