@@ -264,9 +264,9 @@ func (b *batch) fill(from int32) error {
 			if i < from {
 				continue
 			}
-			for _, f := range n.keys {
+			for k, f := range n.keys {
 				if fv, ok := fieldAt(b.rows[i].v, f); !ok || intfield.IsZero(fv) {
-					b.note(i, f)
+					b.noteBit(i, f, k) // keys come first in node.writes
 					if !ok {
 						fv = f.ReflectValueOf(l.ctx, b.rows[i].v) // makes the embedded struct
 					}

@@ -61,6 +61,15 @@ func create[T any](ctx context.Context, db *gorm.DB, src idtype.Source, rows []T
 	if err != nil {
 		return Result{}, err
 	}
+	// Input row i, for putting back what a failed load wrote into it: the
+	// log names only rows the load took, none of them a nil pointer.
+	l.undo.input = func(i int) reflect.Value {
+		v := reflect.ValueOf(&rows[i]).Elem()
+		for v.Kind() == reflect.Pointer {
+			v = v.Elem()
+		}
+		return v
+	}
 	err = l.run(ctx, func(yield func(reflect.Value) error) error {
 		for i := range rows {
 			if err := yield(reflect.ValueOf(&rows[i]).Elem()); err != nil {
@@ -75,7 +84,9 @@ func create[T any](ctx context.Context, db *gorm.DB, src idtype.Source, rows []T
 // CreateSeq is Create for input that need not be in memory at
 // once: rows read from a file or another database as the load goes. It
 // reads BatchSize rows from seq, loads them, and reads on, so its memory
-// is bounded by the batch whatever the length of seq. Keys are written
+// is bounded by the batch whatever the length of seq (and the
+// belongs-to and many2many rows it keys, which it keeps until it
+// returns, to put their keys back if it fails). Keys are written
 // into the values seq yields; a T that is a struct is copied, so only a
 // pointer type lets the caller see them.
 //

@@ -19,7 +19,8 @@
 // with pgx's binary CopyFrom, tables that others refer to first. The keys, foreign keys and GORM-set columns
 // are written back into the structs. CreateSeq does the same for an
 // iter.Seq, reading BatchSize rows at a time, so that its memory is
-// bounded by the batch whatever the number of rows.
+// bounded by the batch whatever the number of rows (and the belongs-to
+// and many2many rows it keys: see below).
 //
 // The connection: db is the app's *gorm.DB on PostgreSQL through pgx
 // (gorm.io/driver/postgres, whose pool is database/sql over pgx's stdlib

@@ -21,7 +21,10 @@ type Options struct {
 	// (and one more for join rows that have keys of their own), sets
 	// their foreign keys and copies them, table by table, while it
 	// prepares the next batch. The load's own memory grows with it (two
-	// batches at a time), never with the input's length. Zero means
+	// batches at a time), and with the input's length only by what it
+	// keeps to put the structs back if it fails: for Create, a pointer
+	// for each row it writes into that is not an input row; for
+	// CreateSeq, the belongs-to and many2many rows it keys. Zero means
 	// DefaultBatchSize; negative is an error.
 	BatchSize int
 	// Tx is a pgx transaction of the caller's for the load to run in,

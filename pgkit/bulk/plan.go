@@ -110,13 +110,15 @@ func (p *loadPlan) listWrites() {
 			n.writes = append(n.writes, f)
 		}
 	}
+	// Keys first, in every node before any other field, so that a key's
+	// bit is its place in n.keys (fill relies on it).
 	for _, n := range p.nodes {
 		n.bit = map[*schema.Field]uint8{}
-	}
-	for _, n := range p.nodes {
 		for _, f := range n.keys {
 			add(n, f)
 		}
+	}
+	for _, n := range p.nodes {
 		for _, f := range n.cols {
 			if f.DefaultValueInterface != nil || f.AutoCreateTime > 0 || f.AutoUpdateTime > 0 {
 				add(n, f)

@@ -401,12 +401,23 @@ func (r *retryRun) viaCreate(fault retryFaultKind) []RetryAuthor {
 	return authors
 }
 
-// viaBulk fails a bulk load (Create, or CreateSeq when streamed) of the
+// loadMode is how a run hands the graph to a bulk load.
+type loadMode int
+
+const (
+	asSlice    loadMode = iota // Create of []RetryAuthor
+	asPointers                 // Create of []*RetryAuthor
+	asSeq                      // CreateSeq of *RetryAuthor
+)
+
+func (m loadMode) String() string { return [...]string{"Create", "Create of pointers", "CreateSeq"}[m] }
+
+// viaBulk fails a bulk load (as mode says) of the
 // graph with fault, with the defences in off switched off, repairs the
 // graph and retries it with every defence on. It returns the graph, the
 // first attempt's and the retry's errors, and a difference between the
 // structs after the failure and as they were built, "" for none.
-func (r *retryRun) viaBulk(fault retryFaultKind, streamed bool, off defences) (authors []RetryAuthor, retryErr error, changed string) {
+func (r *retryRun) viaBulk(fault retryFaultKind, mode loadMode, off defences) (authors []RetryAuthor, retryErr error, changed string) {
 	r.t.Helper()
 	r.reset()
 	ctx, cancel := context.WithCancel(r.ctx)
@@ -418,7 +429,11 @@ func (r *retryRun) viaBulk(fault retryFaultKind, streamed bool, off defences) (a
 	authors = retryGraph(fault, hook)
 	load := func(ctx context.Context, src idtype.Source, opts Options, off defences) error {
 		opts.BatchSize = retryBatch
-		if streamed {
+		switch mode {
+		case asPointers:
+			_, err := createWithout(ctx, r.db, src, ptrs(authors), opts, off)
+			return err
+		case asSeq:
 			seq := func(yield func(*RetryAuthor) bool) {
 				for i := range authors {
 					if !yield(&authors[i]) {
@@ -443,9 +458,9 @@ func (r *retryRun) viaBulk(fault retryFaultKind, streamed bool, off defences) (a
 		err = load(ctx, src, Options{}, off)
 	}
 	if err := checkFailure(fault, err); err != nil {
-		r.t.Fatalf("bulk (streamed %v): %v", streamed, err)
+		r.t.Fatalf("bulk (%s): %v", mode, err)
 	}
-	changed = diffGraph(reflect.ValueOf(retryGraph(fault, hook)), reflect.ValueOf(authors), streamed, fault.batch())
+	changed = diffGraph(reflect.ValueOf(retryGraph(fault, hook)), reflect.ValueOf(authors), mode == asSeq, fault.batch())
 
 	repair(fault, authors)
 	if fault == faultSavepoint {
@@ -630,18 +645,19 @@ func TestBulkRetry(t *testing.T) {
 		plugin := &switchSource{Source: newGen(t, 2)}
 		r := &retryRun{t: t, ctx: ctx, url: url, db: openRetryDB(t, url, fks, plugin), plugin: plugin, gen: gen}
 		for fault := range faultKinds {
-			for _, streamed := range []bool{false, true} {
-				if streamed && fault != faultUnique && fault != faultCancel && fault != faultSource {
+			for _, mode := range []loadMode{asSlice, asPointers, asSeq} {
+				if mode == asSeq && fault != faultUnique && fault != faultCancel && fault != faultSource ||
+					mode == asPointers && fault != faultUnique {
 					continue
 				}
-				name := fmt.Sprintf("fks=%v %s streamed=%v", fks, fault, streamed)
+				name := fmt.Sprintf("fks=%v %s, %s", fks, fault, mode)
 				created := r.viaCreate(fault)
 				want := map[string][]string{}
 				for _, table := range listTables(t, ctx, r.db) {
 					want[table] = rawRows(t, ctx, r.db, table)
 				}
 
-				bulked, err, changed := r.viaBulk(fault, streamed, defences{})
+				bulked, err, changed := r.viaBulk(fault, mode, defences{})
 				if changed != "" {
 					t.Errorf("%s: after the failed load, %s", name, changed)
 				}
@@ -657,7 +673,7 @@ func TestBulkRetry(t *testing.T) {
 
 				// The control: the structs left as the failed load left
 				// them.
-				bulked, err, changed = r.viaBulk(fault, streamed, defences{keepStructs: true})
+				bulked, err, changed = r.viaBulk(fault, mode, defences{keepStructs: true})
 				if changed == "" {
 					t.Errorf("%s: control: the failed load left the structs as they were; the test does not reach the fault", name)
 				}
@@ -668,7 +684,7 @@ func TestBulkRetry(t *testing.T) {
 						t.Errorf("%s: control: the retry: %v; want a foreign-key violation (23503)", name, err)
 						continue
 					}
-					again := retryAgain(r, bulked, streamed)
+					again := retryAgain(r, bulked, mode == asSeq)
 					if !errors.As(again, &pgErr) || pgErr.Code != "23503" {
 						t.Errorf("%s: control: the second retry: %v; want 23503 again", name, again)
 						continue

@@ -24,11 +24,12 @@ import (
 // so that a field two batches wrote ends as it was before the first.
 //
 // What the log keeps alive: Create's input is the caller's slice, which
-// holds every row anyway, so the log keeps a pointer per row the load
-// wrote into. CreateSeq's input may be far larger than memory; once a
-// batch is copied, its log keeps only the belongs-to and many2many rows it
-// keyed (the rows a retry would take as existing); its input rows and
-// their has-one and has-many rows, which a retry writes whatever keys they
+// holds every row anyway, so the log keeps the input rows as ranges of
+// their indices in it, and a pointer per other row the load wrote into.
+// CreateSeq's input may be far larger than memory; once a batch is
+// copied, its log keeps only the belongs-to and many2many rows it keyed
+// (the rows a retry would take as existing); its input rows and their
+// has-one and has-many rows, which a retry writes whatever keys they
 // hold, are let go.
 
 // undoLog is what a load wrote into the caller's structs, batch by batch.
@@ -38,10 +39,15 @@ type undoLog struct {
 	// streamed is true for CreateSeq: a copied batch keeps only its
 	// shared rows (see above).
 	streamed bool
-	runs     []undoRun
-	rows     []unsafe.Pointer // the rows of every run, run after run
-	olds     []oldValue
-	// marks[k] says where batch k's runs and olds end.
+	// input returns Create's input row i; nil for CreateSeq.
+	input func(i int) reflect.Value
+	runs  []undoRun
+	// rows are the rows of the runs that are not input rows, in chunks
+	// that are never copied as they fill up.
+	rows  [][]unsafe.Pointer
+	nrows int
+	olds  []oldValue
+	// marks[k] says where batch k's runs, rows and olds end.
 	marks []undoMark
 }
 
@@ -51,7 +57,10 @@ type undoRun struct {
 	node *node
 	typ  reflect.Type
 	mask uint64
-	end  int // the run's rows are rows[previous run's end:end]
+	// first is the input index of the run's first row when its rows are
+	// consecutive input rows of Create, and -1 when they are in rows.
+	first int
+	n     int
 }
 
 // oldValue is a location in a row and what it held before the load wrote
@@ -62,7 +71,19 @@ type oldValue struct {
 	old reflect.Value // a copy; invalid for the zero value
 }
 
-type undoMark struct{ runs, olds int }
+type undoMark struct{ runs, rows, olds int }
+
+// undoChunk is the number of rows in a chunk of undoLog.rows.
+const undoChunk = 4096
+
+// addRow appends row p to rows.
+func (u *undoLog) addRow(p unsafe.Pointer) {
+	if u.nrows%undoChunk == 0 {
+		u.rows = append(u.rows, make([]unsafe.Pointer, 0, undoChunk))
+	}
+	u.rows[len(u.rows)-1] = append(u.rows[len(u.rows)-1], p)
+	u.nrows++
+}
 
 // batchOld is an oldValue noted by a batch, with the row it is in.
 type batchOld struct {
@@ -74,11 +95,22 @@ type batchOld struct {
 // holds, unless the batch noted it already or the row is one the load
 // made (a join row, which no one else sees).
 func (b *batch) note(i int32, f *schema.Field) {
+	bit, tracked := b.rows[i].node.bit[f]
+	if !tracked {
+		b.noteBit(i, f, -1)
+		return
+	}
+	b.noteBit(i, f, int(bit))
+}
+
+// noteBit is note for a field whose place in node.writes the caller
+// knows: bit, or -1 (or 64 and more) for a field that has none.
+func (b *batch) noteBit(i int32, f *schema.Field, bit int) {
 	row := &b.rows[i]
 	if row.made {
 		return
 	}
-	bit, tracked := row.node.bit[f]
+	tracked := bit >= 0 && bit < 64
 	if tracked && row.wrote&(1<<bit) != 0 {
 		return
 	}
@@ -143,19 +175,33 @@ func (u *undoLog) flush(b *batch, copied bool) {
 		return row.rel != nil && (row.rel.Type == schema.BelongsTo || row.rel.Type == schema.Many2Many)
 	}
 	keep := func(row *batchRow) bool { return !u.streamed || !copied || shared(row) }
+	batchRuns := 0
+	if len(u.marks) > 0 {
+		batchRuns = u.marks[len(u.marks)-1].runs
+	}
 	for _, n := range b.l.plan.nodes {
+		var typ reflect.Type // every row of a table is a struct of one type
 		for _, i := range b.nodes[n.idx] {
 			row := &b.rows[i]
 			if row.wrote == 0 || !keep(row) {
 				continue
 			}
-			typ := row.v.Type()
-			if k := len(u.runs) - 1; k < 0 || len(u.marks) > 0 && u.marks[len(u.marks)-1].runs > k ||
-				u.runs[k].node != n || u.runs[k].mask != row.wrote || u.runs[k].typ != typ {
-				u.runs = append(u.runs, undoRun{node: n, typ: typ, mask: row.wrote})
+			if typ == nil {
+				typ = row.v.Type()
 			}
-			u.rows = append(u.rows, row.v.Addr().UnsafePointer())
-			u.runs[len(u.runs)-1].end = len(u.rows)
+			first := -1
+			if u.input != nil && row.from < 0 {
+				first = b.first + int(row.pos)
+			}
+			if k := len(u.runs) - 1; k < batchRuns || u.runs[k].node != n || u.runs[k].mask != row.wrote ||
+				u.runs[k].typ != typ || (u.runs[k].first < 0) != (first < 0) ||
+				first >= 0 && u.runs[k].first+u.runs[k].n != first {
+				u.runs = append(u.runs, undoRun{node: n, typ: typ, mask: row.wrote, first: first})
+			}
+			u.runs[len(u.runs)-1].n++
+			if first < 0 {
+				u.addRow(row.v.Addr().UnsafePointer())
+			}
 		}
 	}
 	for _, o := range b.olds {
@@ -163,7 +209,7 @@ func (u *undoLog) flush(b *batch, copied bool) {
 			u.olds = append(u.olds, o.oldValue)
 		}
 	}
-	u.marks = append(u.marks, undoMark{runs: len(u.runs), olds: len(u.olds)})
+	u.marks = append(u.marks, undoMark{runs: len(u.runs), rows: u.nrows, olds: len(u.olds)})
 }
 
 // restore puts back everything the log holds, the last batch first.
@@ -181,13 +227,16 @@ func (u *undoLog) restore() {
 				o.at.SetZero()
 			}
 		}
-		start := 0
-		if from.runs > 0 {
-			start = u.runs[from.runs-1].end
-		}
+		next := from.rows
 		for _, run := range u.runs[from.runs:to.runs] {
-			for _, p := range u.rows[start:run.end] {
-				v := reflect.NewAt(run.typ, p).Elem()
+			for k := range run.n {
+				var v reflect.Value
+				if run.first >= 0 {
+					v = u.input(run.first + k)
+				} else {
+					v = reflect.NewAt(run.typ, u.rows[next/undoChunk][next%undoChunk]).Elem()
+					next++
+				}
 				for bit, f := range run.node.writes {
 					if run.mask&(1<<bit) == 0 {
 						continue
@@ -199,8 +248,7 @@ func (u *undoLog) restore() {
 					}
 				}
 			}
-			start = run.end
 		}
 	}
-	*u = undoLog{streamed: u.streamed}
+	*u = undoLog{streamed: u.streamed, input: u.input}
 }
