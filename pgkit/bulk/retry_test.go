@@ -414,10 +414,10 @@ func (m loadMode) String() string { return [...]string{"Create", "Create of poin
 
 // viaBulk fails a bulk load (as mode says) of the
 // graph with fault, with the defences in off switched off, repairs the
-// graph and retries it with every defence on. It returns the graph, the
-// first attempt's and the retry's errors, and a difference between the
-// structs after the failure and as they were built, "" for none.
-func (r *retryRun) viaBulk(fault retryFaultKind, mode loadMode, off defences) (authors []RetryAuthor, retryErr error, changed string) {
+// graph and retries it with every defence on. It returns the graph, a
+// difference between the structs after the failure and as they were
+// built ("" for none), and the retry's error.
+func (r *retryRun) viaBulk(fault retryFaultKind, mode loadMode, off defences) (authors []RetryAuthor, changed string, retryErr error) {
 	r.t.Helper()
 	r.reset()
 	ctx, cancel := context.WithCancel(r.ctx)
@@ -468,7 +468,7 @@ func (r *retryRun) viaBulk(fault retryFaultKind, mode loadMode, off defences) (a
 	} else {
 		retryErr = load(r.ctx, r.gen, Options{}, defences{})
 	}
-	return authors, retryErr, changed
+	return authors, changed, retryErr
 }
 
 // inCallerTx runs fn in a pgx transaction of the test's, which it
@@ -657,7 +657,7 @@ func TestBulkRetry(t *testing.T) {
 					want[table] = rawRows(t, ctx, r.db, table)
 				}
 
-				bulked, err, changed := r.viaBulk(fault, mode, defences{})
+				bulked, changed, err := r.viaBulk(fault, mode, defences{})
 				if changed != "" {
 					t.Errorf("%s: after the failed load, %s", name, changed)
 				}
@@ -673,7 +673,7 @@ func TestBulkRetry(t *testing.T) {
 
 				// The control: the structs left as the failed load left
 				// them.
-				bulked, err, changed = r.viaBulk(fault, mode, defences{keepStructs: true})
+				bulked, changed, err = r.viaBulk(fault, mode, defences{keepStructs: true})
 				if changed == "" {
 					t.Errorf("%s: control: the failed load left the structs as they were; the test does not reach the fault", name)
 				}
