@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"database/sql"
 	"io/fs"
 	"os"
 	"strconv"
@@ -151,72 +152,134 @@ func migrationsUpTo(t *testing.T, last int, convert bool) fs.FS {
 	return out
 }
 
+// testClock makes snowflake_id() and snowflake_id_slow() in db read,
+// instead of the server's clock, the Unix millisecond that the sequence
+// snowkey_test_clock holds, set to ms: a clock that stands still until
+// the test moves it (setClock), however slowly the machine runs. It
+// rewrites the two functions in db alone, for the test, keeping what else
+// they declare.
+func testClock(t *testing.T, ctx context.Context, db *sql.DB, ms int64) {
+	t.Helper()
+	if _, err := db.ExecContext(ctx, "CREATE SEQUENCE snowkey_test_clock MINVALUE 0"); err != nil {
+		t.Fatal(err)
+	}
+	setClock(t, ctx, db, ms)
+	const clock = "to_timestamp((pg_sequence_last_value('public.snowkey_test_clock') + 0.5) / 1000)"
+	for _, name := range []string{"snowflake_id", "snowflake_id_slow"} {
+		var def string
+		err := db.QueryRowContext(ctx, "SELECT pg_get_functiondef($1::regprocedure)", "public."+name+"()").Scan(&def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(def, "clock_timestamp()") {
+			t.Fatalf("%s() reads no clock_timestamp():\n%s", name, def)
+		}
+		if _, err := db.ExecContext(ctx, strings.ReplaceAll(def, "clock_timestamp()", clock)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// setClock moves the clock of testClock to the Unix millisecond ms.
+func setClock(t *testing.T, ctx context.Context, db *sql.DB, ms int64) {
+	t.Helper()
+	if _, err := db.ExecContext(ctx, "SELECT setval('public.snowkey_test_clock', $1)", ms); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestUpgradeSnowflakeState: a database whose snowflake_id() issued IDs
 // before 00004 changed how it keeps its state issues, after the upgrade,
 // only IDs greater than the last one before it, even when that one is
-// ahead of the database's clock (the clock was set back). The old state
-// is set to an ID 900 ms ahead of the clock, the upgrade runs, and the
-// first new ID must be greater. A run met its fault only if the clock was
-// still behind the old ID's millisecond as the call began, read by the
-// server in the statement that calls snowflake_id(); a run that a busy
-// machine made later is not judged, and another database is tried. The
-// control upgrades with a 00004 that does not carry the old state over:
-// a run that met its fault issues an ID below the old one, which the
-// control must see; an ID above it shows the clock had passed the old
-// millisecond by the call (a stall inside the statement), so that run
-// did not meet its fault either.
+// ahead of the database's clock (the clock was set back). The upgraded
+// functions read a test clock (testClock) that stands at a millisecond
+// m; the old state is an ID of m + 500. The first call after the upgrade
+// must wait for the clock, which the test sees (the call's session sleeps
+// in pg_sleep) before it moves the clock past the old ID's millisecond;
+// the ID must then be greater than the old one. The control upgrades with
+// a 00004 that does not carry the old state over: its first call returns
+// at once an ID of m, below the old one, which the control must see.
 func TestUpgradeSnowflakeState(t *testing.T) {
-	testenv.Deadline(t, 2*time.Minute)
-	const tries = 6
+	ctx := testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
 		name := "converted"
 		if control {
 			name = "control: state not carried over"
 		}
 		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			for try := 1; ; try++ {
-				if try > tries {
-					t.Fatalf("in %d tries the clock had passed the old state's millisecond before the first call", tries)
+			dsn := testenv.Postgres(t)
+			if err := migrateWith(ctx, t, migrationsUpTo(t, 3, true), dsn); err != nil {
+				t.Fatal(err)
+			}
+			db := openTestDB(t, dsn)
+			epoch := idtype.DefaultLayout.Epoch.UnixMilli()
+			m := time.Now().UnixMilli()
+			oldMs := m - epoch + 500
+			old := oldMs<<22 | 1023<<12 | 4000
+			if _, err := db.ExecContext(ctx, "SELECT setval('snowflake_id_state', $1)", oldMs<<12|4000); err != nil {
+				t.Fatal(err)
+			}
+			if err := migrateWith(ctx, t, migrationsUpTo(t, 4, !control), dsn); err != nil {
+				t.Fatal(err)
+			}
+			testClock(t, ctx, db, m)
+
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			var pid int
+			if err := conn.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				id  int64
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				var r result
+				r.err = conn.QueryRowContext(ctx, "SELECT snowflake_id()").Scan(&r.id)
+				done <- r
+			}()
+			// Until the call returns, or sleeps waiting for the clock.
+			waited := false
+			var r result
+		wait:
+			for {
+				select {
+				case r = <-done:
+					break wait
+				case <-ctx.Done():
+					t.Fatalf("the first call after the upgrade neither returned nor waited for the clock: %v", context.Cause(ctx))
+				case <-time.After(10 * time.Millisecond):
 				}
-				dsn := testenv.Postgres(t)
-				if err := migrateWith(ctx, t, migrationsUpTo(t, 3, true), dsn); err != nil {
+				var event sql.NullString
+				if err := db.QueryRowContext(ctx, "SELECT wait_event FROM pg_stat_activity WHERE pid = $1", pid).Scan(&event); err != nil {
 					t.Fatal(err)
 				}
-				db := openTestDB(t, dsn)
-				var old int64
-				err := db.QueryRowContext(ctx, `SELECT ((x + 900) << 22) | (1023 << 12) | 4000 FROM (SELECT
-					setval('snowflake_id_state', ((x + 900) << 12) | 4000) AS s, x FROM (SELECT
-					floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - $1 AS x) AS c) AS v`,
-					idtype.DefaultLayout.Epoch.UnixMilli()).Scan(&old)
-				if err != nil {
-					t.Fatal(err)
+				if event.String == "PgSleep" {
+					waited = true
+					setClock(t, ctx, db, epoch+oldMs+2)
+					r = <-done
+					break wait
 				}
-				if err := migrateWith(ctx, t, migrationsUpTo(t, 4, !control), dsn); err != nil {
-					t.Fatal(err)
-				}
-				// OFFSET 0 keeps the subquery from being flattened into the
-				// outer one, so its clock reading is taken before snowflake_id.
-				var clock, id int64
-				err = db.QueryRowContext(ctx, `SELECT b.t, snowflake_id()
-					FROM (SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint - $1 AS t OFFSET 0) AS b`,
-					idtype.DefaultLayout.Epoch.UnixMilli()).Scan(&clock, &id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if clock >= old>>22 || control && id > old {
-					t.Logf("try %d: the clock (%d, ID %d) passed the old state's millisecond %d before the call: not judged",
-						try, clock, id, old>>22)
-					continue
-				}
-				if control {
-					t.Logf("control: first ID %d after the upgrade, old state %d", id, old)
-					return
-				}
-				if id <= old {
-					t.Fatalf("the first ID after the upgrade, %d, is not greater than the last before it, %d", id, old)
+			}
+			if r.err != nil {
+				t.Fatalf("the first call after the upgrade: %v", r.err)
+			}
+			t.Logf("first ID after the upgrade %d (millisecond %d), old state %d (millisecond %d); waited for the clock: %v",
+				r.id, r.id>>22, old, oldMs, waited)
+			if control {
+				if waited || r.id > old {
+					t.Fatal("control: the first ID is above the old one: the test does not reach the fault")
 				}
 				return
+			}
+			if !waited || r.id <= old {
+				t.Fatalf("the first ID after the upgrade, %d, is not greater than the last before it, %d, "+
+					"or was issued without waiting for the clock (%v)", r.id, old, waited)
 			}
 		})
 	}
