@@ -2,6 +2,7 @@ package workerid
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -16,12 +17,19 @@ import (
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
-// TestPostgresIsolation runs concurrent Acquires, renewals and Closes on
-// a database whose default_transaction_isolation is REPEATABLE READ or
-// SERIALIZABLE: statements that overlap on a row then fail with
-// serialization failures, which the pool retries. Every number must be
-// taken, by one lease each, with no error, in every round. The control
-// run, which does not retry, must see errors.
+// TestPostgresIsolation: on a database whose default_transaction_isolation
+// is REPEATABLE READ or SERIALIZABLE, a lease statement that overlaps
+// another transaction's write of its row fails with a serialization
+// failure, which the pool retries. The test makes the overlap itself
+// (overlap): a transaction of its own updates the lease's row and commits
+// only once a renewal, and then a Close, waits for that row, so that the
+// statement's snapshot is older than the commit and PostgreSQL fails it,
+// however fast or slow the machine. The pool must confirm the renewal and
+// free the number with no failure; the control run, which does not retry,
+// must get the serialization failure from both. The defended run then
+// runs 3 rounds of 64 concurrent Acquires, renewals and Closes: every
+// number taken, by one lease each, and no serialization failure or
+// deadlock reaching the caller or a renewal.
 func TestPostgresIsolation(t *testing.T) {
 	t.Parallel()
 	for _, level := range []string{"repeatable read", "serializable"} {
@@ -40,25 +48,22 @@ func TestPostgresIsolation(t *testing.T) {
 					t.Fatal(err)
 				}
 				_ = db.Close()
+
+				overlap(t, ctx, dsn, level, defended)
+				if !defended {
+					return
+				}
+
 				logs := &logRecorder{}
 				// Longer timings than the other tests': 64 leases renew at once
 				// on a loaded machine, and a renewal must not time out.
 				p := postgresPool(t, dsn, Options{Layout: sixBits, Logger: slog.New(logs), MaxConns: 64,
 					TTL: 5 * time.Second, Margin: time.Second, RenewEvery: time.Second})
-				if !defended {
-					turnOff(t, p, "serial-retry")
-				}
-				var got string
-				if err := p.store.(*pgStore).db.QueryRowContext(ctx, "SHOW transaction_isolation").Scan(&got); err != nil || got != level {
-					t.Fatalf("transaction_isolation is %q (%v), want %q", got, err, level)
-				}
-
 				var failures []error
 				for round := range 3 {
 					leases, errs := acquireAll(ctx, p, 64)
 					failures = append(failures, errs...)
-					// No two live leases share a number. (A control run's lease
-					// that failed to renew may have lost its number since.)
+					// No two live leases share a number.
 					var workers []int64
 					for _, l := range leases {
 						if l.Status().State != Lost {
@@ -69,7 +74,7 @@ func TestPostgresIsolation(t *testing.T) {
 					if n := len(slices.Compact(slices.Clone(workers))); n != len(workers) {
 						t.Fatalf("round %d: %d live leases hold %d distinct numbers: %v", round, len(workers), n, workers)
 					}
-					if defended && len(leases) != 64 {
+					if len(leases) != 64 {
 						t.Fatalf("round %d: %d of 64 numbers taken; errors: %v", round, len(leases), errs)
 					}
 					// Let every lease renew twice, then close them all at once. A
@@ -118,14 +123,134 @@ func TestPostgresIsolation(t *testing.T) {
 				}
 				t.Logf("%s: %d serialization failures in 3 rounds of 64 concurrent Acquires, renewals and Closes",
 					level, len(serial))
-				switch {
-				case defended && len(serial) > 0:
+				if len(serial) > 0 {
 					t.Fatalf("%d serialization failures; first: %v", len(serial), serial[0])
-				case !defended && len(serial) == 0:
-					t.Fatal("control run saw no serialization failure: the test does not reach its fault")
 				}
 			})
 		}
+	}
+}
+
+// overlap makes a renewal and a Close of a lease overlap, one after the
+// other, a transaction of the test's own that updates the lease's row and
+// commits once the pool's statement waits for the row's lock: the
+// statement's snapshot is then older than the commit, which PostgreSQL
+// fails at level with a serialization failure (40001), whatever the
+// machine's speed. The defended pool retries: the renewal is confirmed,
+// with no failure logged, and the Close frees the number. The control
+// (defended false) must get the serialization failure from both.
+//
+// Its leases last 2 minutes, so that a renewal that waits for the row is
+// not given up before the test commits.
+func overlap(t *testing.T, ctx context.Context, dsn, level string, defended bool) {
+	t.Helper()
+	logs := &logRecorder{}
+	p := postgresPool(t, dsn, Options{Layout: sixBits, Logger: slog.New(logs),
+		TTL: 2 * time.Minute, Margin: time.Second, RenewEvery: time.Second})
+	if !defended {
+		turnOff(t, p, "serial-retry")
+	}
+	db := openDB(t, dsn)
+	l, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := p.store.(*pgStore).ns
+
+	// hold updates the lease's row, changing nothing, in a transaction it
+	// returns with the transaction's backend pid.
+	hold := func() (*sql.Tx, int) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		if err := tx.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE snowkey_worker_leases SET renewed_at = renewed_at WHERE namespace = $1 AND worker = $2",
+			ns, l.Worker()); err != nil {
+			t.Fatal(err)
+		}
+		return tx, pid
+	}
+	// waitBlocked waits until a statement that contains what waits for
+	// the lock of the transaction of pid.
+	waitBlocked := func(pid int, what string) {
+		for {
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE $1::int = ANY (pg_blocking_pids(pid)) AND strpos(query, $2) > 0`, pid, what).Scan(&n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("no statement containing %q waited for the test's transaction: %v", what, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+
+	// A renewal. While it waits for the row no other renewal of the
+	// lease runs, so the count read then is the one before it.
+	tx, pid := hold()
+	waitBlocked(pid, "high_water = GREATEST(high_water, $5::bigint), renewed_at")
+	before := l.Status().Renewals
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	failedRenewal := func() []string {
+		return logs.matching(func(m string) bool { return strings.Contains(m, "lease renewal failed") })
+	}
+	for {
+		if defended && l.Status().Renewals > before || !defended && len(failedRenewal()) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the renewal that overlapped the test's transaction neither was confirmed nor failed: %v; logs: %v", ctx.Err(), logs.all())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if failed := failedRenewal(); defended && len(failed) > 0 {
+		t.Errorf("%s: the renewal that overlapped the test's transaction failed: %v", level, failed)
+	} else if !defended {
+		if !strings.Contains(failed[0], "SQLSTATE 40001") {
+			t.Errorf("control: the overlapping renewal failed with %s; want a serialization failure (40001)", failed[0])
+		} else {
+			t.Logf("control: %s", failed[0])
+		}
+	}
+
+	// A Close: its release waits for the row, and fails when the test
+	// commits.
+	tx, pid = hold()
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close(ctx) }()
+	waitBlocked(pid, "owner = NULL, holder = NULL")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	err = <-closed
+	if !defended {
+		if !serialFailure(err) {
+			t.Fatalf("control: the Close that overlapped the test's transaction: %v; want a serialization failure: "+
+				"the test does not reach its fault", err)
+		}
+		t.Logf("control: %v", err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s: the Close that overlapped the test's transaction: %v", level, err)
+	}
+	var owner sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT owner FROM snowkey_worker_leases WHERE namespace = $1 AND worker = $2",
+		ns, l.Worker()).Scan(&owner); err != nil || owner.Valid {
+		t.Fatalf("after Close the number's owner is %v (%v); want none", owner, err)
 	}
 }
 
