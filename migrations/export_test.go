@@ -26,3 +26,16 @@ func UpWithoutSharedWarning(ctx context.Context, db *sql.DB, opts Options) error
 func CheckServersWithoutCopyCheck(servers []Server, claims []ServerClaim) error {
 	return checkServers(servers, claims, defences{noCopyCheck: true})
 }
+
+// UpWithoutPrivileges is Up without 00007_snowflake_id_privileges.sql: a
+// role calls snowflake_id() only with grants on its sequences, and a role
+// granted UPDATE on them keeps it.
+func UpWithoutPrivileges(ctx context.Context, db *sql.DB, opts Options) error {
+	return up(ctx, db, opts, defences{noPrivileges: true}, "")
+}
+
+// UpWithoutPinnedPath is Up whose snowflake_id_slow() runs as its owner
+// with the caller's search_path.
+func UpWithoutPinnedPath(ctx context.Context, db *sql.DB, opts Options) error {
+	return up(ctx, db, opts, defences{noPinnedPath: true}, "")
+}

@@ -153,7 +153,19 @@ type defences struct {
 	// noCopyCheck: CheckServers does not tell apart two servers that
 	// share a system identifier and a timeline but not their start.
 	noCopyCheck bool
+	// noPrivileges: Up does not apply privilegesMigration, as before it
+	// was written: a role needs grants on snowflake_id()'s sequences to
+	// call it, and a role granted UPDATE on them keeps it.
+	noPrivileges bool
+	// noPinnedPath: snowflake_id_slow() runs as its owner with the
+	// caller's search_path, as privilegesMigration would make it without
+	// its SET clause.
+	noPinnedPath bool
 }
+
+// privilegesMigration lets every role that may execute snowflake_id() call
+// it, and no role but the owner move its state.
+const privilegesMigration = "00007_snowflake_id_privileges.sql"
 
 // up is Up with the defences d, and, when fork is not empty, a copy's new
 // name (Fork).
@@ -166,7 +178,11 @@ func up(ctx context.Context, db *sql.DB, opts Options, d defences, fork string) 
 	if err != nil {
 		return err
 	}
-	p, err := newProvider(db, FS, o)
+	var skip []goose.ProviderOption
+	if d.noPrivileges {
+		skip = append(skip, goose.WithExcludeNames([]string{privilegesMigration}))
+	}
+	p, err := newProvider(db, FS, o, skip...)
 	if err != nil {
 		return err
 	}
@@ -205,6 +221,11 @@ func up(ctx context.Context, db *sql.DB, opts Options, d defences, fork string) 
 	}
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrations: up: %w", err)
+	}
+	if d.noPinnedPath {
+		if _, err := conn.ExecContext(ctx, "ALTER FUNCTION snowflake_id_slow() RESET search_path"); err != nil {
+			return fmt.Errorf("migrations: %w", err)
+		}
 	}
 	if o.ReservedWorker != 0 {
 		if err := setReservedWorker(ctx, conn, o.ReservedWorker); err != nil {
@@ -257,8 +278,8 @@ func newLocker(o Options) (lock.SessionLocker, error) {
 }
 
 // newProvider returns goose's provider for fsys (FS, or a test's), without
-// a lock: Up holds the lock itself.
-func newProvider(db *sql.DB, fsys fs.FS, o Options) (*goose.Provider, error) {
+// a lock: Up holds the lock itself; more are goose's options beside Up's.
+func newProvider(db *sql.DB, fsys fs.FS, o Options, more ...goose.ProviderOption) (*goose.Provider, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", idtype.ErrInvalidOptions)
 	}
@@ -271,6 +292,7 @@ func newProvider(db *sql.DB, fsys fs.FS, o Options) (*goose.Provider, error) {
 	} else {
 		popts = append(popts, goose.WithLogger(goose.NopLogger()))
 	}
+	popts = append(popts, more...)
 	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, popts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)

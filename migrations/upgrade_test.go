@@ -3,6 +3,8 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"strconv"
@@ -10,6 +12,9 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/idtype/workerid"
@@ -283,4 +288,116 @@ func TestUpgradeSnowflakeState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loginRole makes a role that may log in (password "pw"), not a
+// superuser, dropped with what it was granted in admin's database when
+// the test ends, and returns its name.
+func loginRole(t *testing.T, ctx context.Context, admin *sql.DB, prefix string) string {
+	t.Helper()
+	name := prefix + randomHex(t)
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := admin.ExecContext(ctx, "CREATE ROLE "+ident+" LOGIN PASSWORD 'pw'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx := context.WithoutCancel(ctx)
+		for _, q := range []string{"DROP OWNED BY " + ident + " CASCADE", "DROP ROLE " + ident} {
+			if _, err := admin.ExecContext(cctx, q); err != nil {
+				t.Errorf("cleanup: %s: %v", q, err)
+			}
+		}
+	})
+	return name
+}
+
+// TestUpgradePrivileges: a database migrated by any earlier version (the
+// released files, and FS up to each number before privilegesMigration),
+// whose snowflake_id() issued an ID, upgrades so that a role granted
+// INSERT on a table whose key defaults to snowflake_id(), and nothing on
+// its state, inserts, with an ID greater than the one before the upgrade;
+// and a role granted what earlier docs asked for (USAGE and UPDATE on the
+// sequences) inserts too and may no longer setval the state. The control
+// upgrades without privilegesMigration: the first role's insert is
+// refused (42501).
+func TestUpgradePrivileges(t *testing.T) {
+	testenv.Deadline(t, 3*time.Minute)
+	type version struct {
+		name string
+		fsys func(t *testing.T) fs.FS
+	}
+	versions := []version{{"released", func(*testing.T) fs.FS { return released() }}}
+	for n := 3; n < 7; n++ {
+		versions = append(versions, version{fmt.Sprintf("%05d", n), func(t *testing.T) fs.FS { return migrationsUpTo(t, n, true) }})
+	}
+	for _, v := range versions {
+		for _, control := range []bool{false, true} {
+			name, d := v.name, defences{}
+			if control {
+				name, d = v.name+"/control: no privileges migration", defences{noPrivileges: true}
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				ctx := t.Context()
+				dsn := testenv.Postgres(t)
+				if err := migrateWith(ctx, t, v.fsys(t), dsn); err != nil {
+					t.Fatal(err)
+				}
+				admin := openTestDB(t, dsn)
+				var before int64
+				if err := admin.QueryRowContext(ctx, "SELECT snowflake_id()").Scan(&before); err != nil {
+					t.Fatal(err)
+				}
+				app, legacy := loginRole(t, ctx, admin, "app_"), loginRole(t, ctx, admin, "legacy_")
+				appIdent, legacyIdent := pgx.Identifier{app}.Sanitize(), pgx.Identifier{legacy}.Sanitize()
+				seqs := "snowflake_id_state"
+				if exists, err := regclassExists(ctx, admin, "snowflake_id_seq"); err != nil {
+					t.Fatal(err)
+				} else if exists {
+					seqs += ", snowflake_id_seq"
+				}
+				for _, q := range []string{
+					"CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_id(), n int NOT NULL)",
+					"GRANT SELECT, INSERT ON events TO " + appIdent + ", " + legacyIdent,
+					"GRANT USAGE, UPDATE ON SEQUENCE " + seqs + " TO " + legacyIdent,
+				} {
+					if _, err := admin.ExecContext(ctx, q); err != nil {
+						t.Fatalf("%s: %v", q, err)
+					}
+				}
+				if err := up(ctx, admin, Options{}, d, ""); err != nil {
+					t.Fatalf("upgrade: %v", err)
+				}
+				var id int64
+				err := openTestDB(t, asUser(t, dsn, app, nil)).QueryRowContext(ctx, "INSERT INTO events (n) VALUES (1) RETURNING id").Scan(&id)
+				if control {
+					var pgErr *pgconn.PgError
+					if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+						t.Fatalf("control: the insert of a role without grants = %d, %v; want permission denied (42501): "+
+							"the test does not reach the fault", id, err)
+					}
+					t.Logf("control: %v", err)
+					return
+				}
+				if err != nil || id <= before {
+					t.Fatalf("the insert of a role without grants after the upgrade: ID %d, %v; want one above %d, the last before", id, err, before)
+				}
+				asLegacy := openTestDB(t, asUser(t, dsn, legacy, nil))
+				if _, err := asLegacy.ExecContext(ctx, "INSERT INTO events (n) VALUES (2)"); err != nil {
+					t.Fatalf("the insert of a role granted USAGE, UPDATE before the upgrade: %v", err)
+				}
+				var pgErr *pgconn.PgError
+				if _, err := asLegacy.ExecContext(ctx, "SELECT setval('snowflake_id_state', 0)"); !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+					t.Fatalf("a role granted UPDATE before the upgrade moved the state after it: %v; want permission denied (42501)", err)
+				}
+			})
+		}
+	}
+}
+
+// regclassExists reports whether name is a relation on db's search_path.
+func regclassExists(ctx context.Context, db *sql.DB, name string) (bool, error) {
+	var ok bool
+	err := db.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&ok)
+	return ok, err
 }
