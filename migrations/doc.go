@@ -57,9 +57,21 @@
 // millisecond (or to wait); 00004_snowflake_id_fast_path.sql says why the
 // IDs stay unique and increasing.
 //
-// The role that calls snowflake_id() needs USAGE and UPDATE on
-// snowflake_id_state and snowflake_id_seq; the migrations grant nothing,
-// since most apps run them as the role they query with.
+// # Roles
+//
+// Any role that may EXECUTE snowflake_id() (PUBLIC may, as for every
+// function, unless the operator revokes it) calls it with no grant on its
+// state, and no role but the state's owner, the role Up ran as, may move
+// the state: a role that could setval it could make snowflake_id() repeat
+// IDs. The fast path runs as the caller, inlined, and needs to read
+// snowflake_id_state and take nextval of snowflake_id_seq, which PUBLIC
+// may (SELECT, USAGE) and which moves nothing back; snowflake_id_slow(),
+// which starts each millisecond with setval, runs as the owner (SECURITY
+// DEFINER) with its search_path pinned to pg_catalog and pg_temp. Roles
+// granted UPDATE on either sequence before (by default privileges, or as
+// earlier versions' docs asked) lose it at the upgrade. The time functions
+// need EXECUTE on themselves alone. 00007_snowflake_id_privileges.sql
+// states the rules in full; docs/operations.md says what each role needs.
 //
 // # Time functions
 //
