@@ -12,7 +12,7 @@ import (
 )
 
 // TestAdoptCallers: a role that may insert into a table to adopt, and may
-// not run snowflake_id() (migrations.Up grants no one its sequences), is
+// not run snowflake_id() (an operator took EXECUTE away from PUBLIC), is
 // refused at planning, named with the GRANT that lets it; once granted,
 // the plan passes and the role's inserts get snowflakes. The control
 // adopts anyway, and the role's next insert fails.
@@ -20,6 +20,7 @@ func TestAdoptCallers(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	for _, control := range []bool{false, true} {
 		db := openDB(t, ctx, "CREATE TABLE accounts (id serial PRIMARY KEY, name text);")
+		mustExec(t, ctx, db, "REVOKE EXECUTE ON FUNCTION public.snowflake_id() FROM PUBLIC")
 		app := testRole(t, ctx, db, "inserter", "LOGIN")
 		mustExec(t, ctx, db, "GRANT SELECT, INSERT ON accounts TO "+app, "GRANT USAGE ON SEQUENCE accounts_id_seq TO "+app)
 		as := asRole(t, ctx, db, app)
@@ -27,10 +28,10 @@ func TestAdoptCallers(t *testing.T) {
 		if !control {
 			_, err := NewPlan(ctx, db, []string{"accounts"}, Options{})
 			if !errors.Is(err, ErrFunction) || !strings.Contains(err.Error(),
-				"GRANT USAGE, UPDATE ON SEQUENCE public.snowflake_id_state, public.snowflake_id_seq TO "+app) {
+				"GRANT EXECUTE ON FUNCTION public.snowflake_id() TO "+app) {
 				t.Fatalf("err = %v; want ErrFunction naming the role and the GRANT", err)
 			}
-			mustExec(t, ctx, db, "GRANT USAGE, UPDATE ON SEQUENCE public.snowflake_id_state, public.snowflake_id_seq TO "+app)
+			mustExec(t, ctx, db, "GRANT EXECUTE ON FUNCTION public.snowflake_id() TO "+app)
 		}
 		plan, err := newPlanWithout(ctx, db, []string{"accounts"}, Options{}, defences{noCallerCheck: control})
 		if err != nil {

@@ -14,9 +14,9 @@
 CREATE EXTENSION IF NOT EXISTS ltree;
 CREATE EXTENSION IF NOT EXISTS btree_gist;
 GRANT CREATE ON SCHEMA public TO {{owner}};
--- Roles other than the one that ran migrations.Up need these to run
--- snowflake_id().
-GRANT USAGE, UPDATE ON SEQUENCE snowflake_id_state, snowflake_id_seq TO {{owner}}, {{app}};
+-- EXECUTE on snowflake_id(), which PUBLIC has unless an operator took it
+-- away.
+GRANT EXECUTE ON FUNCTION snowflake_id() TO {{owner}}, {{app}};
 SET ROLE {{owner}};
 
 CREATE DOMAIN account_ref AS integer NOT NULL CHECK (VALUE > 0);

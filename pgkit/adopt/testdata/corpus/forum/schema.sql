@@ -10,9 +10,9 @@
 
 CREATE SCHEMA forum AUTHORIZATION {{owner}};
 GRANT USAGE ON SCHEMA forum TO {{app}}, {{reporting}};
--- Roles other than the one that ran migrations.Up need these to run
--- snowflake_id().
-GRANT USAGE, UPDATE ON SEQUENCE snowflake_id_state, snowflake_id_seq TO {{owner}}, {{app}};
+-- EXECUTE on snowflake_id(), which PUBLIC has unless an operator took it
+-- away.
+GRANT EXECUTE ON FUNCTION snowflake_id() TO {{owner}}, {{app}};
 SET ROLE {{owner}};
 
 CREATE TABLE forum."Boards" ("BoardID" smallserial PRIMARY KEY, title text NOT NULL UNIQUE, "Closed" boolean NOT NULL DEFAULT false);

@@ -13,10 +13,10 @@
 CREATE EXTENSION IF NOT EXISTS citext;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 GRANT CREATE ON SCHEMA public TO {{owner}};
--- Roles other than the one that ran migrations.Up need these to run
--- snowflake_id() (adopt refuses to set it as the default of tables they
--- insert into without them).
-GRANT USAGE, UPDATE ON SEQUENCE snowflake_id_state, snowflake_id_seq TO {{owner}}, {{app}};
+-- EXECUTE on snowflake_id(), which PUBLIC has unless an operator took it
+-- away: adopt refuses to make it the default of tables that a role
+-- without it inserts into.
+GRANT EXECUTE ON FUNCTION snowflake_id() TO {{owner}}, {{app}};
 SET ROLE {{owner}};
 
 CREATE DOMAIN year_t AS integer CHECK (VALUE BETWEEN 1888 AND 2155);
