@@ -1,4 +1,4 @@
-package partition_test
+package partition
 
 import (
 	"database/sql"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // TestMaintainSeesEveryRow: a role that reads every row of the tables
@@ -37,7 +36,7 @@ func TestMaintainSeesEveryRow(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := buildAccess(t, ctx, c.kind, c.fix, rand.New(rand.NewPCG(uint64(c.kind), uint64(c.fix))))
-			rep, err := w.table().Maintain(ctx, w.as)
+			rep, err := w.table(defences{}).Maintain(ctx, w.as)
 			if err != nil {
 				t.Fatalf("Maintain: %v", err)
 			}
@@ -60,7 +59,7 @@ func TestMaintainSeesEveryRow(t *testing.T) {
 						labels = append(labels, fmt.Sprintf("public.%[1]s.event_id (%[1]s_event_id_fkey): %[2]d rows", table, n))
 					}
 				}
-				if !errors.Is(err, partition.ErrReferenced) || !slices.Equal(referrers, labels) {
+				if !errors.Is(err, ErrReferenced) || !slices.Equal(referrers, labels) {
 					t.Errorf("%s: %v, referrers %q; want ErrReferenced and %q", name, err, referrers, labels)
 				}
 			}
@@ -131,7 +130,7 @@ func TestHiddenReferrers(t *testing.T) {
 				if retention {
 					day = date("2025-03-01T00:00:00Z")
 					clock.Set(day.Add(12 * time.Hour))
-					if _, err := clock.table("events", partition.Options{Premake: -1}).Maintain(ctx, db); err != nil {
+					if _, err := clock.table("events", Options{Premake: -1}).Maintain(ctx, db); err != nil {
 						t.Fatal(err)
 					}
 					clock.Set(accessNow)
@@ -150,14 +149,11 @@ func TestHiddenReferrers(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				opts := partition.Options{Premake: -1}
+				opts := Options{Premake: -1}
 				if retention {
 					opts.Retention = 72 * time.Hour
 				}
-				p := clock.table("events", opts)
-				if control {
-					partition.WithoutRowSecurityOff(p)
-				}
+				p := clock.tableWithout("events", opts, defences{filtered: control})
 				rep, err := p.Maintain(ctx, as)
 
 				var notes int
@@ -179,13 +175,13 @@ func TestHiddenReferrers(t *testing.T) {
 					t.Errorf("control: want success, %s removed, and both notes left referring to its event, gone, "+
 						"under a valid foreign key: the test does not reach the fault", name)
 				case control:
-				case !errors.Is(err, partition.ErrRowSecurity) || notes != 2:
+				case !errors.Is(err, ErrRowSecurity) || notes != 2:
 					t.Errorf("want ErrRowSecurity and both notes kept")
 				case !retention && (rep.Moved != 0 || len(rep.Left) != 1 || rep.Left[0].Partition != name ||
-					!errors.Is(rep.Left[0].Err, partition.ErrRowSecurity) || part.String != "events_default"):
+					!errors.Is(rep.Left[0].Err, ErrRowSecurity) || part.String != "events_default"):
 					t.Errorf("want %s left with ErrRowSecurity, nothing moved, the event in the default partition", name)
 				case retention && (len(rep.Removed) != 0 || len(rep.Kept) != 1 || rep.Kept[0].Partition != name ||
-					!errors.Is(rep.Kept[0].Err, partition.ErrRowSecurity) || part.String != name):
+					!errors.Is(rep.Kept[0].Err, ErrRowSecurity) || part.String != name):
 					t.Errorf("want %s kept with ErrRowSecurity, with the event", name)
 				}
 			})

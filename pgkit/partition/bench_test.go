@@ -1,4 +1,4 @@
-package partition_test
+package partition
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // benchDays is how many days of rows the partition benchmarks keep, and
@@ -119,7 +118,7 @@ func BenchmarkPartitions(b *testing.B) {
 	benchExec(b, conn, "CREATE TABLE parted (id bigint PRIMARY KEY, n int NOT NULL, payload text NOT NULL) PARTITION BY RANGE (id)")
 	benchExec(b, conn, "CREATE TABLE plain (id bigint PRIMARY KEY, n int NOT NULL, payload text NOT NULL)")
 	// Made at day 0 with 99 days ahead: the 100 days of data.
-	all := newDBClock(b, db, benchDay(0)).table("parted", partition.Options{Premake: benchDays - 1})
+	all := newDBClock(b, db, benchDay(0)).table("parted", Options{Premake: benchDays - 1})
 	if _, err := all.Maintain(ctx, db); err != nil {
 		b.Fatal(err)
 	}
@@ -244,7 +243,7 @@ func BenchmarkRetention(b *testing.B) {
 		// (kept), and the day Maintain runs on.
 		sides[i].day = 3 * i
 		clock.Set(benchDay(sides[i].day))
-		if _, err := clock.table(table+"_parted", partition.Options{Premake: 2}).Maintain(ctx, db); err != nil {
+		if _, err := clock.table(table+"_parted", Options{Premake: 2}).Maintain(ctx, db); err != nil {
 			b.Fatal(err)
 		}
 		for _, t := range []string{table + "_parted", table + "_plain"} {
@@ -263,7 +262,7 @@ func BenchmarkRetention(b *testing.B) {
 			// At noon of the day after next, 36 hours' retention cuts at the
 			// start of the next day: the expiring day alone has ended.
 			clock.Set(benchDay(s.day + 2).Add(12 * time.Hour))
-			keep := clock.table(table+"_parted", partition.Options{Premake: -1, Retention: 36 * time.Hour})
+			keep := clock.table(table+"_parted", Options{Premake: -1, Retention: 36 * time.Hour})
 			del := func() {
 				start := time.Now()
 				if got, _ := benchExec(b, conn, "DELETE FROM "+table+"_plain WHERE id >= $1 AND id < $2", from, to).RowsAffected(); got != int64(n) {
@@ -291,7 +290,7 @@ func BenchmarkRetention(b *testing.B) {
 			benchExec(b, conn, "VACUUM "+table+"_plain")
 			s.vacuum += time.Since(start)
 			clock.Set(benchDay(s.day))
-			if _, err := clock.table(table+"_parted", partition.Options{Premake: 2}).Maintain(ctx, db); err != nil {
+			if _, err := clock.table(table+"_parted", Options{Premake: 2}).Maintain(ctx, db); err != nil {
 				b.Fatal(err)
 			}
 			for _, t := range []string{table + "_parted", table + "_plain"} {
@@ -375,7 +374,7 @@ func BenchmarkMaintain(b *testing.B) {
 	clock := newDBClock(b, db, benchDay(0))
 	for _, t := range []string{"events", "lone"} {
 		benchExec(b, conn, "CREATE TABLE "+t+" (id bigint PRIMARY KEY, n int NOT NULL, payload text NOT NULL) PARTITION BY RANGE (id)")
-		if _, err := clock.table(t, partition.Options{Premake: benchDays - 1}).Maintain(ctx, db); err != nil {
+		if _, err := clock.table(t, Options{Premake: benchDays - 1}).Maintain(ctx, db); err != nil {
 			b.Fatal(err)
 		}
 		benchLoad(b, conn, t, 0, benchDays, rows)
@@ -394,12 +393,12 @@ func BenchmarkMaintain(b *testing.B) {
 	// Every op at noon of the last day, four days made ahead already.
 	clock.Set(benchDay(benchDays - 1).Add(12 * time.Hour))
 	for _, t := range []string{"events", "lone"} {
-		if _, err := clock.table(t, partition.Options{Premake: 4}).Maintain(ctx, db); err != nil {
+		if _, err := clock.table(t, Options{Premake: 4}).Maintain(ctx, db); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.Run("steady", func(b *testing.B) {
-		p := clock.table("events", partition.Options{Premake: 4})
+		p := clock.table("events", Options{Premake: 4})
 		start := time.Now()
 		for b.Loop() {
 			rep, err := p.Maintain(ctx, db)
@@ -417,7 +416,7 @@ func BenchmarkMaintain(b *testing.B) {
 		l := idtype.DefaultLayout
 		benchExec(b, conn, "DELETE FROM notes WHERE event_id < $1", l.FirstID(benchDay(benchExpire)))
 		remove := func(t string) func(int) {
-			p := clock.table(t, partition.Options{Premake: 4, Retention: retention})
+			p := clock.table(t, Options{Premake: 4, Retention: retention})
 			return func(int) {
 				rep, err := p.Maintain(ctx, db)
 				if err != nil || len(rep.Removed) != benchExpire || len(rep.Kept) != 0 {
@@ -428,7 +427,7 @@ func BenchmarkMaintain(b *testing.B) {
 		tx, ty := pairReset(b, remove("events"), remove("lone"), func() {
 			clock.Set(benchDay(0))
 			for _, t := range []string{"events", "lone"} {
-				if _, err := clock.table(t, partition.Options{Premake: benchExpire - 1}).Maintain(ctx, db); err != nil {
+				if _, err := clock.table(t, Options{Premake: benchExpire - 1}).Maintain(ctx, db); err != nil {
 					b.Fatal(err)
 				}
 				benchLoad(b, conn, t, 0, benchExpire, rows)
@@ -451,7 +450,7 @@ func BenchmarkMaintain(b *testing.B) {
 			benchLoad(b, conn, "events", day, day+1, rows) // into the default partition
 			addNotes(day, day+1)
 			clock.Set(benchDay(day).Add(time.Hour))
-			p := clock.table("events", partition.Options{Premake: -1})
+			p := clock.table("events", Options{Premake: -1})
 			b.StartTimer()
 			start := time.Now()
 			rep, err := p.Maintain(ctx, db)

@@ -1,4 +1,4 @@
-package partition_test
+package partition
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/faults"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // The fault kinds of decisions on hidden rows: the role that maintains
@@ -74,22 +73,22 @@ const (
 type accessSpec struct {
 	kind           accessKind
 	fault, defence string
-	off            func(*partition.Table)
+	off            defences
 }
 
 var accessSpecs = map[string]accessSpec{
 	"forced": {kind: forcedPolicy, fault: "row-level security: FORCE on the owner's tables, referred rows moved",
-		defence: "row_security off", off: partition.WithoutRowSecurityOff},
+		defence: "row_security off", off: defences{filtered: true}},
 	"forced errors": {kind: forcedPolicy, fault: "row-level security: FORCE on the owner's tables, referred rows moved",
-		defence: "access errors", off: partition.WithoutAccessErrors},
+		defence: "access errors", off: defences{rawRefusals: true}},
 	"other": {kind: otherPolicy, fault: "row-level security: ENABLE on referring tables of another owner",
-		defence: "row_security off", off: partition.WithoutRowSecurityOff},
+		defence: "row_security off", off: defences{filtered: true}},
 	"grant": {kind: noSelect, fault: "no SELECT on referring tables of another owner",
-		defence: "access errors", off: partition.WithoutAccessErrors},
+		defence: "access errors", off: defences{rawRefusals: true}},
 	"retention": {kind: retentionPolicy, fault: "row-level security: retention of a partition that hidden rows refer to",
-		defence: "row_security off", off: partition.WithoutRowSecurityOff},
+		defence: "row_security off", off: defences{filtered: true}},
 	"default": {kind: defaultPolicy, fault: "row-level security: FORCE on the default partition",
-		defence: "row_security off", off: partition.WithoutRowSecurityOff},
+		defence: "row_security off", off: defences{filtered: true}},
 }
 
 func TestChaosForcedPolicy(t *testing.T)       { accessScenario(t, accessSpecs["forced"]) }
@@ -120,10 +119,11 @@ func accessRun(t *testing.T, spec accessSpec, r *faults.Run) {
 	if met {
 		r.Met("%s", what)
 	}
-	p := w.table()
+	var off defences
 	if r.Control {
-		spec.off(p)
+		off = spec.off
 	}
+	p := w.table(off)
 	rep, err := p.Maintain(ctx, w.as)
 	t.Logf("Maintain as %s: %+v, error: %v", w.role, rep, err)
 	violations, rows := w.check(t, rep, err, met)
@@ -216,7 +216,7 @@ func buildAccess(t *testing.T, ctx context.Context, kind accessKind, fix accessF
 		// at accessNow.
 		first = date("2025-03-01T00:00:00Z")
 		w.clock.Set(first.Add(12 * time.Hour))
-		if _, err := w.clock.table("events", partition.Options{Premake: 2}).Maintain(ctx, db); err != nil {
+		if _, err := w.clock.table("events", Options{Premake: 2}).Maintain(ctx, db); err != nil {
 			t.Fatal(err)
 		}
 		w.clock.Set(accessNow)
@@ -224,7 +224,7 @@ func buildAccess(t *testing.T, ctx context.Context, kind accessKind, fix accessF
 		// Partitions from accessNow's day on: the two days before land
 		// in the default partition.
 		first = date("2025-03-09T00:00:00Z")
-		if _, err := w.clock.table("events", partition.Options{Premake: 2}).Maintain(ctx, db); err != nil {
+		if _, err := w.clock.table("events", Options{Premake: 2}).Maintain(ctx, db); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -319,14 +319,14 @@ func buildAccess(t *testing.T, ctx context.Context, kind accessKind, fix accessF
 
 // table is the Table the role maintains with: the current day only, and
 // for retention three days kept.
-func (w *accessWorld) table() *partition.Table {
+func (w *accessWorld) table(off defences) *Table {
 	switch w.kind {
 	case retentionPolicy:
-		return w.clock.table("events", partition.Options{Premake: -1, Retention: 72 * time.Hour})
+		return w.clock.tableWithout("events", Options{Premake: -1, Retention: 72 * time.Hour}, off)
 	case defaultPolicy:
-		return w.clock.table("events", partition.Options{Premake: 2})
+		return w.clock.tableWithout("events", Options{Premake: 2}, off)
 	}
-	return w.clock.table("events", partition.Options{Premake: -1})
+	return w.clock.tableWithout("events", Options{Premake: -1}, off)
 }
 
 // dayRange is the key range of day.
@@ -394,7 +394,7 @@ func (w *accessWorld) observe(t *testing.T, ctx context.Context) (bool, string) 
 // check reads every table as a superuser after Maintain returned rep and
 // err, and returns what breaks the promise, and the rows it checked.
 // met says the run met its fault: then err must be the kind's.
-func (w *accessWorld) check(t *testing.T, rep partition.Report, err error, met bool) ([]string, int) {
+func (w *accessWorld) check(t *testing.T, rep Report, err error, met bool) ([]string, int) {
 	t.Helper()
 	ctx := context.Background()
 	var out []string
@@ -449,7 +449,7 @@ func (w *accessWorld) check(t *testing.T, rep partition.Report, err error, met b
 
 	// What stays where Maintain would have moved or removed it is named.
 	errNames := func(table string) bool { return err != nil && strings.Contains(err.Error(), table) }
-	left := map[string]partition.Left{}
+	left := map[string]Left{}
 	for _, l := range rep.Left {
 		left[l.Partition] = l
 	}
@@ -482,9 +482,9 @@ func (w *accessWorld) check(t *testing.T, rep partition.Report, err error, met b
 	if !met {
 		return out, checked
 	}
-	sentinel := partition.ErrRowSecurity
+	sentinel := ErrRowSecurity
 	if w.kind == noSelect {
-		sentinel = partition.ErrPrivilege
+		sentinel = ErrPrivilege
 	}
 	var pgErr *pgconn.PgError
 	switch {

@@ -1,4 +1,4 @@
-package partition_test
+package partition
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/faults"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // The fault kind "partition maintenance under load": writers insert
@@ -49,8 +48,8 @@ import (
 // chaosSpec is one scenario of the kind.
 type chaosSpec struct {
 	fault, defence string
-	off            func(*partition.Table) // switches the defence off
-	super          bool                   // maintain as a superuser, else as an owner role
+	off            defences // the defence its control switches off
+	super          bool     // maintain as a superuser, else as an owner role
 	// keep makes some notes of the first day stay two days, so that its
 	// partition outlives its Retention for a while (Report.Kept).
 	keep bool
@@ -61,21 +60,21 @@ type chaosSpec struct {
 var chaosSpecs = map[string]chaosSpec{
 	"refcheck": {
 		fault: "maintenance under load: referred rows in the default partition", defence: "reference check",
-		off: partition.WithoutRefCheck,
+		off: defences{noRefCheck: true},
 		met: func(o *chaosObserved) (bool, string) {
 			return o.referredInDefault > 0, fmt.Sprintf("%d times a snapshot saw an event in the default partition that a note referred to", o.referredInDefault)
 		},
 	},
 	"triggers": {
 		fault: "maintenance under load: user triggers on moved rows", defence: "trigger guard",
-		off: partition.WithoutTriggerGuard, super: true,
+		off: defences{noTriggerGuard: true}, super: true,
 		met: func(o *chaosObserved) (bool, string) {
 			return o.moved > 0, fmt.Sprintf("Maintain moved %d rows out of the default partition while writers ran", o.moved)
 		},
 	},
 	"clocks": {
 		fault: "maintenance under load: instance clocks a day apart", defence: "database clock",
-		off: partition.WithoutDatabaseClock, super: true,
+		off: defences{appClock: true}, super: true,
 		met: func(o *chaosObserved) (bool, string) {
 			return o.aheadAtExpiry > 0 && o.removed > 0,
 				fmt.Sprintf("%d times an instance ran Maintain when its clock, up to %v ahead, had a day expired that the database's had not; "+
@@ -84,7 +83,7 @@ var chaosSpecs = map[string]chaosSpec{
 	},
 	"retention": {
 		fault: "maintenance under load: retention of a referenced table", defence: "detach before drop",
-		off: partition.WithoutDetach, super: true, keep: true,
+		off: defences{plainDrop: true}, super: true, keep: true,
 		met: func(o *chaosObserved) (bool, string) {
 			return o.expiredSeen > 0, fmt.Sprintf("%d times a snapshot saw an expired partition of the referenced table while writers ran", o.expiredSeen)
 		},
@@ -248,7 +247,7 @@ func chaosRun(t *testing.T, spec chaosSpec, r *faults.Run) {
 	if _, err := db.ExecContext(ctx, chaosSchema); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := clock.table("events", partition.Options{Premake: -1}).Maintain(ctx, db); err != nil {
+	if _, err := clock.table("events", Options{Premake: -1}).Maintain(ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	maintainDB := db
@@ -361,13 +360,14 @@ func chaosRun(t *testing.T, spec chaosSpec, r *faults.Run) {
 	// ahead.
 	offsets := []time.Duration{0, 16*time.Hour + time.Duration(rng.Int64N(int64(8*time.Hour))),
 		time.Duration(rng.Int64N(int64(24 * time.Hour))), time.Duration(rng.Int64N(int64(24 * time.Hour)))}
-	tables := make([]*partition.Table, len(offsets))
+	var defencesOff defences
+	if r.Control {
+		defencesOff = spec.off
+	}
+	tables := make([]*Table, len(offsets))
 	for i, off := range offsets {
-		tables[i] = clock.table("events", partition.Options{Premake: -1, Retention: chaosRetention, LockTimeout: -1,
-			Clock: &offsetClock{sim: &sim, off: off}})
-		if r.Control {
-			spec.off(tables[i])
-		}
+		tables[i] = clock.tableWithout("events", Options{Premake: -1, Retention: chaosRetention, LockTimeout: -1,
+			Clock: &offsetClock{sim: &sim, off: off}}, defencesOff)
 	}
 	var maintainErrs []string
 	// rounds counts, for each instance and then for the snapshots, the
@@ -700,7 +700,7 @@ func chaosSnapshot(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistor
 // chaosFinal checks the tables after the last Maintain: what
 // chaosSnapshot checks, each trigger call made by a writer's insert, and
 // no row or partition left unnamed by the report.
-func chaosFinal(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, r *faults.Run, rep partition.Report) {
+func chaosFinal(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, r *faults.Run, rep Report) {
 	s, checked := chaosSnapshot(ctx, t, db, h, r, true)
 	if s == nil {
 		t.Fatal("the last snapshot failed")

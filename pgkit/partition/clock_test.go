@@ -1,4 +1,4 @@
-package partition_test
+package partition
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // TestDatabaseClock: an app instance whose clock runs a month ahead of
@@ -22,17 +21,14 @@ func TestDatabaseClock(t *testing.T) {
 		_, db := openDB(t)
 		clock := newDBClock(t, db, date("2025-01-01T12:00:00Z"))
 		rawTable(t, db, "events")
-		if _, err := clock.table("events", partition.Options{Premake: 90}).Maintain(ctx, db); err != nil {
+		if _, err := clock.table("events", Options{Premake: 90}).Maintain(ctx, db); err != nil {
 			t.Fatal(err)
 		}
 		clock.Set(date("2025-03-10T12:00:00Z"))
 		ahead := newClock(date("2025-04-09T12:00:00Z"))
 		var logs testenv.LogBuffer
-		p := clock.table("events", partition.Options{Premake: 1, Retention: 30 * 24 * time.Hour, Clock: ahead,
-			Interval: time.Hour, Logger: slogTo(&logs)})
-		if control {
-			partition.WithoutDatabaseClock(p)
-		}
+		p := clock.tableWithout("events", Options{Premake: 1, Retention: 30 * 24 * time.Hour, Clock: ahead,
+			Interval: time.Hour, Logger: slogTo(&logs)}, defences{appClock: control})
 		rep, err := p.Maintain(ctx, db)
 		if err != nil {
 			t.Fatal(err)

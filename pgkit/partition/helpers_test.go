@@ -1,4 +1,4 @@
-package partition_test
+package partition
 
 import (
 	"context"
@@ -26,7 +26,6 @@ import (
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/faults"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // TestMain runs the tests under testenv.Main's budget (benchmarks, which
@@ -126,16 +125,22 @@ func (c *dbClock) Set(at time.Time) {
 
 // table returns a Table for name on the default layout that reads the
 // time from c (and from c's app clock, unless opts has a Clock).
-func (c *dbClock) table(name string, opts partition.Options) *partition.Table {
+func (c *dbClock) table(name string, opts Options) *Table {
+	c.t.Helper()
+	return c.tableWithout(name, opts, defences{})
+}
+
+// tableWithout is table with the defences in off switched off.
+func (c *dbClock) tableWithout(name string, opts Options, off defences) *Table {
 	c.t.Helper()
 	if opts.Clock == nil {
 		opts.Clock = c.app
 	}
-	p, err := partition.New(name, idtype.DefaultLayout, opts)
+	p, err := newWithout(name, idtype.DefaultLayout, opts, off)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	partition.SetDatabaseClock(p, dbClockSQL)
+	p.readClock(dbClockSQL)
 	return p
 }
 
@@ -264,10 +269,10 @@ func scanned(t *testing.T, conn *sql.Conn, query string, args ...any) []string {
 
 // maintainAtOnce runs Maintain from n goroutines, each with its own
 // Table, started together, and returns their reports and errors.
-func maintainAtOnce(t *testing.T, ctx context.Context, db *sql.DB, n int, mk func() *partition.Table) ([]partition.Report, []error) {
+func maintainAtOnce(t *testing.T, ctx context.Context, db *sql.DB, n int, mk func() *Table) ([]Report, []error) {
 	t.Helper()
-	reps, errs := make([]partition.Report, n), make([]error, n)
-	ps := make([]*partition.Table, n)
+	reps, errs := make([]Report, n), make([]error, n)
+	ps := make([]*Table, n)
 	for i := range ps {
 		ps[i] = mk()
 	}

@@ -1,4 +1,4 @@
-package partition_test
+package partition
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // TestCreateTable: a GORM model's table is made partitioned, with its
@@ -28,7 +27,7 @@ import (
 func TestCreateTable(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	gdb, sqlDB := openDB(t)
-	parts := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z")).table("events", partition.Options{Premake: 2})
+	parts := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z")).table("events", Options{Premake: 2})
 	if err := parts.Create(ctx, gdb, &Event{}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +117,9 @@ func TestCreateTableRefuses(t *testing.T) {
 	// control shows PostgreSQL itself refuses it, so the check is not
 	// stricter than it needs to be.
 	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
-	u := clock.table("unique_emails", partition.Options{})
+	u := clock.table("unique_emails", Options{})
 	err := u.Create(ctx, gdb, &UniqueEmail{})
-	if !errors.Is(err, partition.ErrKey) || !strings.Contains(err.Error(), "email") {
+	if !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), "email") {
 		t.Errorf("a unique email: %v, want ErrKey naming it", err)
 	}
 	if gdb.Migrator().HasTable("unique_emails") {
@@ -136,32 +135,32 @@ func TestCreateTableRefuses(t *testing.T) {
 	if err := gdb.AutoMigrate(&Plain{}); err != nil {
 		t.Fatal(err)
 	}
-	pl := clock.table("plains", partition.Options{})
-	if err := pl.Create(ctx, gdb, &Plain{}); !errors.Is(err, partition.ErrNotPartitioned) ||
+	pl := clock.table("plains", Options{})
+	if err := pl.Create(ctx, gdb, &Plain{}); !errors.Is(err, ErrNotPartitioned) ||
 		!strings.Contains(err.Error(), "in place") {
 		t.Errorf("over a plain table: %v, want ErrNotPartitioned saying it cannot be done in place", err)
 	}
-	if _, err := pl.Maintain(ctx, sqlDB); !errors.Is(err, partition.ErrNotPartitioned) {
+	if _, err := pl.Maintain(ctx, sqlDB); !errors.Is(err, ErrNotPartitioned) {
 		t.Errorf("Maintain of a plain table: %v, want ErrNotPartitioned", err)
 	}
-	missing := clock.table("missing", partition.Options{})
-	if _, err := missing.Maintain(ctx, sqlDB); !errors.Is(err, partition.ErrNotPartitioned) {
+	missing := clock.table("missing", Options{})
+	if _, err := missing.Maintain(ctx, sqlDB); !errors.Is(err, ErrNotPartitioned) {
 		t.Errorf("Maintain of no table: %v, want ErrNotPartitioned", err)
 	}
 	if _, err := sqlDB.ExecContext(ctx, "CREATE TABLE listed (id bigint, k int) PARTITION BY LIST (k)"); err != nil {
 		t.Fatal(err)
 	}
-	listed := clock.table("listed", partition.Options{})
-	if _, err := listed.Maintain(ctx, sqlDB); !errors.Is(err, partition.ErrNotPartitioned) || !strings.Contains(err.Error(), "list") {
+	listed := clock.table("listed", Options{})
+	if _, err := listed.Maintain(ctx, sqlDB); !errors.Is(err, ErrNotPartitioned) || !strings.Contains(err.Error(), "list") {
 		t.Errorf("Maintain of a list-partitioned table: %v, want ErrNotPartitioned", err)
 	}
 
 	// The wrong model, or a transaction.
-	if err := clock.table("events", partition.Options{}).Create(ctx, gdb, &Plain{}); !errors.Is(err, idtype.ErrInvalidOptions) {
+	if err := clock.table("events", Options{}).Create(ctx, gdb, &Plain{}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("a model of another table: %v, want idtype.ErrInvalidOptions", err)
 	}
 	err = gdb.Transaction(func(tx *gorm.DB) error {
-		return clock.table("events", partition.Options{}).Create(ctx, tx, &Event{})
+		return clock.table("events", Options{}).Create(ctx, tx, &Event{})
 	})
 	if !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("in a transaction: %v, want idtype.ErrInvalidOptions", err)
@@ -174,7 +173,7 @@ func TestCreateTableRefuses(t *testing.T) {
 func TestPruning(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	gdb, sqlDB := openDB(t)
-	parts := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z")).table("events", partition.Options{})
+	parts := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z")).table("events", Options{})
 	if err := parts.Create(ctx, gdb, &Event{}); err != nil {
 		t.Fatal(err)
 	}
@@ -247,14 +246,14 @@ func TestMaintainConcurrent(t *testing.T) {
 	ctx := testenv.Deadline(t, 3*time.Minute)
 	_, sqlDB := openDB(t)
 	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
-	opts := partition.Options{Premake: 6}
+	opts := Options{Premake: 6}
 	want := []string{"ev_default", "ev_p20250310", "ev_p20250311", "ev_p20250312", "ev_p20250313", "ev_p20250314",
 		"ev_p20250315", "ev_p20250316"}
 
 	for round := range 3 {
 		table := fmt.Sprintf("ev%d", round)
 		rawTable(t, sqlDB, table)
-		reps, errs := maintainAtOnce(t, ctx, sqlDB, 8, func() *partition.Table { return clock.table(table, opts) })
+		reps, errs := maintainAtOnce(t, ctx, sqlDB, 8, func() *Table { return clock.table(table, opts) })
 		made := 0
 		for i, err := range errs {
 			if err != nil {
@@ -282,10 +281,8 @@ func TestMaintainConcurrent(t *testing.T) {
 		round := rounds
 		table := fmt.Sprintf("nolock%d", round)
 		rawTable(t, sqlDB, table)
-		_, errs := maintainAtOnce(t, ctx, sqlDB, 8, func() *partition.Table {
-			p := clock.table(table, opts)
-			partition.WithoutLock(p)
-			return p
+		_, errs := maintainAtOnce(t, ctx, sqlDB, 8, func() *Table {
+			return clock.tableWithout(table, opts, defences{noLock: true})
 		})
 		for _, err := range errs {
 			if err != nil {
@@ -309,7 +306,7 @@ func TestRetention(t *testing.T) {
 			ctx := testenv.Deadline(t, 2*time.Minute)
 			gdb, sqlDB := openDB(t)
 			clock := newDBClock(t, sqlDB, date("2025-03-01T12:00:00Z"))
-			build := clock.table("events", partition.Options{Premake: 9})
+			build := clock.table("events", Options{Premake: 9})
 			if err := build.Create(ctx, gdb, &Event{}); err != nil {
 				t.Fatal(err)
 			}
@@ -332,7 +329,7 @@ func TestRetention(t *testing.T) {
 			}
 
 			clock.Set(date("2025-03-10T12:00:00Z"))
-			keep := clock.table("events", partition.Options{Premake: -1, Retention: 72 * time.Hour, Detach: detach})
+			keep := clock.table("events", Options{Premake: -1, Retention: 72 * time.Hour, Detach: detach})
 			rep, err := keep.Maintain(ctx, sqlDB)
 			if err != nil {
 				t.Fatal(err)
@@ -402,7 +399,7 @@ func TestDefaultMove(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	gdb, sqlDB := openDB(t)
 	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
-	parts := clock.table("events", partition.Options{Premake: 1})
+	parts := clock.table("events", Options{Premake: 1})
 	if err := parts.Create(ctx, gdb, &Event{}); err != nil {
 		t.Fatal(err)
 	}
@@ -427,8 +424,7 @@ func TestDefaultMove(t *testing.T) {
 	// Control: made without the move, the 16th's partition is refused
 	// while its rows sit in the default partition, and nothing changes.
 	clock.Set(date("2025-03-16T12:00:00Z"))
-	noMove := clock.table("events", partition.Options{Premake: -1})
-	partition.WithoutMove(noMove)
+	noMove := clock.tableWithout("events", Options{Premake: -1}, defences{noMove: true})
 	rep, err := noMove.Maintain(ctx, sqlDB)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
@@ -472,7 +468,7 @@ func TestDefaultMoveUnderWrites(t *testing.T) {
 	_, sqlDB := openDB(t)
 	rawTable(t, sqlDB, "events")
 	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
-	parts := clock.table("events", partition.Options{Premake: -1})
+	parts := clock.table("events", Options{Premake: -1})
 	if _, err := parts.Maintain(ctx, sqlDB); err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +542,7 @@ func TestRun(t *testing.T) {
 	_, sqlDB := openDB(t)
 	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
 	var logs testenv.LogBuffer
-	parts := clock.table("events", partition.Options{Premake: -1, Interval: 20 * time.Millisecond, Logger: slogTo(&logs)})
+	parts := clock.table("events", Options{Premake: -1, Interval: 20 * time.Millisecond, Logger: slogTo(&logs)})
 
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -584,7 +580,7 @@ func TestMaintainSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawTable(t, sqlDB, "app.logs")
-	parts := newDBClock(t, sqlDB, date("2025-12-31T23:00:00Z")).table("app.logs", partition.Options{Premake: 1, Period: partition.Month})
+	parts := newDBClock(t, sqlDB, date("2025-12-31T23:00:00Z")).table("app.logs", Options{Premake: 1, Period: Month})
 	rep, err := parts.Maintain(ctx, sqlDB)
 	if err != nil {
 		t.Fatal(err)
@@ -609,7 +605,7 @@ func TestMaintainLockTimeout(t *testing.T) {
 	_, sqlDB := openDB(t)
 	rawTable(t, sqlDB, "events")
 	clock := newDBClock(t, sqlDB, date("2025-03-10T12:00:00Z"))
-	parts := clock.table("events", partition.Options{Premake: -1, LockTimeout: 200 * time.Millisecond})
+	parts := clock.table("events", Options{Premake: -1, LockTimeout: 200 * time.Millisecond})
 	if _, err := parts.Maintain(ctx, sqlDB); err != nil {
 		t.Fatal(err)
 	}
@@ -632,7 +628,7 @@ func TestMaintainLockTimeout(t *testing.T) {
 		t.Errorf("behind a reader, after %v: %v, want lock_timeout's 55P03", time.Since(start), err)
 	}
 
-	unbounded := clock.table("events", partition.Options{Premake: -1, LockTimeout: -1})
+	unbounded := clock.table("events", Options{Premake: -1, LockTimeout: -1})
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if _, err := unbounded.Maintain(short, sqlDB); err == nil || short.Err() == nil {

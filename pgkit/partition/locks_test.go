@@ -1,4 +1,4 @@
-package partition_test
+package partition
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // TestLockOrder: while writers insert notes that refer to the table,
@@ -27,7 +26,7 @@ func TestLockOrder(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
 			db, clock := referredDB(t)
-			p := clock.table("events", partition.Options{Premake: -1})
+			p := clock.table("events", Options{Premake: -1})
 			if _, err := p.Maintain(ctx, db); err != nil {
 				t.Fatal(err)
 			}
@@ -58,10 +57,7 @@ func TestLockOrder(t *testing.T) {
 				})
 			}
 			waitFor(t, ctx, "the writers to write", func() bool { return writes.Load() > 100 })
-			many := clock.table("events", partition.Options{Premake: 8})
-			if control {
-				partition.WithoutLockOrder(many)
-			}
+			many := clock.tableWithout("events", Options{Premake: 8}, defences{parentFirst: control})
 			var stopOnce sync.Once
 			if control {
 				// The first deadlock is the fault: the writers stop then.
@@ -76,10 +72,10 @@ func TestLockOrder(t *testing.T) {
 					stopOnce.Do(func() { close(stop) })
 				}()
 			}
-			var rep partition.Report
+			var rep Report
 			var err error
 			for range 3 { // the control's steps may be the deadlocks' victims, to be tried again
-				var r partition.Report
+				var r Report
 				r, err = many.Maintain(context.WithoutCancel(ctx), db)
 				rep.Created = append(rep.Created, r.Created...)
 				var pgErr *pgconn.PgError

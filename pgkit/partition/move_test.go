@@ -1,4 +1,4 @@
-package partition_test
+package partition
 
 import (
 	"database/sql"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // referredSchema is a table of events, partitioned by day with only its
@@ -144,7 +143,7 @@ func TestMoveReferenced(t *testing.T) {
 				maintainAs = as
 			}
 			// Premake -1: the 11th is made only when it comes.
-			p := clock.table("events", partition.Options{Premake: -1})
+			p := clock.table("events", Options{Premake: -1})
 			if _, err := p.Maintain(ctx, maintainAs); err != nil {
 				t.Fatal(err)
 			}
@@ -197,8 +196,8 @@ func TestMoveReferenced(t *testing.T) {
 				t.Fatalf("report %+v; want the 11th left, the 12th made and its 30 rows moved", rep)
 			}
 			l := rep.Left[0]
-			if !errors.Is(l.Err, partition.ErrReferenced) || l.Partition != "events_p20250311" || l.Rows != 20 ||
-				!l.From.Equal(date("2025-03-11T00:00:00Z")) || len(l.Keys) != partition.MaxLeftKeys || l.Keys[0] != referred[0] ||
+			if !errors.Is(l.Err, ErrReferenced) || l.Partition != "events_p20250311" || l.Rows != 20 ||
+				!l.From.Equal(date("2025-03-11T00:00:00Z")) || len(l.Keys) != MaxLeftKeys || l.Keys[0] != referred[0] ||
 				len(l.Referrers) != 4 || !strings.Contains(strings.Join(l.Referrers, " "), "public.notes_cascade.event_id (notes_cascade_event_id_fkey): 2 rows") {
 				t.Errorf("left %s; want the 11th's 20 rows named, with the 4 foreign keys that refer to them", l)
 			}
@@ -218,7 +217,7 @@ func TestMoveReferenced(t *testing.T) {
 func TestMoveReferencedControl(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	db, clock := referredDB(t)
-	p := clock.table("events", partition.Options{Premake: -1})
+	p := clock.table("events", Options{Premake: -1})
 	if _, err := p.Maintain(ctx, db); err != nil {
 		t.Fatal(err)
 	}
@@ -234,8 +233,7 @@ func TestMoveReferencedControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Set(date("2025-03-12T01:00:00Z"))
-	blind := clock.table("events", partition.Options{Premake: -1})
-	partition.WithoutRefCheck(blind)
+	blind := clock.tableWithout("events", Options{Premake: -1}, defences{noRefCheck: true})
 	rep, err := blind.Maintain(ctx, db)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "23503" {
@@ -272,10 +270,7 @@ func TestMoveTriggers(t *testing.T) {
 			ALTER TABLE events DISABLE TRIGGER off_call`); err != nil {
 			t.Fatal(err)
 		}
-		p := clock.table("events", partition.Options{Premake: -1})
-		if control {
-			partition.WithoutTriggerGuard(p)
-		}
+		p := clock.tableWithout("events", Options{Premake: -1}, defences{noTriggerGuard: control})
 		if _, err := p.Maintain(ctx, db); err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +324,7 @@ func TestMoveLeftDoesNotStall(t *testing.T) {
 		db, clock := referredDB(t)
 		role, as := maintainer(t, db)
 		clock.Set(date("2025-03-01T12:00:00Z"))
-		build := clock.table("events", partition.Options{Premake: 2})
+		build := clock.table("events", Options{Premake: 2})
 		if _, err := build.Maintain(ctx, db); err != nil {
 			t.Fatal(err)
 		}
@@ -342,15 +337,12 @@ func TestMoveLeftDoesNotStall(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock.Set(date("2025-03-11T12:00:00Z"))
-		p := clock.table("events", partition.Options{Premake: 1, Retention: 5 * 24 * time.Hour})
-		if control {
-			partition.WithoutSkip(p)
-		}
+		p := clock.tableWithout("events", Options{Premake: 1, Retention: 5 * 24 * time.Hour}, defences{stopAtLeft: control})
 		rep, err := p.Maintain(ctx, as)
 		t.Logf("control=%v: %+v, %v", control, rep, err)
 		made := strings.Join(rep.Created, " ")
 		switch {
-		case !control && (err != nil || len(rep.Left) != 1 || !errors.Is(rep.Left[0].Err, partition.ErrReferenced) ||
+		case !control && (err != nil || len(rep.Left) != 1 || !errors.Is(rep.Left[0].Err, ErrReferenced) ||
 			!strings.Contains(made, "events_p20250312") || len(rep.Removed) == 0):
 			t.Errorf("report %+v, %v; want the 11th left, the 12th made and the expired days removed", rep, err)
 		case control && (err == nil || strings.Contains(made, "events_p20250312") || len(rep.Removed) != 0):
@@ -383,7 +375,7 @@ func TestMoveOldPeriods(t *testing.T) {
 			}
 		}
 	}
-	p := clock.table("events", partition.Options{Premake: 1, Retention: 30 * 24 * time.Hour})
+	p := clock.table("events", Options{Premake: 1, Retention: 30 * 24 * time.Hour})
 	rep, err := p.Maintain(ctx, db)
 	if err != nil {
 		t.Fatal(err)
@@ -392,7 +384,7 @@ func TestMoveOldPeriods(t *testing.T) {
 	if !same(rep.Created, want) || rep.Moved != 15 {
 		t.Errorf("created %v, moved %d; want %v and 15", rep.Created, rep.Moved, want)
 	}
-	if len(rep.Left) != 1 || !errors.Is(rep.Left[0].Err, partition.ErrExpired) || rep.Left[0].Rows != 5 ||
+	if len(rep.Left) != 1 || !errors.Is(rep.Left[0].Err, ErrExpired) || rep.Left[0].Rows != 5 ||
 		rep.Left[0].Partition != "events_p20250105" {
 		t.Errorf("left %v; want January's 5 rows, expired, left", rep.Left)
 	}

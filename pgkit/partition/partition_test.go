@@ -61,14 +61,6 @@ func TestNewPartitionerOptions(t *testing.T) {
 	}
 }
 
-func date(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		panic(err)
-	}
-	return t
-}
-
 func TestPeriods(t *testing.T) {
 	cases := []struct {
 		period           Period

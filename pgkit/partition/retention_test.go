@@ -1,4 +1,4 @@
-package partition_test
+package partition
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // referredDays makes referredSchema with the days of March 1st to 10th
@@ -21,7 +20,7 @@ func referredDays(t testing.TB, ctx context.Context) (*sql.DB, *dbClock, map[int
 	t.Helper()
 	db, clock := referredDB(t)
 	clock.Set(date("2025-03-01T12:00:00Z"))
-	if _, err := clock.table("events", partition.Options{Premake: 9}).Maintain(ctx, db); err != nil {
+	if _, err := clock.table("events", Options{Premake: 9}).Maintain(ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	days := map[int][]int64{}
@@ -50,7 +49,7 @@ func TestRetentionReferenced(t *testing.T) {
 				t.Fatal(err)
 			}
 			clock.Set(date("2025-03-10T12:00:00Z"))
-			p := clock.table("events", partition.Options{Premake: -1, Retention: 72 * time.Hour, Detach: detach})
+			p := clock.table("events", Options{Premake: -1, Retention: 72 * time.Hour, Detach: detach})
 			rep, err := p.Maintain(ctx, db)
 			if err != nil {
 				t.Fatal(err)
@@ -60,7 +59,7 @@ func TestRetentionReferenced(t *testing.T) {
 				t.Fatalf("report %+v; want %v removed and the 3rd kept", rep, removed)
 			}
 			k := rep.Kept[0]
-			if k.Partition != "events_p20250303" || !errors.Is(k.Err, partition.ErrReferenced) || !k.From.Equal(date("2025-03-03T00:00:00Z")) ||
+			if k.Partition != "events_p20250303" || !errors.Is(k.Err, ErrReferenced) || !k.From.Equal(date("2025-03-03T00:00:00Z")) ||
 				len(k.Referrers) != 1 || k.Referrers[0] != "public.notes_noaction.event_id (notes_noaction_event_id_fkey): 1 rows" {
 				t.Errorf("kept %s; want the 3rd, naming the note's foreign key", k)
 			}
@@ -100,8 +99,7 @@ func TestRetentionDetachControl(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	db, clock, _ := referredDays(t, ctx)
 	clock.Set(date("2025-03-10T12:00:00Z"))
-	p := clock.table("events", partition.Options{Premake: -1, Retention: 72 * time.Hour})
-	partition.WithoutDetach(p)
+	p := clock.tableWithout("events", Options{Premake: -1, Retention: 72 * time.Hour}, defences{plainDrop: true})
 	rep, err := p.Maintain(ctx, db)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "2BP01" || len(rep.Removed) != 0 {
@@ -119,8 +117,7 @@ func TestRetentionKeepControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Set(date("2025-03-10T12:00:00Z"))
-	p := clock.table("events", partition.Options{Premake: -1, Retention: 72 * time.Hour})
-	partition.WithoutKeepCheck(p)
+	p := clock.tableWithout("events", Options{Premake: -1, Retention: 72 * time.Hour}, defences{noKeepCheck: true})
 	rep, err := p.Maintain(ctx, db)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "23503" || len(rep.Removed) != 0 ||
