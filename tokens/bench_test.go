@@ -63,8 +63,8 @@ func BenchmarkValidate(b *testing.B) {
 	ctx := context.Background()
 	gen := newGen(b)
 	prefix := testenv.KeyPrefix(b)
-	m := newManager(b, c, gen, Options{KeyPrefix: prefix})
-	cached := newManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: 10 * time.Second})
+	m := openManager(b, c, gen, Options{KeyPrefix: prefix})
+	cached := openManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: 10 * time.Second})
 	toks := make([]string, benchTokens)
 	keys := make([]string, benchTokens)
 	for i := range toks {
@@ -111,7 +111,7 @@ func BenchmarkValidatePaired(b *testing.B) {
 	c := testenv.RedisClient(b)
 	ctx := context.Background()
 	gen := newGen(b)
-	m := newManager(b, c, gen, Options{})
+	m := openManager(b, c, gen, Options{})
 	toks := make([]string, benchTokens)
 	keys := make([]string, benchTokens)
 	for i := range toks {
@@ -160,7 +160,7 @@ func BenchmarkGracePaired(b *testing.B) {
 	c := testenv.RedisClient(b)
 	ctx := context.Background()
 	gen := newGen(b)
-	m := newManager(b, c, gen, Options{RotationGrace: MaxRotationGrace})
+	m := openManager(b, c, gen, Options{RotationGrace: MaxRotationGrace})
 	var oldNs, newNs atomic.Int64
 	var olds, news []string
 	rotated := time.Now()
@@ -215,7 +215,7 @@ func BenchmarkCachedPaired(b *testing.B) {
 	c := testenv.RedisClient(b)
 	ctx := context.Background()
 	gen := newGen(b)
-	m := newManager(b, c, gen, Options{CacheTTL: 10 * time.Second})
+	m := openManager(b, c, gen, Options{CacheTTL: 10 * time.Second})
 	toks := make([]string, benchTokens)
 	keys := make([]string, benchTokens)
 	for i := range toks {
@@ -362,8 +362,8 @@ func BenchmarkStatsPaired(b *testing.B) {
 	ctx := context.Background()
 	gen := newGen(b)
 	prefix := testenv.KeyPrefix(b)
-	counted := newManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: time.Minute})
-	uncounted := newManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: time.Minute})
+	counted := openManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: time.Minute})
+	uncounted := openManager(b, c, gen, Options{KeyPrefix: prefix, CacheTTL: time.Minute})
 	uncounted.cache.uncounted = true
 	toks := make([]string, benchTokens)
 	for i := range toks {
@@ -464,7 +464,7 @@ func BenchmarkValidateScripts(b *testing.B) {
 	c := testenv.RedisClient(b)
 	ctx := context.Background()
 	gen := newGen(b)
-	m := newManager(b, c, gen, Options{})
+	m := openManager(b, c, gen, Options{})
 	setIndex := redis.NewScript(setIndexValidateScript)
 	fn := "validate_" + strings.NewReplacer(":", "_", "/", "_", "-", "_", "=", "_").Replace(m.opts.KeyPrefix)
 	library := "#!lua name=" + fn + "\nredis.register_function('" + fn + "', function(KEYS, ARGV)" + validateScript + "end)"
@@ -584,7 +584,7 @@ func BenchmarkOps(b *testing.B) {
 	c.AddHook(hook)
 	ctx := context.Background()
 	gen := newGen(b)
-	m := newManager(b, c, gen, Options{})
+	m := openManager(b, c, gen, Options{})
 	raw := keys{prefix: m.opts.KeyPrefix + "raw:"}
 	ttl := m.opts.IdleTimeout
 	rec := string(make([]byte, headLen))
@@ -747,7 +747,7 @@ func BenchmarkOps(b *testing.B) {
 	}
 	for _, n := range []int{1, 100} {
 		b.Run("revoke-all/sessions="+strconv.Itoa(n), func(b *testing.B) {
-			m := newManager(b, c, gen, Options{KeyPrefix: m.opts.KeyPrefix, MaxSessions: n})
+			m := openManager(b, c, gen, Options{KeyPrefix: m.opts.KeyPrefix, MaxSessions: n})
 			var user idtype.ID
 			pairOps(b, hook, func(int) error {
 				user = userID(b, gen)

@@ -73,8 +73,8 @@ type cacheEntry struct {
 	s     Session
 }
 
-func newCache(ttl time.Duration, size int) *cache {
-	c := &cache{ttl: ttl, perShard: max(1, (size+cacheShards-1)/cacheShards), base: time.Now()}
+func newCache(ttl time.Duration, size int, unguarded bool) *cache {
+	c := &cache{ttl: ttl, perShard: max(1, (size+cacheShards-1)/cacheShards), base: time.Now(), unguarded: unguarded}
 	for i := range c.shards {
 		c.shards[i].m = make(map[idtype.ID]*cacheEntry)
 	}

@@ -126,14 +126,14 @@ func chaosManagers(t *testing.T, client redis.UniversalClient, opts Options, off
 	if opts.KeyPrefix == "" {
 		opts.KeyPrefix = testenv.KeyPrefix(t)
 	}
+	if !control {
+		off = defences{}
+	}
 	ms := make([]*Manager, len(chaosTTLs))
 	for i, ttl := range chaosTTLs {
 		o := opts
 		o.CacheTTL = ttl
-		ms[i] = newManager(t, client, gen, o)
-		if control {
-			ms[i].setDefences(off)
-		}
+		ms[i] = openManagerWithout(t, client, gen, o, off)
 	}
 	return ms
 }

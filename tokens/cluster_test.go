@@ -33,8 +33,7 @@ func TestRevokeAllMidMigration(t *testing.T) {
 			cl := testenv.StartRedisCluster(t, 3)
 			ctx := t.Context()
 			gen := newGen(t)
-			m := newManager(t, cl.Client(), gen, Options{MaxSessions: 1000})
-			m.setDefences(defences{noIndexCheck: control})
+			m := openManagerWithout(t, cl.Client(), gen, Options{MaxSessions: 1000}, defences{noIndexCheck: control})
 
 			type user struct {
 				id   idtype.ID

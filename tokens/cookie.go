@@ -205,6 +205,11 @@ type cookieDefences struct {
 // wraps idtype.ErrInvalidOptions and names the bad field; m must not be
 // nil.
 func NewCookies(m *Manager, opts CookieOptions) (*Cookies, error) {
+	return newCookies(m, opts, cookieDefences{})
+}
+
+// newCookies is NewCookies with the defences d.
+func newCookies(m *Manager, opts CookieOptions, d cookieDefences) (*Cookies, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: the Manager is nil", idtype.ErrInvalidOptions)
 	}
@@ -224,7 +229,7 @@ func NewCookies(m *Manager, opts CookieOptions) (*Cookies, error) {
 	}
 	// Refusals are the callers' to answer: the middleware answers 403,
 	// Issue, Rotate and Revoke return ErrCrossOrigin.
-	return &Cookies{m: m, opts: o, cop: cop}, nil
+	return &Cookies{m: m, opts: o, cop: cop, def: d}, nil
 }
 
 // isOrigin reports whether s is spelled as browsers send the Origin

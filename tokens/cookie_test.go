@@ -29,14 +29,16 @@ type cookieRig struct {
 
 func newCookieRig(t *testing.T, b backend, opts CookieOptions) *cookieRig {
 	t.Helper()
-	return newCookieRigWith(t, b, Options{}, opts)
+	return newCookieRigWith(t, b, Options{}, defences{}, opts, cookieDefences{})
 }
 
-// newCookieRigWith is newCookieRig with a Manager of the options mo.
-func newCookieRigWith(t *testing.T, b backend, mo Options, opts CookieOptions) *cookieRig {
+// newCookieRigWith is newCookieRig with a Manager of the options mo and
+// the defences in mOff switched off, and the cookie transport's defences
+// in off switched off.
+func newCookieRigWith(t *testing.T, b backend, mo Options, mOff defences, opts CookieOptions, off cookieDefences) *cookieRig {
 	t.Helper()
-	rig := &cookieRig{m: newManager(t, b.client(t), newGen(t), mo)}
-	c, err := NewCookies(rig.m, opts)
+	rig := &cookieRig{m: openManagerWithout(t, b.client(t), newGen(t), mo, mOff)}
+	c, err := newCookiesWithout(rig.m, opts, off)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +257,7 @@ func TestCookieCrossOrigin(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		for _, control := range []bool{false, true} {
 			t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
-				rig := newCookieRig(t, b, CookieOptions{})
-				rig.c.setDefences(cookieDefences{noCrossOriginCheck: control})
+				rig := newCookieRigWith(t, b, Options{}, defences{}, CookieOptions{}, cookieDefences{noCrossOriginCheck: control})
 				gen := newGen(t)
 				user := userID(t, gen)
 				tok, s := rig.login(t, user)
@@ -393,7 +394,7 @@ func TestCookieUnavailable(t *testing.T) {
 }
 
 func TestCookieOptions(t *testing.T) {
-	m := newManager(t, miniClient(t), newGen(t), Options{})
+	m := openManager(t, miniClient(t), newGen(t), Options{})
 	c, err := NewCookies(m, CookieOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -433,7 +434,7 @@ func TestCookieOptions(t *testing.T) {
 	if _, err := NewCookies(nil, CookieOptions{}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("nil Manager: %v", err)
 	}
-	other := newManager(t, miniClient(t), newGen(t), Options{})
+	other := openManager(t, miniClient(t), newGen(t), Options{})
 	if _, err := NewMiddleware(other, MiddlewareOptions{Cookies: c}); !errors.Is(err, idtype.ErrInvalidOptions) || !strings.Contains(err.Error(), "Cookies") {
 		t.Errorf("Cookies of another Manager: %v", err)
 	}
@@ -464,8 +465,8 @@ func TestCookieCrossSiteGet(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		for _, control := range []bool{false, true} {
 			t.Run(map[bool]string{false: "checked", true: "control"}[control], func(t *testing.T) {
-				rig := newCookieRig(t, b, CookieOptions{TrustedOrigins: []string{"https://app.example.com"}})
-				rig.c.setDefences(cookieDefences{unsafeMethodsOnly: control})
+				rig := newCookieRigWith(t, b, Options{}, defences{}, CookieOptions{TrustedOrigins: []string{"https://app.example.com"}},
+					cookieDefences{unsafeMethodsOnly: control})
 				gen := newGen(t)
 				victim, attacker := userID(t, gen), userID(t, gen)
 				tests := []struct {
@@ -552,8 +553,7 @@ func TestCookieTossing(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		for _, control := range []bool{false, true} {
 			t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
-				rig := newCookieRig(t, b, CookieOptions{Name: name})
-				rig.c.setDefences(cookieDefences{noDuplicateClear: control})
+				rig := newCookieRigWith(t, b, Options{}, defences{}, CookieOptions{Name: name}, cookieDefences{noDuplicateClear: control})
 				gen := newGen(t)
 				// setUp logs the victim in and tosses the attacker's
 				// cookie in; it returns the two tokens.
@@ -646,7 +646,7 @@ func TestCookieTossing(t *testing.T) {
 // AcceptCookieTossing says the app accepts that, and the prefixed names
 // are taken in any case.
 func TestCookieNames(t *testing.T) {
-	m := newManager(t, miniClient(t), newGen(t), Options{})
+	m := openManager(t, miniClient(t), newGen(t), Options{})
 	for _, tt := range []struct {
 		opts CookieOptions
 		ok   bool

@@ -36,11 +36,11 @@ func TestPrefixBound(t *testing.T) {
 		ctx := t.Context()
 		gen := newGen(t)
 		c := b.client(t)
-		snk := newManager(t, c, gen, Options{})
+		snk := openManager(t, c, gen, Options{})
 		// With a cache, which knows tokens by their secret alone: a token
 		// it holds, moved to another prefix, must not hit another cache.
-		abc := newManager(t, c, gen, Options{KeyPrefix: snk.opts.KeyPrefix, TokenPrefix: "abc", CacheTTL: time.Minute})
-		snkCached := newManager(t, c, gen, Options{KeyPrefix: snk.opts.KeyPrefix, CacheTTL: time.Minute})
+		abc := openManager(t, c, gen, Options{KeyPrefix: snk.opts.KeyPrefix, TokenPrefix: "abc", CacheTTL: time.Minute})
+		snkCached := openManager(t, c, gen, Options{KeyPrefix: snk.opts.KeyPrefix, CacheTTL: time.Minute})
 		abcTok, _ := issue(t, abc, userID(t, gen), Metadata{})
 		if _, err := abc.Validate(ctx, abcTok); err != nil {
 			t.Fatal(err)
@@ -65,8 +65,8 @@ func TestPrefixBound(t *testing.T) {
 
 		// Control: with the digest over the secret alone, the
 		// re-prefixed token is accepted.
-		snk.setDefences(defences{noPrefixBinding: true})
-		abc.setDefences(defences{noPrefixBinding: true})
+		snk = openManagerWithout(t, c, gen, snk.Options(), defences{noPrefixBinding: true})
+		abc = openManagerWithout(t, c, gen, abc.Options(), defences{noPrefixBinding: true})
 		tok, _ = issue(t, snk, userID(t, gen), Metadata{})
 		if _, err := abc.Validate(ctx, reprefix(t, tok, "snk", "abc")); err != nil {
 			t.Errorf("control: without the prefix in the digest the re-prefixed token was refused (%v): the test does not reach the fault", err)
@@ -92,8 +92,7 @@ func TestCacheRevokeRace(t *testing.T) {
 			t.Run(kind, func(t *testing.T) {
 				// The control first: rounds until one serves a revoked
 				// session.
-				m := newManager(t, c, gen, Options{CacheTTL: time.Minute, MaxSessions: 2})
-				m.setDefences(defences{noCacheGuard: true})
+				m := openManagerWithout(t, c, gen, Options{CacheTTL: time.Minute, MaxSessions: 2}, defences{noCacheGuard: true})
 				needed, found := 0, false
 				for round := 0; round < maxRaceRounds && !found; round++ {
 					met, bad := raceRevocation(ctx, t, m, gen, kind, round)
@@ -108,7 +107,7 @@ func TestCacheRevokeRace(t *testing.T) {
 				}
 				t.Logf("control: a revoked session served from the cache after %d rounds that met the race", needed)
 
-				m = newManager(t, c, gen, Options{CacheTTL: time.Minute, MaxSessions: 2})
+				m = openManager(t, c, gen, Options{CacheTTL: time.Minute, MaxSessions: 2})
 				met, bad, rounds := 0, 0, 0
 				for ; rounds < maxRaceRounds && (rounds < minRaceRounds || met < needed); rounds++ {
 					ok, violated := raceRevocation(ctx, t, m, gen, kind, rounds)
@@ -248,21 +247,20 @@ func TestLostIndex(t *testing.T) {
 		ctx := t.Context()
 		gen := newGen(t)
 		c := b.client(t)
-		m := newManager(t, c, gen, Options{})
+		m := openManager(t, c, gen, Options{})
 
 		// Control: with membership unchecked, a session whose index was
 		// lost survives RevokeAll.
-		m.setDefences(defences{noIndexCheck: true})
+		unchecked := openManagerWithout(t, c, gen, Options{}, defences{noIndexCheck: true})
 		user := userID(t, gen)
-		tok, _ := issue(t, m, user, Metadata{})
-		loseIndex(t, c, m, user)
-		if _, err := m.RevokeAll(ctx, user); err != nil {
+		tok, _ := issue(t, unchecked, user, Metadata{})
+		loseIndex(t, c, unchecked, user)
+		if _, err := unchecked.RevokeAll(ctx, user); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Validate(ctx, tok); err != nil {
+		if _, err := unchecked.Validate(ctx, tok); err != nil {
 			t.Errorf("control: without the index check a session survived nothing (%v): the test does not reach the fault", err)
 		}
-		m.setDefences(defences{})
 
 		user = userID(t, gen)
 		tok1, s1 := issue(t, m, user, Metadata{})
@@ -335,8 +333,7 @@ func TestEvictionFailsClosed(t *testing.T) {
 			_, c := startMaxmemoryRedis(t, "4mb", "allkeys-lru")
 			ctx := t.Context()
 			gen := newGen(t)
-			m := newManager(t, c, gen, Options{})
-			m.setDefences(defences{noIndexCheck: control})
+			m := openManagerWithout(t, c, gen, Options{}, defences{noIndexCheck: control})
 			type sess struct {
 				tok  string
 				user idtype.ID
@@ -458,7 +455,7 @@ func TestRefreshUnderOOM(t *testing.T) {
 	_, c := startMaxmemoryRedis(t, "4mb", "noeviction")
 	ctx := t.Context()
 	gen := newGen(t)
-	m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: 50 * time.Millisecond})
+	m := openManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: 50 * time.Millisecond})
 	user := userID(t, gen)
 	var toks []string
 	var sess []Session
@@ -499,12 +496,11 @@ func TestRefreshUnderOOM(t *testing.T) {
 	}
 
 	// Control: without the tolerance, the failed refresh fails the call.
-	m.setDefences(defences{noRefreshTolerance: true})
+	intolerant := openManagerWithout(t, c, gen, m.Options(), defences{noRefreshTolerance: true})
 	time.Sleep(100 * time.Millisecond)
-	if _, err := m.Validate(ctx, other); !errors.Is(err, ErrUnavailable) {
+	if _, err := intolerant.Validate(ctx, other); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("control: a failed refresh without the tolerance gave %v, want ErrUnavailable: the test does not reach the fault", err)
 	}
-	m.setDefences(defences{})
 
 	// With memory back, the next Validate makes the refresh that failed.
 	if err := c.Eval(ctx, `for _, k in ipairs(redis.call('KEYS', 'junk:*')) do redis.call('DEL', k) end`, nil).Err(); err != nil && err != redis.Nil {
@@ -527,8 +523,8 @@ func TestRevokeAllDropsStaleCache(t *testing.T) {
 		ctx := t.Context()
 		gen := newGen(t)
 		c := b.client(t)
-		plain := newManager(t, c, gen, Options{})
-		cached := newManager(t, c, gen, Options{KeyPrefix: plain.opts.KeyPrefix, CacheTTL: time.Minute})
+		plain := openManager(t, c, gen, Options{})
+		cached := openManager(t, c, gen, Options{KeyPrefix: plain.opts.KeyPrefix, CacheTTL: time.Minute})
 		user := userID(t, gen)
 		tok, s := issue(t, plain, user, Metadata{})
 		kept, k := issue(t, plain, user, Metadata{})

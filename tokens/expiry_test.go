@@ -21,7 +21,7 @@ func TestIdleTimeout(t *testing.T) {
 	forEach(t, realBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{IdleTimeout: 600 * time.Millisecond, AbsoluteLifetime: time.Minute})
+		m := openManager(t, b.client(t), gen, Options{IdleTimeout: 600 * time.Millisecond, AbsoluteLifetime: time.Minute})
 		user := userID(t, gen)
 		idle, _ := issue(t, m, user, Metadata{})
 		time.Sleep(1500 * time.Millisecond)
@@ -40,7 +40,7 @@ func TestSlidingRefresh(t *testing.T) {
 		ctx := t.Context()
 		gen := newGen(t)
 		opts := Options{IdleTimeout: 1500 * time.Millisecond, RefreshInterval: 250 * time.Millisecond, AbsoluteLifetime: time.Minute}
-		m := newManager(t, b.client(t), gen, opts)
+		m := openManager(t, b.client(t), gen, opts)
 		tok, first := issue(t, m, userID(t, gen), Metadata{})
 		// Used every 400 ms for 2.4 s, more than the idle timeout: each use
 		// comes 1.1 s before the expiry the previous one set.
@@ -75,7 +75,7 @@ func TestRefreshIsThrottled(t *testing.T) {
 		hook := &roundTrips{}
 		c.AddHook(hook)
 		const interval = 3 * time.Second
-		m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: interval})
+		m := openManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: interval})
 		tok, first := issue(t, m, userID(t, gen), Metadata{})
 		if _, err := m.Validate(ctx, tok); err != nil { // loads the script
 			t.Fatal(err)
@@ -133,7 +133,7 @@ func TestAbsoluteLifetime(t *testing.T) {
 		ctx := t.Context()
 		gen := newGen(t)
 		opts := Options{IdleTimeout: 10 * time.Second, RefreshInterval: 100 * time.Millisecond, AbsoluteLifetime: 2 * time.Second}
-		m := newManager(t, b.client(t), gen, opts)
+		m := openManager(t, b.client(t), gen, opts)
 		tok, first := issue(t, m, userID(t, gen), Metadata{})
 		if want := first.IssuedAt.Add(opts.AbsoluteLifetime); !first.ExpiresAt.Equal(want) {
 			t.Errorf("ExpiresAt %v, want the absolute end %v", first.ExpiresAt, want)
@@ -168,7 +168,7 @@ func TestNoResurrection(t *testing.T) {
 		ctx := t.Context()
 		gen := newGen(t)
 		c := b.client(t)
-		m := newManager(t, c, gen, Options{IdleTimeout: time.Minute, RefreshInterval: 10 * time.Millisecond})
+		m := openManager(t, c, gen, Options{IdleTimeout: time.Minute, RefreshInterval: 10 * time.Millisecond})
 		for round := range 5 {
 			tok, s := issue(t, m, userID(t, gen), Metadata{})
 			time.Sleep(20 * time.Millisecond) // due for a refresh
@@ -213,7 +213,7 @@ func TestRevokeAllVsIssue(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{MaxSessions: 10000})
+		m := openManager(t, b.client(t), gen, Options{MaxSessions: 10000})
 		user := userID(t, gen)
 		type issued struct {
 			tok string
@@ -315,8 +315,8 @@ func TestCacheStaleness(t *testing.T) {
 		gen := newGen(t)
 		c := b.client(t)
 		const ttl = 300 * time.Millisecond
-		a := newManager(t, c, gen, Options{})
-		cached := newManager(t, c, gen, Options{KeyPrefix: a.opts.KeyPrefix, CacheTTL: ttl})
+		a := openManager(t, c, gen, Options{})
+		cached := openManager(t, c, gen, Options{KeyPrefix: a.opts.KeyPrefix, CacheTTL: ttl})
 		tok, _ := issue(t, a, userID(t, gen), Metadata{})
 		if _, err := cached.Validate(ctx, tok); err != nil {
 			t.Fatal(err)
@@ -366,7 +366,7 @@ func TestCacheHit(t *testing.T) {
 	hook := &roundTrips{}
 	c.AddHook(hook)
 	gen := newGen(t)
-	m := newManager(t, c, gen, Options{CacheTTL: time.Minute})
+	m := openManager(t, c, gen, Options{CacheTTL: time.Minute})
 	ctx := t.Context()
 	tok, s := issue(t, m, userID(t, gen), Metadata{})
 	if _, err := m.Validate(ctx, tok); err != nil {
@@ -396,7 +396,7 @@ func TestCacheHit(t *testing.T) {
 }
 
 func TestCacheBound(t *testing.T) {
-	c := newCache(time.Minute, 128)
+	c := newCache(time.Minute, 128, false)
 	now := time.Now()
 	var d [32]byte
 	for i := range 10000 {
@@ -452,7 +452,7 @@ func TestServerKilled(t *testing.T) {
 	srv := startPersistentRedis(t)
 	c := clientFor(t, srv.Addr())
 	gen := newGen(t)
-	m := newManager(t, c, gen, Options{})
+	m := openManager(t, c, gen, Options{})
 	ctx := t.Context()
 	user := userID(t, gen)
 	tok, _ := issue(t, m, user, Metadata{})
@@ -514,7 +514,7 @@ func TestRestartKeepsRevocations(t *testing.T) {
 			c := clientFor(t, srv.Addr())
 			ctx := t.Context()
 			gen := newGen(t)
-			m := newManager(t, c, gen, Options{})
+			m := openManager(t, c, gen, Options{})
 			user := userID(t, gen)
 			tok, _ := issue(t, m, user, Metadata{})
 			if tc.snapshot {
@@ -565,8 +565,8 @@ func TestIndexSweep(t *testing.T) {
 		var live idtype.ID
 		idle := 300 * time.Millisecond
 		for try := 1; ; try++ {
-			short = newManager(t, c, gen, Options{IdleTimeout: idle, RefreshInterval: idle / 3})
-			long = newManager(t, c, gen, Options{KeyPrefix: short.opts.KeyPrefix})
+			short = openManager(t, c, gen, Options{IdleTimeout: idle, RefreshInterval: idle / 3})
+			long = openManager(t, c, gen, Options{KeyPrefix: short.opts.KeyPrefix})
 			tag = slotTag(userID(t, gen))
 			index = short.keys.index(tag)
 			dead = dead[:0]
@@ -649,9 +649,9 @@ func TestRotateLoweredTimeouts(t *testing.T) {
 		ctx := testenv.Deadline(t, time.Minute)
 		gen := newGen(t)
 		c := b.client(t)
-		wrote := newManager(t, c, gen, Options{})
-		idle := newManager(t, c, gen, Options{KeyPrefix: wrote.opts.KeyPrefix, IdleTimeout: 200 * time.Millisecond, RefreshInterval: 100 * time.Millisecond})
-		absolute := newManager(t, c, gen, Options{KeyPrefix: wrote.opts.KeyPrefix, AbsoluteLifetime: 400 * time.Millisecond})
+		wrote := openManager(t, c, gen, Options{})
+		idle := openManager(t, c, gen, Options{KeyPrefix: wrote.opts.KeyPrefix, IdleTimeout: 200 * time.Millisecond, RefreshInterval: 100 * time.Millisecond})
+		absolute := openManager(t, c, gen, Options{KeyPrefix: wrote.opts.KeyPrefix, AbsoluteLifetime: 400 * time.Millisecond})
 		a, first := issue(t, wrote, userID(t, gen), Metadata{})
 		// The rotated session's record carries LoginAt, as a rotated session's does.
 		b0, firstB := issue(t, wrote, userID(t, gen), Metadata{})

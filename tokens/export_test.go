@@ -1,19 +1,21 @@
 package tokens
 
-// The package's test seams: the only place where tests switch a
-// Manager's defences off.
+import (
+	"github.com/redis/go-redis/v9"
 
-// setDefences replaces a Manager's defences, for control runs that must
-// find the violation a defence prevents. Each test that proves a defence
-// turns that one off alone.
-func (m *Manager) setDefences(d defences) {
-	m.defences = d
-	m.s = newScripts(d, m.opts.WaitReplicas > 0)
-	if m.cache != nil {
-		m.cache.unguarded = d.noCacheGuard
-	}
+	"github.com/snowkeyhq/snowkey/idtype"
+)
+
+// The seam of the control runs, which show that a defence is needed by
+// switching it off; users cannot reach it. Each test that proves a
+// defence switches that one off alone.
+
+// newWithout is New with the defences in off switched off.
+func newWithout(client redis.UniversalClient, gen idtype.Source, opts Options, off defences) (*Manager, error) {
+	return newManager(client, gen, opts, off)
 }
 
-// setDefences replaces the defences of a cookie transport, for control
-// runs that must find the violation a defence prevents.
-func (c *Cookies) setDefences(d cookieDefences) { c.def = d }
+// newCookiesWithout is NewCookies with the defences in off switched off.
+func newCookiesWithout(m *Manager, opts CookieOptions, off cookieDefences) (*Cookies, error) {
+	return newCookies(m, opts, off)
+}

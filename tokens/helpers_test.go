@@ -79,14 +79,20 @@ func newGen(t testing.TB) *idtype.Generator {
 	return g
 }
 
-// newManager returns a Manager over c with keys under the test's prefix,
+// openManager returns a Manager over c with keys under the test's prefix,
 // unless opts says otherwise.
-func newManager(t testing.TB, c redis.UniversalClient, gen *idtype.Generator, opts Options) *Manager {
+func openManager(t testing.TB, c redis.UniversalClient, gen *idtype.Generator, opts Options) *Manager {
+	t.Helper()
+	return openManagerWithout(t, c, gen, opts, defences{})
+}
+
+// openManagerWithout is openManager with the defences in off switched off.
+func openManagerWithout(t testing.TB, c redis.UniversalClient, gen *idtype.Generator, opts Options, off defences) *Manager {
 	t.Helper()
 	if opts.KeyPrefix == "" {
 		opts.KeyPrefix = testenv.KeyPrefix(t)
 	}
-	m, err := New(c, gen, opts)
+	m, err := newWithout(c, gen, opts, off)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,11 @@ const maxGraceHops = 4
 // from gen. The zero Options is a working configuration (see Options). The
 // error wraps idtype.ErrInvalidOptions and names the bad field. New does no I/O.
 func New(client redis.UniversalClient, gen idtype.Source, opts Options) (*Manager, error) {
+	return newManager(client, gen, opts, defences{})
+}
+
+// newManager is New with the defences d.
+func newManager(client redis.UniversalClient, gen idtype.Source, opts Options, d defences) (*Manager, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: the Redis client is nil", idtype.ErrInvalidOptions)
 	}
@@ -119,16 +124,17 @@ func New(client redis.UniversalClient, gen idtype.Source, opts Options) (*Manage
 		}
 	}
 	m := &Manager{
-		rdb:    client,
-		gen:    gen,
-		layout: gen.Layout(),
-		opts:   o,
-		keys:   keys{prefix: o.KeyPrefix},
-		s:      newScripts(defences{}, o.WaitReplicas > 0),
-		obs:    o.Observer,
+		rdb:      client,
+		gen:      gen,
+		layout:   gen.Layout(),
+		opts:     o,
+		keys:     keys{prefix: o.KeyPrefix},
+		s:        newScripts(d, o.WaitReplicas > 0),
+		defences: d,
+		obs:      o.Observer,
 	}
 	if o.CacheTTL > 0 {
-		m.cache = newCache(o.CacheTTL, o.CacheSize)
+		m.cache = newCache(o.CacheTTL, o.CacheSize, d.noCacheGuard)
 	}
 	return m, nil
 }

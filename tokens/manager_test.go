@@ -20,7 +20,7 @@ func TestIssueValidate(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{})
+		m := openManager(t, b.client(t), gen, Options{})
 		user := userID(t, gen)
 		meta := Metadata{Device: "Anna's phone", UserAgent: "Snow/1.0 (iOS 18)", IP: "203.0.113.7"}
 		before := time.Now()
@@ -64,7 +64,7 @@ func TestValidateRejects(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{})
+		m := openManager(t, b.client(t), gen, Options{})
 		user := userID(t, gen)
 		tok, _ := issue(t, m, user, Metadata{})
 		parsed, _ := parseToken("snk", tok)
@@ -79,7 +79,7 @@ func TestValidateRejects(t *testing.T) {
 		if err := m.Revoke(ctx, revoked); err != nil {
 			t.Fatal(err)
 		}
-		other := newManager(t, b.client(t), gen, Options{TokenPrefix: "other"})
+		other := openManager(t, b.client(t), gen, Options{TokenPrefix: "other"})
 		otherTok, _ := issue(t, other, user, Metadata{})
 
 		for _, tc := range []struct{ name, tok string }{
@@ -110,7 +110,7 @@ func TestRevoke(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{})
+		m := openManager(t, b.client(t), gen, Options{})
 		user := userID(t, gen)
 		tok, _ := issue(t, m, user, Metadata{})
 		keep, _ := issue(t, m, user, Metadata{})
@@ -147,7 +147,7 @@ func TestRevokeSession(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{})
+		m := openManager(t, b.client(t), gen, Options{})
 		anna, ben := userID(t, gen), userID(t, gen)
 		annaTok, annaS := issue(t, m, anna, Metadata{Device: "phone"})
 		annaTok2, _ := issue(t, m, anna, Metadata{Device: "laptop"})
@@ -183,7 +183,7 @@ func TestRevokeAll(t *testing.T) {
 		ctx := t.Context()
 		gen := newGen(t)
 		c := b.client(t)
-		m := newManager(t, c, gen, Options{})
+		m := openManager(t, c, gen, Options{})
 		anna, ben := userID(t, gen), userID(t, gen)
 		var annaToks []string
 		var annaKeys []string
@@ -231,7 +231,7 @@ func TestList(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{})
+		m := openManager(t, b.client(t), gen, Options{})
 		user := userID(t, gen)
 		if list, err := m.List(ctx, user); err != nil || len(list) != 0 {
 			t.Fatalf("List of a user without sessions = %v, %v", list, err)
@@ -272,7 +272,7 @@ func TestRotate(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{})
+		m := openManager(t, b.client(t), gen, Options{})
 		user := userID(t, gen)
 		meta := Metadata{Device: "phone"}
 		old, first := issue(t, m, user, meta)
@@ -341,7 +341,7 @@ func TestMaxSessions(t *testing.T) {
 		ctx := t.Context()
 		gen := newGen(t)
 		c := b.client(t)
-		m := newManager(t, c, gen, Options{MaxSessions: 3})
+		m := openManager(t, c, gen, Options{MaxSessions: 3})
 		user := userID(t, gen)
 		var toks, keys []string
 		for range 5 {
@@ -366,7 +366,7 @@ func TestMaxSessions(t *testing.T) {
 
 func TestBadUser(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	m := newManager(t, miniClient(t), newGen(t), Options{})
+	m := openManager(t, miniClient(t), newGen(t), Options{})
 	ctx := t.Context()
 	for _, u := range []idtype.ID{0, -1} {
 		if _, _, err := m.Issue(ctx, u, Metadata{}); !errors.Is(err, ErrInvalidUser) {
@@ -423,9 +423,9 @@ func TestRoundTrips(t *testing.T) {
 		c := b.client(t)
 		hook := &roundTrips{}
 		c.AddHook(hook)
-		m := newManager(t, c, gen, Options{IdleTimeout: 2 * time.Hour, RefreshInterval: time.Hour})
+		m := openManager(t, c, gen, Options{IdleTimeout: 2 * time.Hour, RefreshInterval: time.Hour})
 		// The same sessions, seen by a Manager that refreshes after 10 ms.
-		eager := newManager(t, c, gen, Options{KeyPrefix: m.opts.KeyPrefix, IdleTimeout: time.Hour, RefreshInterval: 10 * time.Millisecond})
+		eager := openManager(t, c, gen, Options{KeyPrefix: m.opts.KeyPrefix, IdleTimeout: time.Hour, RefreshInterval: 10 * time.Millisecond})
 		user := userID(t, gen)
 		if err := c.Ping(ctx).Err(); err != nil { // the connection's own handshake
 			t.Fatal(err)
@@ -512,7 +512,7 @@ func TestRoundTrips(t *testing.T) {
 			hook.take()
 		}
 		// Past MaxSessions, Issue revokes and then deletes the keys.
-		few := newManager(t, c, gen, Options{KeyPrefix: m.opts.KeyPrefix, MaxSessions: 1})
+		few := openManager(t, c, gen, Options{KeyPrefix: m.opts.KeyPrefix, MaxSessions: 1})
 		issue(t, few, user, Metadata{})
 		hook.take()
 		issue(t, few, user, Metadata{})

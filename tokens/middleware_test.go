@@ -36,7 +36,7 @@ func TestMiddleware(t *testing.T) {
 	forEach(t, []backend{miniBackend, singleBackend, clusterBackend}, func(t *testing.T, b backend) {
 		gen := newGen(t)
 		var logs bytes.Buffer
-		m := newManager(t, b.client(t), gen, Options{})
+		m := openManager(t, b.client(t), gen, Options{})
 		auth, err := NewMiddleware(m, MiddlewareOptions{
 			Header: "x-session-token",
 			Realm:  "example",
@@ -224,7 +224,7 @@ func TestFromContext(t *testing.T) {
 func TestMiddlewareZeroOptions(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	gen := newGen(t)
-	m := newManager(t, miniClient(t), gen, Options{})
+	m := openManager(t, miniClient(t), gen, Options{})
 	user := userID(t, gen)
 	tok, sess := issue(t, m, user, Metadata{})
 	revoked, _ := issue(t, m, user, Metadata{})
@@ -269,7 +269,7 @@ func TestMiddlewareZeroOptions(t *testing.T) {
 
 func TestMiddlewareOptions(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	m := newManager(t, miniClient(t), newGen(t), Options{})
+	m := openManager(t, miniClient(t), newGen(t), Options{})
 	logger := slog.New(slog.DiscardHandler)
 	mw, err := newMiddleware(m, MiddlewareOptions{Header: "x-session-token", Realm: "example", Logger: logger})
 	if err != nil {

@@ -59,7 +59,7 @@ func TestObserver(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	rec := &recorder{}
 	gen := newGen(t)
-	m := newManager(t, testenv.RedisClient(t), gen, Options{Observer: rec})
+	m := openManager(t, testenv.RedisClient(t), gen, Options{Observer: rec})
 	user := userID(t, gen)
 
 	tok, _, err := m.Issue(ctx, user, Metadata{})

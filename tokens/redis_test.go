@@ -148,7 +148,7 @@ func TestNoSecretInRedis(t *testing.T) {
 		c := b.client(t)
 		gen := newGen(t)
 		prefix := testenv.KeyPrefix(t)
-		m := newManager(t, c, gen, Options{KeyPrefix: prefix})
+		m := openManager(t, c, gen, Options{KeyPrefix: prefix})
 		var toks []string
 		for range 3 {
 			user := userID(t, gen)
@@ -222,7 +222,7 @@ func TestIndexEntries(t *testing.T) {
 		ctx := t.Context()
 		c := b.client(t)
 		gen := newGen(t)
-		m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: 20 * time.Millisecond})
+		m := openManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: 20 * time.Millisecond})
 		user := userID(t, gen)
 		tag := slotTag(user)
 		check := func(what string, sids ...idtype.ID) {

@@ -63,7 +63,7 @@ func TestFailoverLaggingReplica(t *testing.T) {
 		t.Parallel()
 		p := startLaggingPair(t)
 		gen := newGen(t)
-		m := newManager(t, clientFor(t, p.primary.Addr()), gen, Options{})
+		m := openManager(t, clientFor(t, p.primary.Addr()), gen, Options{})
 		user := userID(t, gen)
 		tok, _ := issue(t, m, user, Metadata{})
 		err := p.failover(t, func() error {
@@ -78,7 +78,7 @@ func TestFailoverLaggingReplica(t *testing.T) {
 		if err != nil {
 			t.Fatalf("RevokeAll without WaitReplicas: %v", err)
 		}
-		after := newManager(t, clientFor(t, p.replica.Addr()), gen, Options{KeyPrefix: m.opts.KeyPrefix})
+		after := openManager(t, clientFor(t, p.replica.Addr()), gen, Options{KeyPrefix: m.opts.KeyPrefix})
 		if _, err := after.Validate(t.Context(), tok); err != nil {
 			t.Errorf("control: after the failover the revoked token is refused (%v): the test does not reach the fault", err)
 		}
@@ -90,7 +90,7 @@ func TestFailoverLaggingReplica(t *testing.T) {
 		p := startLaggingPair(t)
 		gen := newGen(t)
 		opts := Options{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond}
-		m := newManager(t, clientFor(t, p.primary.Addr()), gen, opts)
+		m := openManager(t, clientFor(t, p.primary.Addr()), gen, opts)
 		user := userID(t, gen)
 		tok, _ := issue(t, m, user, Metadata{})
 		err := p.failover(t, func() error {
@@ -106,7 +106,7 @@ func TestFailoverLaggingReplica(t *testing.T) {
 		// retry fails the same way until the old primary comes back as
 		// its replica.
 		opts.KeyPrefix = m.opts.KeyPrefix
-		m2 := newManager(t, clientFor(t, p.replica.Addr()), gen, opts)
+		m2 := openManager(t, clientFor(t, p.replica.Addr()), gen, opts)
 		if _, err := m2.RevokeAll(ctx, user); !errors.Is(err, errTooFewReplicas) {
 			t.Fatalf("RevokeAll on the new primary without replicas = %v, want too few replicas", err)
 		}
@@ -129,7 +129,7 @@ func TestFailoverLaggingReplica(t *testing.T) {
 		// failover back to it keeps the token revoked.
 		p.primary.WaitSynced(p.replica.Addr(), 10*time.Second)
 		p.primary.Promote()
-		back := newManager(t, clientFor(t, p.primary.Addr()), gen, Options{KeyPrefix: m.opts.KeyPrefix})
+		back := openManager(t, clientFor(t, p.primary.Addr()), gen, Options{KeyPrefix: m.opts.KeyPrefix})
 		if _, err := back.Validate(ctx, tok); err != ErrInvalidToken {
 			t.Errorf("after failing back: Validate = %v, want ErrInvalidToken", err)
 		}
@@ -140,7 +140,7 @@ func TestFailoverLaggingReplica(t *testing.T) {
 		ctx := t.Context()
 		p := startLaggingPair(t)
 		gen := newGen(t)
-		m := newManager(t, clientFor(t, p.primary.Addr()), gen,
+		m := openManager(t, clientFor(t, p.primary.Addr()), gen,
 			Options{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond, MaxSessions: 2})
 		user := userID(t, gen)
 		toks := make([]string, 2)
@@ -230,14 +230,11 @@ func TestFailoverRetriedRevocation(t *testing.T) {
 				p := startLaggingPair(t)
 				gen := newGen(t)
 				opts := Options{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond}
-				first := newManager(t, clientFor(t, p.primary.Addr()), gen, opts)
+				first := openManager(t, clientFor(t, p.primary.Addr()), gen, opts)
 				opts.KeyPrefix = first.opts.KeyPrefix
 				// Its own client: a connection that has written nothing
 				// the replica lacks.
-				second := newManager(t, clientFor(t, p.primary.Addr()), gen, opts)
-				if control {
-					second.setDefences(defences{noFence: true})
-				}
+				second := openManagerWithout(t, clientFor(t, p.primary.Addr()), gen, opts, defences{noFence: control})
 				user := userID(t, gen)
 				tok, s := issue(t, first, user, Metadata{})
 				var firstErr error
@@ -253,7 +250,7 @@ func TestFailoverRetriedRevocation(t *testing.T) {
 				if !errors.Is(firstErr, errTooFewReplicas) {
 					t.Fatalf("RevokeAll with the replica frozen = %v, want ErrUnavailable for too few replicas", firstErr)
 				}
-				after := newManager(t, clientFor(t, p.replica.Addr()), gen, Options{KeyPrefix: opts.KeyPrefix})
+				after := openManager(t, clientFor(t, p.replica.Addr()), gen, Options{KeyPrefix: opts.KeyPrefix})
 				_, validErr := after.Validate(ctx, tok)
 				if control {
 					if conservative {
@@ -313,8 +310,8 @@ func TestWaitReplicasCluster(t *testing.T) {
 	cl := testenv.StartRedisCluster(t, 3)
 	ctx := t.Context()
 	gen := newGen(t)
-	plain := newManager(t, cl.Client(), gen, Options{})
-	waiting := newManager(t, cl.Client(), gen, Options{KeyPrefix: plain.opts.KeyPrefix, WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
+	plain := openManager(t, cl.Client(), gen, Options{})
+	waiting := openManager(t, cl.Client(), gen, Options{KeyPrefix: plain.opts.KeyPrefix, WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
 	redirects := &redirectCounter{}
 	if err := cl.Client().ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
 		c.AddHook(redirects)

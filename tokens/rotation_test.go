@@ -28,8 +28,7 @@ func TestRotationGrace(t *testing.T) {
 			t.Run(map[bool]string{false: "grace", true: "control"}[control], func(t *testing.T) {
 				ctx := t.Context()
 				gen := newGen(t)
-				m := newManager(t, b.client(t), gen, Options{RotationGrace: MaxRotationGrace})
-				m.setDefences(defences{noRotationGrace: control})
+				m := openManagerWithout(t, b.client(t), gen, Options{RotationGrace: MaxRotationGrace}, defences{noRotationGrace: control})
 				user := userID(t, gen)
 				old, first := issue(t, m, user, Metadata{Device: "phone"})
 				tok, s, err := m.Rotate(ctx, old)
@@ -77,7 +76,7 @@ func TestRotationGraceEnds(t *testing.T) {
 		ctx := t.Context()
 		gen := newGen(t)
 		const grace = time.Second
-		m := newManager(t, b.client(t), gen, Options{RotationGrace: grace})
+		m := openManager(t, b.client(t), gen, Options{RotationGrace: grace})
 		old, _ := issue(t, m, userID(t, gen), Metadata{})
 		tok, s, err := m.Rotate(ctx, old)
 		rotated := time.Now()
@@ -170,8 +169,8 @@ func TestRotationGraceRevocation(t *testing.T) {
 					name = "control: " + name
 				}
 				t.Run(name, func(t *testing.T) {
-					m := newManager(t, c, gen, Options{RotationGrace: MaxRotationGrace, MaxSessions: 1, CacheTTL: time.Minute})
-					m.setDefences(defences{noGraceRevoke: control})
+					m := openManagerWithout(t, c, gen, Options{RotationGrace: MaxRotationGrace, MaxSessions: 1, CacheTTL: time.Minute},
+						defences{noGraceRevoke: control})
 					user := userID(t, gen)
 					old, oldS := issue(t, m, user, Metadata{})
 					tok, s, err := m.Rotate(ctx, old)
@@ -217,7 +216,7 @@ func TestRotationChain(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		ctx := t.Context()
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{RotationGrace: MaxRotationGrace})
+		m := openManager(t, b.client(t), gen, Options{RotationGrace: MaxRotationGrace})
 		tok, _ := issue(t, m, userID(t, gen), Metadata{})
 		toks := []string{tok}
 		var s Session
@@ -307,8 +306,8 @@ func TestCookieRotationGrace(t *testing.T) {
 	forEach(t, allBackends(), func(t *testing.T, b backend) {
 		for _, control := range []bool{false, true} {
 			t.Run(map[bool]string{false: "grace", true: "control"}[control], func(t *testing.T) {
-				rig := newCookieRigWith(t, b, Options{RotationGrace: MaxRotationGrace}, CookieOptions{})
-				rig.m.setDefences(defences{noRotationGrace: control})
+				rig := newCookieRigWith(t, b, Options{RotationGrace: MaxRotationGrace}, defences{noRotationGrace: control},
+					CookieOptions{}, cookieDefences{})
 				gen := newGen(t)
 				// Three requests leave with the old cookie: the rotation
 				// (a re-authentication), a background fetch, and the
@@ -414,8 +413,8 @@ func TestRotationRace(t *testing.T) {
 	forEach(t, realBackends(), func(t *testing.T, b backend) {
 		for _, control := range []bool{false, true} {
 			t.Run(map[bool]string{false: "grace", true: "control"}[control], func(t *testing.T) {
-				rig := newCookieRigWith(t, b, Options{RotationGrace: MaxRotationGrace}, CookieOptions{})
-				rig.m.setDefences(defences{noRotationGrace: control})
+				rig := newCookieRigWith(t, b, Options{RotationGrace: MaxRotationGrace}, defences{noRotationGrace: control},
+					CookieOptions{}, cookieDefences{})
 				user := userID(t, newGen(t))
 				br := newBrowser(t)
 				w := httptest.NewRecorder()

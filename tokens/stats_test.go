@@ -19,7 +19,7 @@ func TestStats(t *testing.T) {
 		c := b.client(t)
 		gen := newGen(t)
 		const refresh = 100 * time.Millisecond
-		m := newManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: refresh})
+		m := openManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: refresh})
 		canceled, cancel := context.WithCancel(ctx)
 		cancel()
 		want := Stats{}
@@ -110,7 +110,7 @@ func TestStats(t *testing.T) {
 		want.Revocations++
 		check("RevokeAll")
 
-		small := newManager(t, c, gen, Options{MaxSessions: 2})
+		small := openManager(t, c, gen, Options{MaxSessions: 2})
 		for range 3 {
 			issue(t, small, other, Metadata{})
 		}
@@ -132,7 +132,7 @@ func TestStatsCache(t *testing.T) {
 	forEach(t, []backend{miniBackend, singleBackend}, func(t *testing.T, b backend) {
 		ctx := testenv.Deadline(t, time.Minute)
 		gen := newGen(t)
-		m := newManager(t, b.client(t), gen, Options{CacheTTL: time.Minute})
+		m := openManager(t, b.client(t), gen, Options{CacheTTL: time.Minute})
 		tok, _ := issue(t, m, userID(t, gen), Metadata{})
 		want := Stats{Issued: 1}
 		check := func(step string) {
