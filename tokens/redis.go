@@ -3,7 +3,7 @@ package tokens
 import (
 	"encoding/binary"
 	"errors"
-	"strings"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -342,8 +342,10 @@ func decodeStub(v string) (stub, bool) {
 // equality is a pointer comparison once both exist, and what is compared
 // are digests, which an attacker cannot steer byte by byte.
 //
-// Lines ending in "-- index check" enforce the index's authority; the
-// package's tests remove them (see defences) for control runs.
+// Every script of a Manager opens with luaSwitches, which sets the
+// locals that the scripts branch on: checkIndex, the index's authority
+// (on but in the tests' control runs; see defences), and fenced (see
+// luaFence).
 
 // luaFind is a line of Lua that sets i to the place of session sid's
 // entry in e, the entries of a field (a string), or to nil: the first
@@ -375,13 +377,10 @@ const luaKeepIndex = `if redis.call('PTTL', KEYS[ix]) < ttl then redis.call('PEX
 // then retried) would be acknowledged by replicas that do not have that
 // write, and return as done. After the fence, WAIT covers everything the
 // primary had applied when the script read it. Only the scripts of a
-// Manager with WaitReplicas have it (see newScripts); while Redis is out
+// Manager with WaitReplicas set fenced (see newScripts); while Redis is out
 // of memory it refuses the fence, and the call fails with ErrUnavailable,
 // as a revocation whose replication cannot be shown should.
-const luaFence = `local function fence(r) redis.call('HSET', KEYS[ix], '', '') redis.call('HDEL', KEYS[ix], '') return r end`
-
-// luaNoFence is luaFence with the fence switched off, for control runs.
-const luaNoFence = `local function fence(r) return r end`
+const luaFence = `local function fence(r) if fenced then redis.call('HSET', KEYS[ix], '', '') redis.call('HDEL', KEYS[ix], '') end return r end`
 
 // validateScript returns the record of a valid session, the stub of a
 // token that Rotate replaced within Options.RotationGrace (which Go
@@ -392,11 +391,13 @@ const validateScript = `
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, 16) ~= ARGV[1] or #v < 28 then return false end
 if string.byte(v, 17) > 127 then return v end
-local e = redis.call('HGET', KEYS[2], string.sub(v, 17, 24)) -- index check
-if not e then return false end -- index check
-local sid = ARGV[2] -- index check
-` + luaFind + ` -- index check
-if not i then return false end -- index check
+if checkIndex then
+  local e = redis.call('HGET', KEYS[2], string.sub(v, 17, 24))
+  if not e then return false end
+  local sid = ARGV[2]
+  ` + luaFind + `
+  if not i then return false end
+end
 return v
 `
 
@@ -467,7 +468,7 @@ local u = string.sub(v, 17, 24)
 local e = redis.call('HGET', KEYS[2], u) or ''
 local sid = ARGV[5]
 ` + luaFind + `
-if not i then return 0 end -- index check
+if checkIndex and not i then return 0 end
 local a, b, c, d = string.byte(v, 25, 28)
 if ((a * 256 + b) * 256 + c) * 256 + d > tonumber(ARGV[3]) then return 1 end
 redis.call('SET', KEYS[1], string.sub(v, 1, 24) .. ARGV[2] .. string.sub(v, 29), 'PX', ARGV[4])
@@ -506,7 +507,7 @@ local u = string.sub(v, 17, 24)
 local e = redis.call('HGET', KEYS[3], u) or ''
 local sid = ARGV[3]
 ` + luaFind + `
-if not i then return fence(0) end -- index check
+if checkIndex and not i then return fence(0) end
 local a, b, c, d = string.byte(v, 25, 28)
 if ((a * 256 + b) * 256 + c) * 256 + d <= tonumber(ARGV[9]) then return fence(0) end
 local rest, login = string.sub(v, 29), tonumber(ARGV[6])
@@ -645,15 +646,8 @@ type scripts struct {
 // fence is a write, which Redis refuses while it is out of memory, where
 // a revocation that finds nothing to end must still succeed.
 func newScripts(d defences, fence bool) scripts {
-	load := func(src string) *redis.Script {
-		if d.noIndexCheck {
-			src = withoutIndexCheck(src)
-		}
-		if d.noFence || !fence {
-			src = strings.Replace(src, luaFence, luaNoFence, 1)
-		}
-		return redis.NewScript(src)
-	}
+	switches := luaSwitches(!d.noIndexCheck, fence && !d.noFence)
+	load := func(src string) *redis.Script { return redis.NewScript(switches + src) }
 	return scripts{
 		validate:      load(validateScript),
 		issue:         load(issueScript),
@@ -666,15 +660,8 @@ func newScripts(d defences, fence bool) scripts {
 	}
 }
 
-// withoutIndexCheck drops the lines of a script that end in "-- index
-// check", for the tests' control runs.
-func withoutIndexCheck(src string) string {
-	lines := strings.Split(src, "\n")
-	kept := lines[:0]
-	for _, l := range lines {
-		if !strings.HasSuffix(l, "-- index check") {
-			kept = append(kept, l)
-		}
-	}
-	return strings.Join(kept, "\n")
+// luaSwitches is the first line of every script: the locals checkIndex
+// and fenced, which the scripts branch on.
+func luaSwitches(checkIndex, fenced bool) string {
+	return "local checkIndex, fenced = " + strconv.FormatBool(checkIndex) + ", " + strconv.FormatBool(fenced) + "\n"
 }
