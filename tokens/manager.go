@@ -24,7 +24,7 @@ import (
 // needs closing: closing the Redis client is the caller's business.
 //
 // Every session of a user lives in the Redis Cluster slot picked by the
-// user's slot tag (see slotTag and the key schema in redis.go), so each
+// user's slot tag (see slotTag and the key schema in keys.go), so each
 // method sends commands and scripts for one slot: the same code works on a
 // *redis.Client (for Sentinel, the one redis.NewFailoverClient returns)
 // and a *redis.ClusterClient.
@@ -167,12 +167,7 @@ func (m *Manager) Issue(ctx context.Context, userID idtype.ID, meta Metadata) (_
 	if err != nil {
 		return "", Session{}, err
 	}
-	r := record{user: userID, meta: Metadata{
-		Device:    truncate(meta.Device, maxMetaLen),
-		UserAgent: truncate(meta.UserAgent, maxMetaLen),
-		IP:        truncate(meta.IP, maxMetaLen),
-	}}
-	copy(r.digest[:], d[:])
+	r := newRecord(userID, meta, &d)
 	s := m.sessionOf(t.session, &r)
 	ttl, ok := m.ttl(s, time.Now())
 	if !ok {
@@ -838,13 +833,6 @@ func (m *Manager) sessionOf(sid idtype.ID, r *record) Session {
 		AbsoluteExpiresAt: abs,
 		Metadata:          r.meta,
 	}
-}
-
-// ttl returns the Redis TTL in milliseconds that makes the key expire at
-// s.ExpiresAt, or false if that is already past.
-func (m *Manager) ttl(s Session, now time.Time) (int64, bool) {
-	ms := s.ExpiresAt.Sub(now).Milliseconds()
-	return ms, ms > 0
 }
 
 // forget drops revoked sessions from the cache.

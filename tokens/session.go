@@ -2,7 +2,6 @@ package tokens
 
 import (
 	"time"
-	"unicode/utf8"
 
 	"github.com/snowkeyhq/snowkey/idtype"
 )
@@ -50,19 +49,4 @@ type Metadata struct {
 	UserAgent string `json:"user_agent,omitempty"`
 	// IP is the client's address as the server saw it at login.
 	IP string `json:"ip,omitempty"`
-}
-
-// maxMetaLen is the most bytes a Metadata field keeps.
-const maxMetaLen = 255
-
-// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && cut > n-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }

@@ -33,7 +33,6 @@ const (
 	secretBytes  = secretWords * 8
 	sumDigits    = 6 // ceil(32 / log2(62))
 	bodyLen      = sidDigits + tagDigits + secretWords*wordDigits + sumDigits
-	numSlotTags  = 1024
 	maxPrefixLen = 16
 )
 
