@@ -57,7 +57,7 @@ func parallel(b *testing.B, goroutines int, body func(i int) error) {
 //   - redis: Validate without cache (no refresh is due);
 //   - cached: Validate with CacheTTL, served from memory.
 //
-// tokens.ratios turns them into the ratios.
+// tokens.ratios turns them into ratios, each beside its goal.
 func BenchmarkValidate(b *testing.B) {
 	c := testenv.RedisClient(b)
 	ctx := context.Background()

@@ -554,9 +554,9 @@ func TestIndexSweep(t *testing.T) {
 		// The sessions' entries must not have expired before the last of
 		// the run's Issues: each Issue looks at expired fields, and one
 		// that swept a dead user's field then would leave the check below
-		// nothing to see. A busy machine that took longer than the
-		// IdleTimeout to issue them (seen under stress-ng --cpu 8) did not
-		// reach the fault: the run is repeated with a longer one.
+		// nothing to see. A busy machine may take longer than the
+		// IdleTimeout to issue them, and such a run does not reach the
+		// fault: it is repeated with a longer one.
 		var short, long *Manager
 		var tag uint16
 		var index string

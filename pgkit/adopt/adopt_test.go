@@ -463,9 +463,8 @@ func TestAdoptKeyRange(t *testing.T) {
 // of idtype.DefaultLayout whatever the app's layout: with the app on an
 // epoch of 2000 (whose keys of now are far above the default layout's), a
 // key from tomorrow in the default layout is refused, naming
-// snowflake_id(). The control checks the app's layout alone, as the CLI's
-// --epoch once decided: the plan passes, and the next snowflake_id() key
-// is below the old one.
+// snowflake_id(). The control checks the app's layout alone: the plan
+// passes, and the next snowflake_id() key is below the old one.
 func TestAdoptKeyRangeFunctionLayout(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	tomorrow := idtype.DefaultLayout.FirstID(time.Now().Add(24 * time.Hour))

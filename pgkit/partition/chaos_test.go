@@ -116,10 +116,9 @@ func chaosScenario(t *testing.T, spec chaosSpec) {
 // chaosStep, and only once every instance has run Maintain and a snapshot
 // has been read since it last moved: a busy machine slows the simulated
 // days down instead of letting an instance sleep through the hours in
-// which its clock is ahead of the database's by a day's expiry (a
-// control run under stress-ng --cpu 8 met its fault in 3 of 11 runs and
-// found a violation in none). Each window of the scenarios is hours
-// long, so every instance runs in it several times.
+// which its clock is ahead of the database's by a day's expiry, which a
+// control must run in to meet its fault. Each window of the scenarios is
+// hours long, so every instance runs in it several times.
 const (
 	chaosSpeed = 120000
 	chaosTick  = 10 * time.Millisecond
