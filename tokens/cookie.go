@@ -177,15 +177,15 @@ func isDomain(s string) bool {
 //
 // A Cookies is safe for any number of goroutines.
 type Cookies struct {
-	m    *Manager
-	opts CookieOptions
-	cop  *http.CrossOriginProtection
-	def  cookieDefences
+	m        *Manager
+	opts     CookieOptions
+	cop      *http.CrossOriginProtection
+	defences cookieDefences // zero: every defence on; only export_test.go turns one off
 }
 
-// cookieDefences are switches, one per defence of the cookie transport,
-// that the package's own tests turn off for control runs. The zero value
-// has every defence on.
+// cookieDefences lists the defences of a cookie transport, each of which
+// a test may switch off (export_test.go) to show that it fails without
+// it; the zero value has every defence on.
 type cookieDefences struct {
 	// noCrossOriginCheck accepts the cookie on unsafe requests from any
 	// origin, as a cookie session without a CSRF defence would.
@@ -229,7 +229,7 @@ func newCookies(m *Manager, opts CookieOptions, d cookieDefences) (*Cookies, err
 	}
 	// Refusals are the callers' to answer: the middleware answers 403,
 	// Issue, Rotate and Revoke return ErrCrossOrigin.
-	return &Cookies{m: m, opts: o, cop: cop, def: d}, nil
+	return &Cookies{m: m, opts: o, cop: cop, defences: d}, nil
 }
 
 // isOrigin reports whether s is spelled as browsers send the Origin
@@ -275,7 +275,7 @@ func (c *Cookies) Options() CookieOptions {
 // only, so that links from other sites into the app keep working.
 func (c *Cookies) CheckOrigin(r *http.Request) error {
 	as := r
-	if !c.def.unsafeMethodsOnly {
+	if !c.defences.unsafeMethodsOnly {
 		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			// CrossOriginProtection lets every safe method through; it
@@ -295,7 +295,7 @@ func (c *Cookies) checkUnsafe(r *http.Request) error { return c.check(r, r) }
 // check asks http.CrossOriginProtection about the request as, and names
 // r in the error.
 func (c *Cookies) check(r, as *http.Request) error {
-	if c.def.noCrossOriginCheck {
+	if c.defences.noCrossOriginCheck {
 		return nil
 	}
 	if err := c.cop.Check(as); err != nil {
@@ -325,7 +325,7 @@ func (c *Cookies) Issue(w http.ResponseWriter, r *http.Request, userID idtype.ID
 	if err != nil {
 		return Session{}, err
 	}
-	if _, res := c.fromRequest(r); res == credDuplicate && !c.def.noDuplicateClear {
+	if _, res := c.fromRequest(r); res == credDuplicate && !c.defences.noDuplicateClear {
 		c.clearCopies(w, r, false)
 	}
 	c.Set(w, tok, s)
@@ -409,7 +409,7 @@ const maxCopies = 8
 // wrapping ErrDuplicateCookie and ErrInvalidToken. If Redis fails, it
 // returns that error and leaves the cookies, for the retry.
 func (c *Cookies) endCopies(w http.ResponseWriter, r *http.Request) error {
-	if c.def.noDuplicateClear {
+	if c.defences.noDuplicateClear {
 		c.Clear(w)
 		return ErrInvalidToken
 	}

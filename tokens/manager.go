@@ -53,9 +53,8 @@ type Manager struct {
 	obs      Observer // Options.Observer
 }
 
-// defences are switches, one per defence of the package's promises, that
-// the package's own tests turn off for control runs, which must then find
-// the violation each defence prevents. Users cannot reach them; the zero
+// defences lists the defences of a Manager, each of which a test may
+// switch off (export_test.go) to show that it fails without it; the zero
 // value has every defence on.
 type defences struct {
 	// noPrefixBinding leaves TokenPrefix out of the stored digest.

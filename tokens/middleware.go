@@ -227,7 +227,7 @@ func (mw *middleware) wrap(next http.Handler) http.Handler {
 // the app's own pages does.
 func (mw *middleware) duplicate(w http.ResponseWriter, r *http.Request) {
 	c, log := mw.opts.Cookies, mw.opts.Logger
-	if c.def.noDuplicateClear {
+	if c.defences.noDuplicateClear {
 		log.LogAttrs(r.Context(), slog.LevelDebug, "tokens: malformed credentials")
 		mw.challenge(w, http.StatusBadRequest, "invalid_request")
 		return

@@ -15,7 +15,7 @@ import (
 // INSERT on it (and PUBLIC, when it is); superusers need nothing. The
 // error names each with the GRANT that lets it.
 func (b *planner) checkCallers(ctx context.Context) error {
-	if b.o.AppKeys || b.fn == "" || b.d.noCallerCheck || len(b.targets) == 0 {
+	if b.o.AppKeys || b.fn == "" || b.defences.noCallerCheck || len(b.targets) == 0 {
 		return nil
 	}
 	var oids []int64

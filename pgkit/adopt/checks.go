@@ -19,7 +19,7 @@ import (
 // millisecond, of snowflake_id() (unless AppKeys) and of Options.Layout;
 // one that fails, or errs, on any of them refuses the column.
 func (b *planner) checkValues(ctx context.Context) error {
-	if b.d.noCheckValues {
+	if b.defences.noCheckValues {
 		return nil
 	}
 	var keys []int64

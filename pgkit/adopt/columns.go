@@ -109,7 +109,7 @@ func (b *planner) findHolders(ctx context.Context) error {
 			return nil
 		}
 		root := c
-		if c.inherited && !b.d.noParentColumns {
+		if c.inherited && !b.defences.noParentColumns {
 			r, err := b.root(ctx, c)
 			if err != nil {
 				return err
@@ -243,7 +243,7 @@ func (b *planner) readFamily(ctx context.Context, c *column) error {
 			c.refusal = fmt.Sprintf("(%s is a typed table, CREATE TABLE OF a type)", m.table)
 		case inh > 1:
 			c.refusal = fmt.Sprintf("(%s has it from more than one parent)", m.table)
-		case b.d.noParentColumns && m.rel == c.rel && inh > 0:
+		case b.defences.noParentColumns && m.rel == c.rel && inh > 0:
 			c.refusal = "(it is inherited from a parent table)"
 		}
 	}
@@ -297,7 +297,7 @@ func (b *planner) referrers(ctx context.Context, c *column) ([]*column, error) {
 // checkColumns refuses the columns PostgreSQL will not change the type
 // of (ErrColumn), each with why.
 func (b *planner) checkColumns(context.Context) error {
-	if b.d.noColumnCheck {
+	if b.defences.noColumnCheck {
 		return nil
 	}
 	var refused []string

@@ -44,7 +44,7 @@ type domainShape struct {
 // that is of a domain over smallint or integer.
 func (b *planner) readTwins(ctx context.Context) error {
 	b.twinOf = map[int64]*twin{}
-	if b.d.noDomains {
+	if b.defences.noDomains {
 		return nil
 	}
 	for _, c := range b.widen {

@@ -121,7 +121,7 @@ func (f *function) signature() bool {
 func (b *planner) findFunctions(ctx context.Context) error {
 	b.funcs = map[int64]*function{}
 	b.texts = map[string][]edit{}
-	if b.d.noFunctions || len(b.holders) == 0 {
+	if b.defences.noFunctions || len(b.holders) == 0 {
 		return nil
 	}
 	fns, err := b.readFunctions(ctx, []int64{})

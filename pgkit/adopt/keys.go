@@ -23,10 +23,10 @@ import (
 // policies apply, is refused by name (ErrHidden), so that no decision
 // rests on a count that a policy or a grant cut short.
 func (b *planner) checkKeys(ctx context.Context) error {
-	if b.d.noKeyRange {
+	if b.defences.noKeyRange {
 		return nil
 	}
-	if !b.d.noRowSecurity {
+	if !b.defences.noRowSecurity {
 		var prev string
 		if err := b.q.QueryRowContext(ctx, `SELECT pg_catalog.current_setting('row_security'),
 			pg_catalog.set_config('row_security', 'off', true)`).Scan(&prev, new(string)); err != nil {
@@ -41,14 +41,14 @@ func (b *planner) checkKeys(ctx context.Context) error {
 		what  string
 	}
 	var bounds []bound
-	if !b.o.AppKeys && !b.d.appLayoutOnly {
+	if !b.o.AppKeys && !b.defences.appLayoutOnly {
 		bounds = append(bounds, bound{idtype.DefaultLayout.FirstID(b.dbNow),
 			"the first key snowflake_id() makes now (idtype.DefaultLayout, on the database's clock)"})
 	}
 	bounds = append(bounds, bound{b.o.Layout.FirstID(time.Now()),
 		fmt.Sprintf("the first key of Options.Layout (epoch %s) now", b.o.Layout.Epoch.UTC().Format(time.RFC3339))})
 	for _, t := range b.targets {
-		if !b.d.noRowSecurity {
+		if !b.defences.noRowSecurity {
 			why, err := b.hidden(ctx, t)
 			if err != nil {
 				return err

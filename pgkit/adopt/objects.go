@@ -50,7 +50,7 @@ type object struct {
 // publications that list columns, anything that uses a view's row type),
 // naming each.
 func (b *planner) findObjects(ctx context.Context) error {
-	if b.d.noDependents {
+	if b.defences.noDependents {
 		return nil
 	}
 	f := &finder{b: b, byKey: map[string]*object{}}
@@ -282,7 +282,7 @@ func (f *finder) dependents(ctx context.Context, parent *object, catalog string,
 // type: a function that takes or returns it, a column, another type.
 // Dropping the view would drop them, or fail.
 func (f *finder) rowTypeUsers(ctx context.Context, o *object) error {
-	if f.b.d.noRowTypeCheck {
+	if f.b.defences.noRowTypeCheck {
 		return nil
 	}
 	users, err := queryStrings(ctx, f.b.q, `SELECT DISTINCT pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid)

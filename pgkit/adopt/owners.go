@@ -15,7 +15,7 @@ import (
 // need their owner's role (or one that is a member of it); a twin domain,
 // a kept sequence and a function made again need CREATE on their schema.
 func (b *planner) checkOwners(ctx context.Context) error {
-	if b.d.noOwnerCheck {
+	if b.defences.noOwnerCheck {
 		return nil
 	}
 	var rels, funcs []int64

@@ -35,9 +35,9 @@ var snowflakeDefault = regexp.MustCompile(`^(?:(?:"[^"]+"|[^".()]+)\.)?snowflake
 // the steps go on, so that a refusal names every problem at once; any
 // other error (the connection, a query) ends the plan.
 type planner struct {
-	q querier
-	o Options
-	d defences
+	q        querier
+	o        Options
+	defences defences // zero: every defence on; only export_test.go turns one off
 
 	names []string // the tables as named
 	fn    string   // snowflake_id(), schema-qualified; "" with AppKeys
@@ -77,7 +77,7 @@ func (b *planner) refuse(err error) { b.errs = append(b.errs, err) }
 // resolved the names and snowflake_id(), the function fn names if set (as
 // an earlier plan found it), else the one on the caller's search_path.
 func buildPlan(ctx context.Context, q querier, names []string, fn string, o Options, d defences) (*Plan, error) {
-	b := &planner{q: q, o: o, d: d, names: names, fn: fn}
+	b := &planner{q: q, o: o, defences: d, names: names, fn: fn}
 	for _, step := range []func(context.Context) error{
 		b.resolveTables, // tables.go: the names, on the caller's search_path
 		b.findFunction,  // snowflake_id(), unless AppKeys
@@ -133,7 +133,7 @@ func (b *planner) findFunction(ctx context.Context) error {
 // Apply plans again under its locks.
 func (b *planner) pin(ctx context.Context) error {
 	path := pinnedPath
-	if b.d.unqualified {
+	if b.defences.unqualified {
 		path = ""
 	}
 	if err := b.q.QueryRowContext(ctx, `SELECT CASE WHEN $1 = '' THEN '' ELSE pg_catalog.set_config('search_path', $1, true) END,

@@ -83,7 +83,7 @@ func (b *planner) grants(ctx context.Context, catalog string, oid int64, on stri
 		return nil, err
 	}
 	var out []string
-	if b.d.noExactPrivileges {
+	if b.defences.noExactPrivileges {
 		for _, g := range order {
 			if g.role != ownerName && g.role != "PUBLIC" {
 				out = append(out, grantStmt(has[g], on, g.role, g.grantable))

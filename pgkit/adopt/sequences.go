@@ -20,7 +20,7 @@ type keptSequence struct {
 
 // keepSequences works out the copy of each identity key's sequence.
 func (b *planner) keepSequences(ctx context.Context) error {
-	if b.d.dropIdentitySequence {
+	if b.defences.dropIdentitySequence {
 		return nil
 	}
 	for _, t := range b.targets {

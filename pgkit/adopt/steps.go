@@ -22,7 +22,7 @@ import (
 //     variables alone change (objects, those needed by others first);
 //  7. refresh the materialized views that were populated.
 func (b *planner) plan() *Plan {
-	p := &Plan{o: b.o, defences: b.d, names: b.names, fn: b.fn}
+	p := &Plan{o: b.o, defences: b.defences, names: b.names, fn: b.fn}
 	// Apply plans again under its own search_path: the triggers allowed
 	// by their qualified names.
 	p.o.AllowTriggers = slices.Sorted(maps.Keys(b.allowed))

@@ -15,7 +15,7 @@ import (
 // would go on issuing the trigger's keys. So does a rule that rewrites the
 // table's inserts. A trigger of a partition counts as one of its table.
 func (b *planner) checkTriggers(ctx context.Context) error {
-	if b.d.noTriggerCheck {
+	if b.defences.noTriggerCheck {
 		return nil
 	}
 	allowed := b.allowed
@@ -170,7 +170,7 @@ func (b *planner) leavesKey(lang, src, ext, args, key string) string {
 		return ""
 	case lang != "plpgsql":
 		return fmt.Sprintf("is in language %s, which adopt cannot read, and so may set the key", lang)
-	case b.d.noTriggerProof:
+	case b.defences.noTriggerProof:
 		if regexp.MustCompile(fmt.Sprintf(keyAssignment, regexp.QuoteMeta(key))).MatchString(src) {
 			return "sets the key"
 		}

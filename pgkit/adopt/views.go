@@ -116,7 +116,7 @@ func (f *finder) view(ctx context.Context, rel int64) (*object, error) {
 				return nil, "", err
 			}
 			o.create = append(o.create, indexes...)
-			if populated && !b.d.noRefresh {
+			if populated && !b.defences.noRefresh {
 				o.refresh = "REFRESH MATERIALIZED VIEW " + name
 			}
 		}
