@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"time"
 	"unicode/utf8"
 
 	"github.com/snowkeyhq/snowkey/idtype"
@@ -124,13 +123,6 @@ func (k keys) sessionAndIndex(tag uint16, sid idtype.ID) (session, index string)
 	n := len(b)
 	both := string(k.appendTagged(b, tag, 'i'))
 	return both[:n], both[n:]
-}
-
-// ttl returns the Redis TTL in milliseconds that makes a session's key
-// expire at s.ExpiresAt, or false if that is already past.
-func (m *Manager) ttl(s Session, now time.Time) (int64, bool) {
-	ms := s.ExpiresAt.Sub(now).Milliseconds()
-	return ms, ms > 0
 }
 
 // entryLen is the length of an index entry: session ID and expiry.

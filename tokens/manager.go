@@ -214,18 +214,6 @@ func successorOf(t *token, st *stub) token {
 	return nt
 }
 
-// newToken makes a token with a new session ID and secret for a user of
-// the given slot tag, and returns it with its digest.
-func (m *Manager) newToken(tag uint16) (token, [sha256.Size]byte, error) {
-	sid, err := m.gen.Next()
-	if err != nil {
-		return token{}, [sha256.Size]byte{}, fmt.Errorf("tokens: new session ID: %w", err)
-	}
-	t := token{session: sid, tag: tag}
-	_, _ = rand.Read(t.secret[:]) // never fails; it crashes the program instead
-	return t, m.digest(&t), nil
-}
-
 // cleanUp deletes the keys of sessions that a revocation has just ended
 // by removing them from the index: they can no longer validate, and
 // deleting them frees their memory now rather than at their expiry. It
@@ -241,24 +229,6 @@ func (m *Manager) cleanUp(ctx context.Context, tag uint16, sids []idtype.ID) {
 		keys[i] = m.keys.session(tag, sid)
 	}
 	_ = m.rdb.Del(ctx, keys...).Err()
-}
-
-// digest is what a token's secret is checked against: the SHA-256 of
-// the token prefix, an underscore and the secret. Covering the prefix
-// binds the token to it, so that a token moved to another prefix (and
-// given a matching checksum) does not validate on a Manager that uses
-// that prefix. The prefix is letters and digits and the secret has a
-// fixed length, so the hashed bytes have one reading.
-func (m *Manager) digest(t *token) [sha256.Size]byte {
-	if m.defences.noPrefixBinding {
-		return sha256.Sum256(t.secret[:])
-	}
-	var b [maxPrefixLen + 1 + secretBytes]byte
-	n := copy(b[:], m.opts.TokenPrefix)
-	b[n] = '_'
-	n++
-	n += copy(b[n:], t.secret[:])
-	return sha256.Sum256(b[:n])
 }
 
 // Validate returns the session a token stands for. The error is
@@ -832,6 +802,13 @@ func (m *Manager) sessionOf(sid idtype.ID, r *record) Session {
 		AbsoluteExpiresAt: abs,
 		Metadata:          r.meta,
 	}
+}
+
+// ttl returns the Redis TTL in milliseconds that makes a session's key
+// expire at s.ExpiresAt, or false if that is already past.
+func (m *Manager) ttl(s Session, now time.Time) (int64, bool) {
+	ms := s.ExpiresAt.Sub(now).Milliseconds()
+	return ms, ms > 0
 }
 
 // forget drops revoked sessions from the cache.

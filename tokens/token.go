@@ -1,7 +1,10 @@
 package tokens
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"math/bits"
@@ -45,6 +48,36 @@ type token struct {
 	session idtype.ID
 	tag     uint16
 	secret  [secretBytes]byte
+}
+
+// newToken makes a token with a new session ID and secret for a user of
+// the given slot tag, and returns it with its digest.
+func (m *Manager) newToken(tag uint16) (token, [sha256.Size]byte, error) {
+	sid, err := m.gen.Next()
+	if err != nil {
+		return token{}, [sha256.Size]byte{}, fmt.Errorf("tokens: new session ID: %w", err)
+	}
+	t := token{session: sid, tag: tag}
+	_, _ = rand.Read(t.secret[:]) // never fails; it crashes the program instead
+	return t, m.digest(&t), nil
+}
+
+// digest is what a token's secret is checked against: the SHA-256 of
+// the token prefix, an underscore and the secret. Covering the prefix
+// binds the token to it, so that a token moved to another prefix (and
+// given a matching checksum) does not validate on a Manager that uses
+// that prefix. The prefix is letters and digits and the secret has a
+// fixed length, so the hashed bytes have one reading.
+func (m *Manager) digest(t *token) [sha256.Size]byte {
+	if m.defences.noPrefixBinding {
+		return sha256.Sum256(t.secret[:])
+	}
+	var b [maxPrefixLen + 1 + secretBytes]byte
+	n := copy(b[:], m.opts.TokenPrefix)
+	b[n] = '_'
+	n++
+	n += copy(b[n:], t.secret[:])
+	return sha256.Sum256(b[:n])
 }
 
 // tokenLen is the length of a token with the given prefix.
