@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -167,6 +168,10 @@ func TestCheckTokens(t *testing.T) {
 		{"unavailable after a RevokeAll was tried", withSession(10).window(0, -1).
 			op(Op{Kind: RevokeAll, Manager: 2, User: 1}, 10, -1, Pending).
 			op(validate(1, 10), 11, 21, Unavailable), nil},
+		{"unavailable after a RevokeAll that returned as the issue began", newHist().window(0, -1).
+			op(Op{Kind: RevokeAll, Manager: 2, User: 1}, 0, 5, OK).
+			op(Op{Kind: Issue, Manager: 1, User: 1, Session: 10}, 5, 6, OK).
+			op(validate(1, 10), 10, 11, Unavailable), nil},
 		{"unavailable before the issue returned", newHist().window(0, -1).
 			op(Op{Kind: Issue, Manager: 1, User: 1, Session: 10}, 0, 10, OK).
 			op(validate(1, 10), 5, 21, Unavailable), nil},
@@ -194,6 +199,9 @@ func TestCheckTokens(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			vs := CheckTokens(tt.h.h, ttl)
+			if ref := checkTokensReference(&work{}, tt.h.h.ops, tt.h.h.windows, tt.h.t0, ttl); !reflect.DeepEqual(vs, ref) {
+				t.Errorf("CheckTokens and the reference disagree:\n%s", firstDifference(vs, ref))
+			}
 			var got []string
 			for _, v := range vs {
 				got = append(got, v.Rule)

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -68,8 +69,14 @@ func (d Dup) String() string {
 // CheckUniqueFiles reads the ID files at paths and returns how many IDs
 // they hold in all and every ID found more than once, in ascending order
 // of ID. It holds 8 bytes per ID in memory: it sorts all IDs to find the
-// repeated ones, then reads the files again to name where each came from.
+// repeated ones, then reads the files again to name where each came from:
+// O(n log n) steps for n IDs.
 func CheckUniqueFiles(paths ...string) (total int, dups []Dup, err error) {
+	return checkUniqueFiles(&work{}, paths...)
+}
+
+// checkUniqueFiles is CheckUniqueFiles, counting its steps in w.
+func checkUniqueFiles(w *work, paths ...string) (total int, dups []Dup, err error) {
 	var size int64
 	for _, p := range paths {
 		if fi, err := os.Stat(p); err == nil {
@@ -78,17 +85,22 @@ func CheckUniqueFiles(paths ...string) (total int, dups []Dup, err error) {
 	}
 	all := make([]int64, 0, size)
 	for _, p := range paths {
-		if err := scanIDFile(p, func(id int64) { all = append(all, id) }); err != nil {
+		err := scanIDFile(p, func(id int64) {
+			w.steps++
+			all = append(all, id)
+		})
+		if err != nil {
 			return 0, nil, err
 		}
 	}
-	repeated := repeatedIDs(all)
+	repeated := repeatedIDs(w, all)
 	if len(repeated) == 0 {
 		return len(all), nil, nil
 	}
 	where := map[int64][]string{}
 	for _, p := range paths {
 		err := scanIDFile(p, func(id int64) {
+			w.steps++
 			if repeated[id] {
 				where[id] = append(where[id], p)
 			}
@@ -97,40 +109,48 @@ func CheckUniqueFiles(paths ...string) (total int, dups []Dup, err error) {
 			return 0, nil, err
 		}
 	}
-	return len(all), dupList(where), nil
+	return len(all), dupList(w, where), nil
 }
 
 // CheckUnique is CheckUniqueFiles for IDs held in memory, by source name
 // (a process, a goroutine). It does not change the slices.
 func CheckUnique(sources map[string][]int64) (total int, dups []Dup) {
+	return checkUnique(&work{}, sources)
+}
+
+// checkUnique is CheckUnique, counting its steps in w.
+func checkUnique(w *work, sources map[string][]int64) (total int, dups []Dup) {
 	for _, ids := range sources {
 		total += len(ids)
 	}
 	all := make([]int64, 0, total)
 	names := slices.Sorted(maps.Keys(sources))
 	for _, name := range names {
+		w.steps += int64(len(sources[name]))
 		all = append(all, sources[name]...)
 	}
-	repeated := repeatedIDs(all)
+	repeated := repeatedIDs(w, all)
 	if len(repeated) == 0 {
 		return total, nil
 	}
 	where := map[int64][]string{}
 	for _, name := range names {
 		for _, id := range sources[name] {
+			w.steps++
 			if repeated[id] {
 				where[id] = append(where[id], name)
 			}
 		}
 	}
-	return total, dupList(where)
+	return total, dupList(w, where)
 }
 
 // repeatedIDs sorts all in place and returns the IDs in it more than once.
-func repeatedIDs(all []int64) map[int64]bool {
-	slices.Sort(all)
+func repeatedIDs(w *work, all []int64) map[int64]bool {
+	sortFunc(w, all, cmp.Compare[int64])
 	repeated := map[int64]bool{}
 	for i := 1; i < len(all); i++ {
+		w.steps++
 		if all[i] == all[i-1] {
 			repeated[all[i]] = true
 		}
@@ -138,9 +158,12 @@ func repeatedIDs(all []int64) map[int64]bool {
 	return repeated
 }
 
-func dupList(where map[int64][]string) []Dup {
+// dupList lists the repeated IDs of where, in ascending order.
+func dupList(w *work, where map[int64][]string) []Dup {
 	dups := make([]Dup, 0, len(where))
-	for _, id := range slices.Sorted(maps.Keys(where)) {
+	ids := slices.Collect(maps.Keys(where))
+	sortFunc(w, ids, cmp.Compare[int64])
+	for _, id := range ids {
 		dups = append(dups, Dup{ID: id, Sources: where[id]})
 	}
 	return dups
