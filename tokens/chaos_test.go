@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -452,22 +453,42 @@ func sleep(rng *rand.Rand, lo, hi time.Duration) {
 // returned and before v's answer, if cached, could have expired. Only
 // then has the run met its fault: w is where a stale cached answer would
 // be served, and what the history check judges.
+//
+// ops begin in the order of their index, as a History records them, so
+// that each list below is sorted by start: for each v, a binary search
+// finds the revocations that began after it and the first Validate after
+// it, and it looks at the revocations of its session (or user) on its
+// Manager that began while it ran, not at every one.
 func cacheRaces(ops []faults.Op) int {
 	made, byUser := sessionsOf(ops)
-	type key struct {
-		m int
-		s int64
-	}
-	revs := map[key][]faults.Op{}
-	validates := map[key][]faults.Op{}
-	for _, op := range ops {
-		if op.Outcome == faults.OK && isRevocation(op) && chaosTTLs[op.Manager] > 0 {
-			for _, s := range covered(op, made, byUser) {
-				revs[key{op.Manager, s}] = append(revs[key{op.Manager, s}], op)
+	usersOf := map[int64][]int64{}
+	for u, sessions := range byUser {
+		for _, s := range sessions {
+			if !slices.Contains(usersOf[s], u) {
+				usersOf[s] = append(usersOf[s], u)
 			}
 		}
-		if op.Kind == faults.Validate && chaosTTLs[op.Manager] > 0 {
+	}
+	type key struct {
+		m  int
+		id int64 // a session, or for revokeAlls a user
+	}
+	// On each caching Manager: the successful revocations of each
+	// session by its ID or token, the successful RevokeAlls of each
+	// user, and the Validates of each session.
+	revs, revokeAlls, validates := map[key][]faults.Op{}, map[key][]faults.Op{}, map[key][]faults.Op{}
+	for _, op := range ops {
+		if chaosTTLs[op.Manager] == 0 {
+			continue
+		}
+		switch {
+		case op.Kind == faults.Validate:
 			validates[key{op.Manager, op.Session}] = append(validates[key{op.Manager, op.Session}], op)
+		case op.Outcome != faults.OK || !isRevocation(op):
+		case op.Kind == faults.RevokeAll:
+			revokeAlls[key{op.Manager, op.User}] = append(revokeAlls[key{op.Manager, op.User}], op)
+		default:
+			revs[key{op.Manager, op.Session}] = append(revs[key{op.Manager, op.Session}], op)
 		}
 	}
 	n := 0
@@ -477,19 +498,44 @@ func cacheRaces(ops []faults.Op) int {
 		if v.Kind != faults.Validate || v.Outcome != faults.OK || v.Served != 0 || chaosTTLs[v.Manager] == 0 {
 			continue
 		}
-		k := key{v.Manager, v.Session}
-		spanned := slices.ContainsFunc(revs[k], func(r faults.Op) bool {
-			return v.Start.Before(r.Start) && r.End.Before(v.End)
-		})
+		spanned := spannedBy(revs[key{v.Manager, v.Session}], v, v.Start)
+		for _, u := range usersOf[v.Session] {
+			// A RevokeAll covers the sessions made before it began.
+			spanned = spanned || spannedBy(revokeAlls[key{v.Manager, u}], v, later(v.Start, made[v.Session]))
+		}
+		if !spanned {
+			continue
+		}
 		// An answer cached during v lives at least until v began plus
 		// the cache's TTL.
-		if spanned && slices.ContainsFunc(validates[k], func(w faults.Op) bool {
-			return w.Start.After(v.End) && w.Start.Before(v.Start.Add(chaosTTLs[v.Manager]))
-		}) {
+		ws := validates[key{v.Manager, v.Session}]
+		i := sort.Search(len(ws), func(i int) bool { return ws[i].Start.After(v.End) })
+		if i < len(ws) && ws[i].Start.Before(v.Start.Add(chaosTTLs[v.Manager])) {
 			n++
 		}
 	}
 	return n
+}
+
+// spannedBy reports whether one of rs, revocations sorted by start, began
+// after from and returned before v did without keeping v's session.
+func spannedBy(rs []faults.Op, v faults.Op, from time.Time) bool {
+	// A revocation ends no earlier than it began: one that began once v
+	// had returned, and every later one, returned after v.
+	for i := sort.Search(len(rs), func(i int) bool { return rs[i].Start.After(from) }); i < len(rs) && rs[i].Start.Before(v.End); i++ {
+		if rs[i].End.Before(v.End) && !slices.Contains(rs[i].Keep, v.Session) {
+			return true
+		}
+	}
+	return false
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // TestChaosProxyDelay: the Managers reach Redis through a proxy whose
@@ -935,30 +981,65 @@ func TestChaosSlotMigration(t *testing.T) {
 // once deleted, never comes back: its ID is never issued again).
 func survivorsOfRevokeAll(t *testing.T, c redis.Cmdable, m *Manager, tr *traffic, gone map[int64]bool) []chaosToken {
 	t.Helper()
-	ops := tr.h.Ops()
-	made, byUser := sessionsOf(ops)
 	toks := tr.tokens()
-	seen := map[int64]bool{}
 	var out []chaosToken
-	for _, op := range ops {
-		if op.Kind != faults.RevokeAll || op.Outcome != faults.OK {
+	for _, s := range revokedByRevokeAll(tr.h.Ops()) {
+		x, ok := toks[s]
+		if !ok || gone[s] {
 			continue
 		}
-		for _, s := range covered(op, made, byUser) {
-			x, ok := toks[s]
-			if !ok || seen[s] || gone[s] {
-				continue
+		n, err := c.Exists(t.Context(), m.keys.session(slotTag(x.user), x.sid)).Result()
+		if err != nil {
+			t.Fatalf("look for sessions that outlived RevokeAll: %v", err)
+		}
+		if n == 1 {
+			out = append(out, x)
+		} else {
+			gone[s] = true
+		}
+	}
+	return out
+}
+
+// revokedByRevokeAll returns the sessions that a successful RevokeAll
+// covered (see covered), each once, in the order of the first RevokeAll
+// that covered each and, for one RevokeAll, in the order they were made.
+// ops begin in the order of their index, as a History records them, so
+// that for each session a binary search finds the first RevokeAll of its
+// user that began after it was made, past those that kept it, instead of
+// each RevokeAll looking at every session of its user.
+func revokedByRevokeAll(ops []faults.Op) []int64 {
+	made, byUser := sessionsOf(ops)
+	revokeAlls := map[int64][]faults.Op{} // the successful ones of each user
+	for _, op := range ops {
+		if op.Kind == faults.RevokeAll && op.Outcome == faults.OK {
+			revokeAlls[op.User] = append(revokeAlls[op.User], op)
+		}
+	}
+	type first struct {
+		s        int64
+		op, made int // the first RevokeAll that covered s; s's place among its user's sessions
+	}
+	var firsts []first
+	for u, sessions := range byUser {
+		ras := revokeAlls[u]
+		for i, s := range sessions {
+			j := sort.Search(len(ras), func(j int) bool { return made[s].Before(ras[j].Start) })
+			for j < len(ras) && slices.Contains(ras[j].Keep, s) {
+				j++
 			}
-			seen[s] = true
-			n, err := c.Exists(t.Context(), m.keys.session(slotTag(x.user), x.sid)).Result()
-			if err != nil {
-				t.Fatalf("look for sessions that outlived RevokeAll: %v", err)
+			if j < len(ras) {
+				firsts = append(firsts, first{s: s, op: ras[j].Index, made: i})
 			}
-			if n == 1 {
-				out = append(out, x)
-			} else {
-				gone[s] = true
-			}
+		}
+	}
+	slices.SortFunc(firsts, func(a, b first) int { return cmp.Or(cmp.Compare(a.op, b.op), cmp.Compare(a.made, b.made)) })
+	seen := map[int64]bool{}
+	var out []int64
+	for _, f := range firsts {
+		if !seen[f.s] {
+			seen[f.s] = true
+			out = append(out, f.s)
 		}
 	}
 	return out
