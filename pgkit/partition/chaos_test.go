@@ -157,15 +157,21 @@ type chaosClean struct {
 	began        time.Time
 }
 
-// cleaned reports whether a DELETE of the cleaner that began before t
-// may have deleted n.
-func (h *chaosHistory) cleaned(n chaosNote, t time.Time) bool {
+// cleanedBefore returns, by notes table, the highest bounds of the
+// cleaner's DELETEs that began before t: a DELETE among them may have
+// deleted a note whose event is below all, or below notKept when not
+// kept. A snapshot reads them once for all its notes, rather than every
+// DELETE for each note.
+func (h *chaosHistory) cleanedBefore(t time.Time) map[string]chaosClean {
+	out := map[string]chaosClean{}
 	for _, c := range h.cleans {
-		if c.table == n.table && c.began.Before(t) && (n.event < c.all || (!n.keep && n.event < c.notKept)) {
-			return true
+		if c.began.Before(t) {
+			m := out[c.table]
+			m.notKept, m.all = max(m.notKept, c.notKept), max(m.all, c.all)
+			out[c.table] = m
 		}
 	}
-	return false
+	return out
 }
 
 // chaosObserved is what the run saw of its fault.
@@ -656,9 +662,10 @@ func chaosSnapshot(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistor
 		}
 	}
 	referred := map[idtype.ID]bool{}
+	cleaned := h.cleanedBefore(s.finished)
 	for _, n := range h.notes {
 		k := fmt.Sprintf("%s.%d", n.table, n.id)
-		if h.cleaned(n, s.finished) {
+		if c := cleaned[n.table]; n.event < c.all || (!n.keep && n.event < c.notKept) {
 			continue
 		}
 		if n.ack.After(s.began) {
