@@ -251,14 +251,13 @@ GO_TEST_TIMEOUT=30m
 # wait on servers, proxies and clocks, not the CPU.
 GO_TEST_PARALLEL=4
 
-# How many packages' test binaries of one module run at once (go test -p):
-# the default is the number of cores, while most packages' tests wait on
-# servers and clocks, so that with two the root module's long packages
-# (workerid, tokens, readmecheck) ran one after another. -p counts the
-# compiles and links too: with 4, the three long packages held three
-# slots for five minutes and the root module's twenty others were built
-# and run one at a time in the fourth, which ended last (a stressed run
-# whose tests ended at 585 s, those twenty summing to 580 s).
+# How many packages' test binaries of one module run at once (go test -p).
+# Most packages' tests wait on servers and clocks, not the CPU, so the
+# default (the number of cores) would run the root module's long packages
+# (SLOW_PACKAGES) one after another. -p counts compiles and links too, and
+# each long package holds its slot for its whole run: -p must leave the
+# module's other packages several slots beside the long ones, or they are
+# built and run one at a time behind them. Eight leaves five.
 GO_TEST_P=8
 
 # The root module's packages whose tests take longest (minutes each),
