@@ -46,16 +46,33 @@ jsonv2_packages() {
 		xargs -0 -r grep -l '^//go:build goexperiment.jsonv2' | xargs -r -n1 dirname | LC_ALL=C sort -u
 }
 
+# children_cpu VAR sets VAR to the CPU seconds, user and system, of every
+# process this shell has started and waited for (and of theirs): the
+# second line of the builtin times, which must run in this shell, not in
+# the subshell of a command substitution.
+children_cpu() {
+	local f
+	f=$(mktemp)
+	times >"$f"
+	printf -v "$1" '%s' "$(awk 'NR == 2 { split($1, u, "m"); split($2, s, "m"); print u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$f")"
+	rm -f "$f"
+}
+
 # step NAME COMMAND... runs one step of a script, timed; the step's own
-# output comes first, then "NAME: ok (Ns)" or "NAME: FAILED (Ns)".
+# output comes first, then "NAME: ok (Ns, CPU Ms)" or "NAME: FAILED (Ns,
+# CPU Ms)": its wall time, and the CPU time of the processes it ran,
+# which depends far less than wall time on what else the machine runs.
 step() {
-	local name=$1 start=$SECONDS status=0
+	local name=$1 start=$SECONDS status=0 cpu0 cpu1 took
 	shift
+	children_cpu cpu0
 	"$@" || status=$?
+	children_cpu cpu1
+	took="$((SECONDS - start))s, CPU $(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { printf "%.0f", b - a }')s"
 	if ((status == 0)); then
-		echo "$name: ok ($((SECONDS - start))s)"
+		echo "$name: ok ($took)"
 	else
-		echo "$name: FAILED ($((SECONDS - start))s)" >&2
+		echo "$name: FAILED ($took)" >&2
 	fi
 	return "$status"
 }
