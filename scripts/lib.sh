@@ -445,9 +445,12 @@ chaos_packages() {
 chaos_all() {
 	local secs timeout m pkgs failed=() found=0
 	secs=$(duration_seconds "$CHAOS_TIME") || return 1
-	# A package's tests share its budget, but each may overrun it by one
-	# run, and the machine is shared: twice the budget plus ten minutes.
-	timeout="$((2 * secs + 600))s"
+	# The last resort, as GO_TEST_TIMEOUT is for make test: every chaos
+	# test bounds itself (each run by testenv.Deadline, which stretches
+	# with the machine's load; each side by its half of the budget plus
+	# Scenario.Retries runs), and each side makes at least one run however
+	# slow its runs are, so the budget twice plus GO_TEST_TIMEOUT.
+	timeout="$((2 * secs + $(duration_seconds "$GO_TEST_TIMEOUT")))s"
 	for m in $(go_modules); do
 		pkgs=$(cd "$m" && chaos_packages)
 		[[ -z "$pkgs" ]] && continue
