@@ -93,11 +93,28 @@ fmt_all() {
 	go_files0 | xargs -0 -r gofmt -w
 }
 
+# build_module DIR compiles, without linking, every package of the module
+# in DIR and every dependency of theirs, tests included, with -race, as
+# go vet, staticcheck and go test all need them, into the build cache;
+# build_module jsonv2 does so for the GOEXPERIMENT=jsonv2 packages under
+# that experiment. It compiles GO_TEST_P packages at once, as go test
+# would have. A package that does not compile is left to go vet and go
+# test to report.
+build_module() {
+	local pkgs
+	if [[ "$1" == jsonv2 ]]; then
+		pkgs=$(jsonv2_packages)
+		[[ -z "$pkgs" ]] && return
+		# shellcheck disable=SC2086 # a list of packages
+		GOEXPERIMENT=jsonv2 go list -e -export -deps -test -race -p "$GO_TEST_P" $pkgs >/dev/null
+		return
+	fi
+	(cd "$1" && go list -e -export -deps -test -race -p "$GO_TEST_P" ./... >/dev/null)
+}
+
 # go vet ./... in every module, and on the GOEXPERIMENT=jsonv2 packages;
 # reports every failing module. It builds with -race, as the tests do, so
-# that what either compiled first the other finds in the build cache
-# (make test runs them at once) instead of compiling every dependency a
-# second time.
+# that it finds the packages build_module compiled in the build cache.
 vet_all() {
 	local m failed=() pkgs
 	for m in $(go_modules); do
@@ -127,10 +144,16 @@ staticcheck_bin() {
 }
 
 # staticcheck (the pinned version, default checks, tests included) on every
-# module and on the GOEXPERIMENT=jsonv2 packages; any finding fails.
+# module and on the GOEXPERIMENT=jsonv2 packages; any finding fails. The
+# go list it runs to load the packages compiles them for their export
+# data: with -race, as the tests and go vet build them, so that each finds
+# what another compiled in the build cache (build_module, in make test). It
+# runs one module after another: its own cache of what it found in a
+# package (the standard library's, a shared dependency's) serves the next.
 staticcheck_all() {
 	local sc m failed=() pkgs
 	sc=$(staticcheck_bin) || return 1
+	local -x GOFLAGS="${GOFLAGS:+$GOFLAGS }-race"
 	for m in $(go_modules); do
 		echo "staticcheck: $m"
 		(cd "$m" && "$sc" ./...) || failed+=("$m")
@@ -284,6 +307,11 @@ GO_TEST_P=8
 # no longer there is left out, and one missing here merely starts later.
 SLOW_PACKAGES=(./idtype/workerid ./tokens ./internal/readmecheck)
 
+# The modules whose tests take longest, built first so that their tests
+# start first (go_test_all); the root module's are the longest. A hint
+# only, as SLOW_PACKAGES is.
+SLOW_MODULES=(. ./examples)
+
 # The packages whose Redis-backed tests run a second time, against Valkey
 # (one node, Sentinel, Cluster), and the tests of theirs left out of that
 # pass, which the first pass covers: the subtests of PostgreSQL and of
@@ -317,16 +345,28 @@ go_test_valkey() {
 		${GOTESTFLAGS:-} "${VALKEY_PACKAGES[@]}"
 }
 
-# go test -race of every module, and of the GOEXPERIMENT=jsonv2 packages,
-# and the Valkey pass (go_test_valkey), run at the same time: the long integration tests mostly wait on servers
-# and clocks, while another module compiles. Each run's output is printed
-# as a block when it ends; every failing one is reported. vet_all has run
-# the whole of go vet, so go test's own subset is off.
+# go test -race of every module, of the GOEXPERIMENT=jsonv2 packages, and
+# the Valkey pass (go_test_valkey). Each module is compiled first
+# (build_module), the slow ones (SLOW_MODULES) first, one after another so
+# that no two go commands compile the same package at once (each would:
+# the build cache is shared, the work in progress is not); its tests
+# start once it is compiled and run beside the next module's compiling,
+# since they mostly wait on servers and clocks. When all are compiled, it
+# creates the file MAKE_TEST_BUILT names, if set, for go vet and
+# staticcheck to start (make test). Each run's output is printed as a
+# block when it ends; every failing one is reported. vet_all runs the
+# whole of go vet, so go test's own subset is off.
 go_test_all() {
-	local tmp m p first pkgs names=() pids=() failed=() i status start=$SECONDS
+	local tmp m p first pkgs names=() pids=() failed=() i status start=$SECONDS order=()
 	tmp=$(mktemp -d)
+	for m in "${SLOW_MODULES[@]}"; do
+		if [[ -f "$m/go.mod" ]]; then order+=("$m"); fi
+	done
 	for m in $(go_modules); do
-		names+=("$m")
+		[[ " ${order[*]} " == *" $m "* ]] || order+=("$m")
+	done
+	for m in "${order[@]}"; do
+		step "build $m" build_module "$m" || true
 		first=()
 		if [[ "$m" == . ]]; then
 			for p in "${SLOW_PACKAGES[@]}"; do
@@ -334,24 +374,23 @@ go_test_all() {
 			done
 		fi
 		# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
-		(cd "$m" && go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -p "$GO_TEST_P" -parallel "$GO_TEST_PARALLEL" ${GOTESTFLAGS:-} "${first[@]}" ./...) \
-			>"$tmp/${#pids[@]}" 2>&1 &
-		pids+=($!)
+		start_tests "$m" "$m" go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -p "$GO_TEST_P" -parallel "$GO_TEST_PARALLEL" \
+			${GOTESTFLAGS:-} "${first[@]}" ./...
+		if [[ "$m" == . ]]; then
+			# The Valkey pass: its packages are the root module's, compiled now.
+			start_tests "valkey: ${VALKEY_PACKAGES[*]}" . go_test_valkey
+		fi
 	done
 	pkgs=$(jsonv2_packages)
 	if [[ -n "$pkgs" ]]; then
-		names+=("GOEXPERIMENT=jsonv2 $(echo $pkgs)")
+		step "build jsonv2" build_module jsonv2 || true
 		# shellcheck disable=SC2086 # lists of flags and packages
-		GOEXPERIMENT=jsonv2 go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -p "$GO_TEST_P" -parallel "$GO_TEST_PARALLEL" ${GOTESTFLAGS:-} $pkgs \
-			>"$tmp/${#pids[@]}" 2>&1 &
-		pids+=($!)
+		start_tests "GOEXPERIMENT=jsonv2 $(echo $pkgs)" . env GOEXPERIMENT=jsonv2 go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" \
+			-p "$GO_TEST_P" -parallel "$GO_TEST_PARALLEL" ${GOTESTFLAGS:-} $pkgs
 	fi
-	# The Valkey pass runs beside the rest: its tests, like the root
-	# module's slow ones, mostly wait on servers and clocks.
-	names+=("valkey: ${VALKEY_PACKAGES[*]}")
-	go_test_valkey >"$tmp/${#pids[@]}" 2>&1 &
-	pids+=($!)
-	echo "go test: ${names[*]} (at once; each prints when it ends)"
+	if [[ -n "${MAKE_TEST_BUILT:-}" ]]; then
+		touch "$MAKE_TEST_BUILT"
+	fi
 	for i in "${!pids[@]}"; do
 		status=0
 		wait "${pids[$i]}" || status=$?
@@ -364,6 +403,18 @@ go_test_all() {
 		echo "go test failed in: ${failed[*]}" >&2
 		return 1
 	fi
+}
+
+# start_tests NAME DIR COMMAND... starts COMMAND in DIR in the background
+# for go_test_all, whose names, pids, tmp and start it adds to: its output
+# goes to a file of tmp, printed when it ends.
+start_tests() {
+	local name=$1 dir=$2
+	shift 2
+	(cd "$dir" && "$@") >"$tmp/${#pids[@]}" 2>&1 &
+	names+=("$name")
+	pids+=($!)
+	echo "go test: $name started at $((SECONDS - start))s"
 }
 
 # generated_check runs the generators whose output is committed (gqlgen

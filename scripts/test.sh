@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # What `make test` runs: installs the servers and tools the tests need if
-# they are missing, checks formatting, then runs every module's tests
-# with -race against real PostgreSQL, Redis and Redis Cluster started by
-# internal/testenv/cmd/testservers, with go vet and staticcheck beside
-# them, and the Redis-backed tests of workerid and tokens once more
-# against Valkey (go_test_valkey in lib.sh). Every step runs even when an
+# they are missing, checks formatting, then compiles each module once and
+# runs its tests with -race against real PostgreSQL, Redis and Redis
+# Cluster started by internal/testenv/cmd/testservers (go_test_all in
+# lib.sh), with go vet and staticcheck beside them once all is compiled,
+# and the Redis-backed tests of workerid and tokens once more against
+# Valkey (go_test_valkey in lib.sh). Every step runs even when an
 # earlier check failed, so one run shows every problem; the exit status
-# is non-zero if any step failed. Each step says how long it took.
+# is non-zero if any step failed. Each step says how long it took, in
+# wall and in CPU seconds.
 #
 # Environment: GOTESTFLAGS adds flags to go test (e.g. GOTESTFLAGS=-v);
 # SNOWKEY_TEST_* point the tests at servers of one's own instead (see
@@ -18,40 +20,49 @@ source scripts/lib.sh
 
 # -trimpath: what go vet and go test compile does not depend on where the
 # clone is, so that a fresh clone finds in the build cache what an earlier
-# run built of the same code elsewhere. Without it each new directory
-# compiled every package of the repository again: go vet of a fresh clone
-# took 49 s of CPU, and 1.8 s with -trimpath once another clone had built
-# the same code.
+# run built of the same code elsewhere; without it, every new directory
+# compiles every package of the repository again.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 
 start=$SECONDS
 failed=()
 step install ensure_all
 step gofmt gofmt_check || failed+=(gofmt)
-# staticcheck runs while go vet and the tests run, its report printed
-# after theirs: it needs no server, and its run (minutes of CPU; on a new
-# machine it first analyses the standard library and every dependency)
-# then fills time in which the tests mostly wait on servers and clocks.
-# Started after go vet, it ended last: 620 s into a run under
-# stress-ng --cpu 8 whose tests had ended by 587 s.
-# go vet runs beside them too. Run before the tests, it held them back
-# by 170-200 s under stress-ng --cpu 8 (68 s on a quiet machine), while
-# the tests' own compiling of the same -race packages fills the build
-# cache as well: whichever of the two builds a package first, the other
-# finds it there.
+# go vet, staticcheck and the tests need the same -race build of every
+# package and dependency, and two go commands started at once compile the
+# same packages twice: go_test_all compiles each module once, starting
+# its tests as soon as it is compiled, and creates $built when all are;
+# go vet and staticcheck, which need no server, start then and run beside
+# the tests, which mostly wait on servers and clocks. staticcheck's own
+# program, whose packages nothing else compiles, is built meanwhile.
+# Their reports are printed after the tests'.
+built=$(mktemp -d)/built
+# wait_built waits until $built exists: go_test_all creates it, and this
+# script does once go_test_all has ended, whatever became of it.
+wait_built() {
+	until [[ -e "$built" ]]; do sleep 1; done
+}
 sclog=$(mktemp)
-step staticcheck staticcheck_all >"$sclog" 2>&1 &
+(
+	staticcheck_bin >/dev/null 2>&1 || true # staticcheck_all tries again and reports
+	wait_built
+	step staticcheck staticcheck_all
+) >"$sclog" 2>&1 &
 scpid=$!
 vetlog=$(mktemp)
-step "go vet" vet_all >"$vetlog" 2>&1 &
+(
+	wait_built
+	step "go vet" vet_all
+) >"$vetlog" 2>&1 &
 vetpid=$!
-testservers=$(build_testservers)
-step "go test" "$testservers" -- bash scripts/lib.sh go_test_all || failed+=("go test")
+step testservers go build -race -o bin/testservers ./internal/testenv/cmd/testservers || failed+=(testservers)
+step "go test" env MAKE_TEST_BUILT="$built" bin/testservers -- bash scripts/lib.sh go_test_all || failed+=("go test")
+touch "$built"
 wait "$vetpid" || failed+=("go vet")
 cat "$vetlog"
 wait "$scpid" || failed+=(staticcheck)
 cat "$sclog"
-rm -f "$sclog" "$vetlog"
+rm -rf "$sclog" "$vetlog" "$(dirname "$built")"
 echo "make test: $((SECONDS - start))s"
 if ((${#failed[@]})); then
 	echo "make test: FAILED: ${failed[*]}" >&2
