@@ -538,7 +538,15 @@ func (r *chaosRun) finish() (int, []faults.Dup, string) {
 		t.Fatal(err)
 	}
 	if total == 0 {
-		t.Fatal("the processes issued no ID: the run proves nothing")
+		// A busy machine may start the processes, or let them take a
+		// lease, too slowly for the schedule: a run without IDs cannot
+		// have met its fault, whatever the schedule saw, and is judged to
+		// have missed it. A defence that kept every run from issuing
+		// would leave its side without the runs that met the fault it
+		// needs, which fails the row.
+		t.Logf("%s on %s (control %v): %d processes issued no ID: the run missed its fault",
+			r.spec.fault, r.store, r.control, len(all))
+		return 0, nil, ""
 	}
 	if len(dups) == 0 && len(r.control) > 0 {
 		// What the processes did, for a control that missed its fault.
