@@ -112,17 +112,56 @@ build_module() {
 	(cd "$1" && go list -e -export -deps -test -race -p "$GO_TEST_P" ./... >/dev/null)
 }
 
+# module_order prints every module, one a line, in the order make test
+# compiles them: the slow ones (SLOW_MODULES) first, whose tests take
+# longest, then the others as go_modules lists them.
+module_order() {
+	local m order=()
+	for m in "${SLOW_MODULES[@]}"; do
+		if [[ -f "$m/go.mod" ]]; then order+=("$m"); fi
+	done
+	for m in $(go_modules); do
+		[[ " ${order[*]} " == *" $m "* ]] || order+=("$m")
+	done
+	printf '%s\n' "${order[@]}"
+}
+
+# built_marker UNIT prints the file, in the directory MAKE_TEST_BUILT
+# names, that go_test_all creates once UNIT (a module's directory, or
+# jsonv2) is compiled.
+built_marker() {
+	local name=${1//\//_}
+	echo "$MAKE_TEST_BUILT/built${name//./_}"
+}
+
+# wait_built UNIT returns once UNIT is compiled, if MAKE_TEST_BUILT names
+# a directory (make test), or at once: go vet and staticcheck of a module
+# start as soon as go_test_all has compiled it, and find it in the build
+# cache instead of compiling it a second time beside go test. The file
+# "all" in that directory, which make test creates when go_test_all has
+# ended, however it ended, releases every wait.
+wait_built() {
+	[[ -n "${MAKE_TEST_BUILT:-}" ]] || return 0
+	local marker
+	marker=$(built_marker "$1")
+	until [[ -e "$marker" || -e "$MAKE_TEST_BUILT/all" ]]; do sleep 1; done
+}
+
 # go vet ./... in every module, and on the GOEXPERIMENT=jsonv2 packages;
 # reports every failing module. It builds with -race, as the tests do, so
-# that it finds the packages build_module compiled in the build cache.
+# that it finds the packages build_module compiled in the build cache,
+# and takes the modules in the order go_test_all compiles them, each once
+# it is (wait_built).
 vet_all() {
 	local m failed=() pkgs
-	for m in $(go_modules); do
+	for m in $(module_order); do
+		wait_built "$m"
 		echo "go vet: $m"
 		(cd "$m" && go vet -race ./...) || failed+=("$m")
 	done
 	pkgs=$(jsonv2_packages)
 	if [[ -n "$pkgs" ]]; then
+		wait_built jsonv2
 		echo "go vet (GOEXPERIMENT=jsonv2):" $pkgs
 		# shellcheck disable=SC2086 # a list of packages
 		GOEXPERIMENT=jsonv2 go vet -race $pkgs || failed+=("jsonv2")
@@ -147,19 +186,22 @@ staticcheck_bin() {
 # module and on the GOEXPERIMENT=jsonv2 packages; any finding fails. The
 # go list it runs to load the packages compiles them for their export
 # data: with -race, as the tests and go vet build them, so that each finds
-# what another compiled in the build cache (build_module, in make test). It
-# runs one module after another: its own cache of what it found in a
-# package (the standard library's, a shared dependency's) serves the next.
+# what another compiled in the build cache (build_module, in make test),
+# each module once it is compiled (wait_built). It runs one module after
+# another: its own cache of what it found in a package (the standard
+# library's, a shared dependency's) serves the next.
 staticcheck_all() {
 	local sc m failed=() pkgs
 	sc=$(staticcheck_bin) || return 1
 	local -x GOFLAGS="${GOFLAGS:+$GOFLAGS }-race"
-	for m in $(go_modules); do
+	for m in $(module_order); do
+		wait_built "$m"
 		echo "staticcheck: $m"
 		(cd "$m" && "$sc" ./...) || failed+=("$m")
 	done
 	pkgs=$(jsonv2_packages)
 	if [[ -n "$pkgs" ]]; then
+		wait_built jsonv2
 		echo "staticcheck (GOEXPERIMENT=jsonv2):" $pkgs
 		# shellcheck disable=SC2086 # a list of packages
 		GOEXPERIMENT=jsonv2 "$sc" $pkgs || failed+=("jsonv2")
@@ -351,22 +393,18 @@ go_test_valkey() {
 # that no two go commands compile the same package at once (each would:
 # the build cache is shared, the work in progress is not); its tests
 # start once it is compiled and run beside the next module's compiling,
-# since they mostly wait on servers and clocks. When all are compiled, it
-# creates the file MAKE_TEST_BUILT names, if set, for go vet and
-# staticcheck to start (make test). Each run's output is printed as a
-# block when it ends; every failing one is reported. vet_all runs the
-# whole of go vet, so go test's own subset is off.
+# since they mostly wait on servers and clocks. As each module is
+# compiled, it says so in the directory MAKE_TEST_BUILT names, if set
+# (built_marker), for go vet and staticcheck of that module to start
+# (make test). Each run's output is printed as a block when it ends;
+# every failing one is reported. vet_all runs the whole of go vet, so go
+# test's own subset is off.
 go_test_all() {
-	local tmp m p first pkgs names=() pids=() failed=() i status start=$SECONDS order=()
+	local tmp m p first pkgs names=() pids=() failed=() i status start=$SECONDS
 	tmp=$(mktemp -d)
-	for m in "${SLOW_MODULES[@]}"; do
-		if [[ -f "$m/go.mod" ]]; then order+=("$m"); fi
-	done
-	for m in $(go_modules); do
-		[[ " ${order[*]} " == *" $m "* ]] || order+=("$m")
-	done
-	for m in "${order[@]}"; do
+	for m in $(module_order); do
 		step "build $m" build_module "$m" || true
+		if [[ -n "${MAKE_TEST_BUILT:-}" ]]; then touch "$(built_marker "$m")"; fi
 		first=()
 		if [[ "$m" == . ]]; then
 			for p in "${SLOW_PACKAGES[@]}"; do
@@ -384,12 +422,10 @@ go_test_all() {
 	pkgs=$(jsonv2_packages)
 	if [[ -n "$pkgs" ]]; then
 		step "build jsonv2" build_module jsonv2 || true
+		if [[ -n "${MAKE_TEST_BUILT:-}" ]]; then touch "$(built_marker jsonv2)"; fi
 		# shellcheck disable=SC2086 # lists of flags and packages
 		start_tests "GOEXPERIMENT=jsonv2 $(echo $pkgs)" . env GOEXPERIMENT=jsonv2 go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" \
 			-p "$GO_TEST_P" -parallel "$GO_TEST_PARALLEL" ${GOTESTFLAGS:-} $pkgs
-	fi
-	if [[ -n "${MAKE_TEST_BUILT:-}" ]]; then
-		touch "$MAKE_TEST_BUILT"
 	fi
 	for i in "${!pids[@]}"; do
 		status=0

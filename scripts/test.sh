@@ -3,9 +3,9 @@
 # they are missing, checks formatting, then compiles each module once and
 # runs its tests with -race against real PostgreSQL, Redis and Redis
 # Cluster started by internal/testenv/cmd/testservers (go_test_all in
-# lib.sh), with go vet and staticcheck beside them once all is compiled,
-# and the Redis-backed tests of workerid and tokens once more against
-# Valkey (go_test_valkey in lib.sh). Every step runs even when an
+# lib.sh), with go vet and staticcheck of each module beside them once it
+# is compiled, and the Redis-backed tests of workerid and tokens once
+# more against Valkey (go_test_valkey in lib.sh). Every step runs even when an
 # earlier check failed, so one run shows every problem; the exit status
 # is non-zero if any step failed. Each step says how long it took, in
 # wall and in CPU seconds.
@@ -31,38 +31,34 @@ step gofmt gofmt_check || failed+=(gofmt)
 # go vet, staticcheck and the tests need the same -race build of every
 # package and dependency, and two go commands started at once compile the
 # same packages twice: go_test_all compiles each module once, starting
-# its tests as soon as it is compiled, and creates $built when all are;
-# go vet and staticcheck, which need no server, start then and run beside
-# the tests, which mostly wait on servers and clocks. staticcheck's own
+# its tests as soon as it is compiled, and says so in $built; go vet and
+# staticcheck of that module, which need no server, start then (wait_built
+# in lib.sh) and run beside the tests, which mostly wait on servers and
+# clocks, and beside the next module's compiling. staticcheck's own
 # program, whose packages nothing else compiles, is built meanwhile.
 # Their reports are printed after the tests'.
-built=$(mktemp -d)/built
-# wait_built waits until $built exists: go_test_all creates it, and this
-# script does once go_test_all has ended, whatever became of it.
-wait_built() {
-	until [[ -e "$built" ]]; do sleep 1; done
-}
+built=$(mktemp -d)
+export MAKE_TEST_BUILT=$built
 sclog=$(mktemp)
 (
 	staticcheck_bin >/dev/null 2>&1 || true # staticcheck_all tries again and reports
-	wait_built
 	step staticcheck staticcheck_all
 ) >"$sclog" 2>&1 &
 scpid=$!
 vetlog=$(mktemp)
 (
-	wait_built
 	step "go vet" vet_all
 ) >"$vetlog" 2>&1 &
 vetpid=$!
 step testservers go build -race -o bin/testservers ./internal/testenv/cmd/testservers || failed+=(testservers)
-step "go test" env MAKE_TEST_BUILT="$built" bin/testservers -- bash scripts/lib.sh go_test_all || failed+=("go test")
-touch "$built"
+step "go test" bin/testservers -- bash scripts/lib.sh go_test_all || failed+=("go test")
+# Whatever became of go_test_all, go vet and staticcheck wait no longer.
+touch "$built/all"
 wait "$vetpid" || failed+=("go vet")
 cat "$vetlog"
 wait "$scpid" || failed+=(staticcheck)
 cat "$sclog"
-rm -rf "$sclog" "$vetlog" "$(dirname "$built")"
+rm -rf "$sclog" "$vetlog" "$built"
 echo "make test: $((SECONDS - start))s"
 if ((${#failed[@]})); then
 	echo "make test: FAILED: ${failed[*]}" >&2
