@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -226,6 +227,9 @@ func TestCheckTokensAgainstReference(t *testing.T) {
 	rng := Rand(Seed(t))
 	compared := 0
 	rules := map[string]int{}
+	// served: the violations of a Validate that served a rotated-out
+	// token as its successor (Op.Served), judged against the successor.
+	served := map[string]int{}
 	for _, sh := range shapes {
 		name := sh.name
 		for _, n := range []int{1, 3, 10, 30, 100, 300, 1000, 3000} {
@@ -238,6 +242,9 @@ func TestCheckTokensAgainstReference(t *testing.T) {
 				compared++
 				for _, v := range want {
 					rules[v.Rule]++
+					if slices.ContainsFunc(v.Ops, func(op Op) bool { return op.Kind == Validate && op.Served != 0 }) {
+						served[v.Rule]++
+					}
 				}
 				if !reflect.DeepEqual(got, want) {
 					path := filepath.Join(t.TempDir(), "history")
@@ -251,10 +258,15 @@ func TestCheckTokensAgainstReference(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d random histories, each with the same violations: %v", compared, rules)
+	t.Logf("%d random histories, each with the same violations: %v; of a Validate that served its successor: %v", compared, rules, served)
 	for _, rule := range []string{RuleRevoked, RuleNeverIssued, RuleWrongUser, RuleUnavailable} {
 		if rules[rule] == 0 {
 			t.Errorf("no random history breaks %q: the comparison proves nothing of it", rule)
+		}
+	}
+	for _, rule := range []string{RuleRevoked, RuleNeverIssued} {
+		if served[rule] == 0 {
+			t.Errorf("no random history breaks %q with a Validate that served its successor: the comparison proves nothing of Op.Served", rule)
 		}
 	}
 }
