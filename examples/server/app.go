@@ -92,6 +92,7 @@ type defences struct {
 	revealTaken        bool         // signup answers 409 for a registered email
 	noVerification     bool         // signup makes a usable account at once, with no mail
 	noDeviceCookies    bool         // no login is recognized as coming from the owner's known device
+	noKnownDeviceSlot  bool         // known devices' password checks wait with every other login's, in its queue
 	keepOtherSessions  bool         // a password change leaves the user's other sessions alive
 	tokenInBody        bool         // a cookie login also sends the token in the answer's body
 	openEmbeddedRedis  bool         // the embedded Redis answers any local client, with no password
@@ -194,7 +195,7 @@ func open(ctx context.Context, cfg Config, d defences) (_ *App, err error) {
 	if a.limits, err = newThrottle(cfg.Throttle, cfg.KeyPrefix, d.noThrottle); err != nil {
 		return nil, err
 	}
-	if a.hashes, err = newHashPool(cfg.Throttle, d.unboundedHashQueue); err != nil {
+	if a.hashes, err = newHashPool(cfg.Throttle, d.unboundedHashQueue, d.noKnownDeviceSlot); err != nil {
 		return nil, err
 	}
 	dbDesc := dbKind.describe()

@@ -5,25 +5,35 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// errHashBusy means every password-hash slot is busy and the queue in
-// front of them is full, or the wait for a slot ran out: the request is
-// answered 503 with Retry-After instead of waiting without bound.
+// errHashBusy means every password-hash slot a request may take is busy
+// and the queue of its class is full, or the wait for a slot ran out:
+// the request is answered 503 with Retry-After instead of waiting
+// without bound.
 var errHashBusy = errors.New("password hashing is at capacity")
 
 // A hashClass is the kind of password work a request brings to the pool.
+// The classes are in the order in which a freed slot goes to their
+// waiting requests.
 type hashClass int
 
 const (
-	// classLogin checks a password against its hash: a login, or the
-	// confirmation of a sign-up.
-	classLogin hashClass = iota
+	// classKnownDevice checks a password from a device the account's
+	// owner has logged in from (one with a valid device cookie, see
+	// devices.go). No flood can send these: a device cookie is earned by
+	// a successful login, and each one has a rate limit of its own.
+	classKnownDevice hashClass = iota
+	// classLogin checks any other password: a login or a password change
+	// from another device, or the confirmation of a sign-up. Anyone can
+	// send these from as many addresses as they hold.
+	classLogin
 	// classNewPassword judges a new password's strength and hashes it: a
-	// sign-up or a password change. Anyone can send sign-ups from as many
-	// addresses as they hold, so this class never takes every slot.
+	// sign-up or a password change. Anyone can send sign-ups too.
 	classNewPassword
 	numHashClasses
 )
@@ -34,19 +44,33 @@ const (
 // gets 503s at once instead of a queue in which every login, a real
 // user's too, waits for all the guesses ahead of it.
 //
-// New passwords (sign-ups, password changes) may hold all slots but one,
-// and have a queue of their own: a flood of sign-ups, each bringing the
-// worst password the strength check has to judge, leaves a slot and the
-// login queue to logins.
+// The slots are shared by class, so that what a flood can send cannot
+// take what the owners of accounts need:
+//
+//   - logins from known devices may take every slot, and one slot is
+//     theirs alone: a credential-stuffing or sign-up flood, however
+//     many addresses it comes from, leaves it free;
+//   - other logins and new passwords together hold at most every slot
+//     but that one, and new passwords at most every slot but two (at
+//     least one), so that on three slots or more a sign-up flood leaves
+//     the other logins a slot too;
+//   - a freed slot goes to a waiting known device first, then to a
+//     waiting login, then to a new password: on two slots, where
+//     sign-ups and other logins share one, a login waits for one
+//     sign-up's job at most, not for the sign-ups queued before it.
+//
+// Each class has a queue of its own, so that a flood of one fills its
+// own queue (and gets 503s) and no other's.
 type hashPool struct {
-	slots chan struct{}
-	// classSlots[c] holds a token for each slot class c may hold: all of
-	// them for logins, all but one for new passwords.
-	classSlots [numHashClasses]chan struct{}
-	// limit[c] is the most requests of class c hashing or waiting at
-	// once; 0 means no bound (a control run of the tests).
-	limit [numHashClasses]int64
-	wait  time.Duration
+	mu      sync.Mutex
+	slots   int                           // slots in all
+	running [numHashClasses]int           // jobs of each class holding a slot
+	waiting [numHashClasses][]*hashWaiter // requests of each class waiting for a slot, oldest first
+	most    [numHashClasses]int           // the slots each class may hold (see canRun)
+	shared  int                           // the slots logins and new passwords hold together at most
+	limit   [numHashClasses]int64         // the most requests of a class hashing or waiting; 0: no bound (a control run)
+	wait    time.Duration                 // the longest wait for a slot; 0: no bound (a control run)
+	classOf func(hashClass) hashClass     // the class a request is served as (a control run serves known devices as logins)
 
 	classPending [numHashClasses]atomic.Int64
 	pending      atomic.Int64  // hashing or waiting now, every class
@@ -54,7 +78,18 @@ type hashPool struct {
 	rejected     atomic.Uint64 // requests answered errHashBusy
 }
 
-func newHashPool(o ThrottleOptions, unbounded bool) (*hashPool, error) {
+// A hashWaiter is a request waiting for a slot. The pool closes ready
+// once it has given the request a slot, under mu, with granted set.
+type hashWaiter struct {
+	ready   chan struct{}
+	granted bool
+}
+
+// newHashPool makes the pool of max(2, GOMAXPROCS) slots. unbounded
+// turns off every bound: queues, wait and shares (the control run of
+// the flood tests); noKnownDeviceSlot serves known devices as any other
+// login (the control run of the bystanders' test).
+func newHashPool(o ThrottleOptions, unbounded, noKnownDeviceSlot bool) (*hashPool, error) {
 	slots := max(2, runtime.GOMAXPROCS(0))
 	switch {
 	case o.HashQueue < 0:
@@ -66,21 +101,36 @@ func newHashPool(o ThrottleOptions, unbounded bool) (*hashPool, error) {
 	if queue == 0 {
 		queue = 8 * slots
 	}
-	p := &hashPool{slots: make(chan struct{}, slots), wait: o.HashWait}
-	newSlots := slots - 1
-	p.classSlots[classLogin] = make(chan struct{}, slots)
-	p.classSlots[classNewPassword] = make(chan struct{}, newSlots)
+	p := &hashPool{slots: slots, wait: o.HashWait, shared: slots - 1, classOf: func(c hashClass) hashClass { return c }}
+	p.most = [numHashClasses]int{classKnownDevice: slots, classLogin: slots - 1, classNewPassword: max(1, slots-2)}
+	p.limit[classKnownDevice] = int64(slots + queue)
 	p.limit[classLogin] = int64(slots + queue)
 	// New passwords queue as deep per slot as logins do.
-	p.limit[classNewPassword] = int64(newSlots + max(1, queue*newSlots/slots))
+	p.limit[classNewPassword] = int64(p.most[classNewPassword] + max(1, queue*p.most[classNewPassword]/slots))
 	if p.wait == 0 {
 		p.wait = time.Second
 	}
+	if noKnownDeviceSlot {
+		p.classOf = func(c hashClass) hashClass { return max(c, classLogin) }
+	}
 	if unbounded {
-		p.limit, p.wait = [numHashClasses]int64{}, 0
-		p.classSlots[classNewPassword] = make(chan struct{}, slots)
+		p.limit, p.wait, p.shared = [numHashClasses]int64{}, 0, slots
+		p.most = [numHashClasses]int{slots, slots, slots}
 	}
 	return p, nil
+}
+
+// canRun reports whether a job of class c may take a slot now. p.mu is
+// held.
+func (p *hashPool) canRun(c hashClass) bool {
+	busy := 0
+	for _, n := range p.running {
+		busy += n
+	}
+	if busy >= p.slots || p.running[c] >= p.most[c] {
+		return false
+	}
+	return c == classKnownDevice || p.running[classLogin]+p.running[classNewPassword] < p.shared
 }
 
 // do runs f, a password hash (and, for classNewPassword, the strength
@@ -88,6 +138,7 @@ func newHashPool(o ThrottleOptions, unbounded bool) (*hashPool, error) {
 // errHashBusy at once when c's queue is full, or after waiting p.wait for
 // a slot, and ctx's error if it ends first.
 func (p *hashPool) do(ctx context.Context, c hashClass, f func() error) error {
+	c = p.classOf(c)
 	p.pending.Add(1)
 	defer p.pending.Add(-1)
 	n := p.classPending[c].Add(1)
@@ -96,23 +147,74 @@ func (p *hashPool) do(ctx context.Context, c hashClass, f func() error) error {
 		p.rejected.Add(1)
 		return errHashBusy
 	}
+	if err := p.acquire(ctx, c); err != nil {
+		return err
+	}
+	defer p.release(c)
+	p.hashes.Add(1)
+	return f()
+}
+
+// acquire takes a slot for class c, waiting at most p.wait.
+func (p *hashPool) acquire(ctx context.Context, c hashClass) error {
+	p.mu.Lock()
+	if len(p.waiting[c]) == 0 && p.canRun(c) {
+		p.running[c]++
+		p.mu.Unlock()
+		return nil
+	}
+	w := &hashWaiter{ready: make(chan struct{})}
+	p.waiting[c] = append(p.waiting[c], w)
+	p.mu.Unlock()
+
 	var timeout <-chan time.Time
 	if p.wait > 0 {
 		t := time.NewTimer(p.wait)
 		defer t.Stop()
 		timeout = t.C
 	}
-	for _, sem := range []chan struct{}{p.classSlots[c], p.slots} {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		case <-timeout:
-			p.rejected.Add(1)
-			return errHashBusy
-		case <-ctx.Done():
-			return ctx.Err()
+	var err error
+	select {
+	case <-w.ready:
+		return nil
+	case <-timeout:
+		err = errHashBusy
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w.granted {
+		// The slot came as the wait ended: give it to the next.
+		p.running[c]--
+		p.grant()
+	} else {
+		p.waiting[c] = slices.DeleteFunc(p.waiting[c], func(x *hashWaiter) bool { return x == w })
+	}
+	if errors.Is(err, errHashBusy) {
+		p.rejected.Add(1)
+	}
+	return err
+}
+
+// release gives back a slot of class c.
+func (p *hashPool) release(c hashClass) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running[c]--
+	p.grant()
+}
+
+// grant gives free slots to waiting requests, known devices first, then
+// logins, then new passwords, each class oldest first. p.mu is held.
+func (p *hashPool) grant() {
+	for c := range numHashClasses {
+		for len(p.waiting[c]) > 0 && p.canRun(c) {
+			w := p.waiting[c][0]
+			p.waiting[c] = p.waiting[c][1:]
+			p.running[c]++
+			w.granted = true
+			close(w.ready)
 		}
 	}
-	p.hashes.Add(1)
-	return f()
 }

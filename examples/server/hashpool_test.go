@@ -12,7 +12,36 @@ import (
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
-// TestHashPool fills every hash slot and the queue behind them: one more
+// occupy holds n of p's slots, as known devices' jobs (the class that may
+// hold every slot), until the func it returns is called; calling that
+// again does nothing. Tests use it to make every slot busy.
+func (p *hashPool) occupy(n int) (release func()) {
+	p.mu.Lock()
+	p.running[classKnownDevice] += n
+	p.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.running[classKnownDevice] -= n
+			p.grant()
+		})
+	}
+}
+
+// busy is how many slots of p are held now.
+func (p *hashPool) busy() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, r := range p.running {
+		n += r
+	}
+	return n
+}
+
+// TestHashPool fills the slots logins may hold and their queue: one more
 // request is refused at once, a queued one gives up after HashWait, and
 // the queued ones run once slots free up. In the control run, with no
 // bound, the extra request waits in the pool instead, and runs once the
@@ -22,15 +51,15 @@ func TestHashPool(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "bounded", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)
-			p, err := newHashPool(ThrottleOptions{HashQueue: 2, HashWait: time.Hour}, control)
+			p, err := newHashPool(ThrottleOptions{HashQueue: 2, HashWait: time.Hour}, control, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			slots := cap(p.slots)
+			slots := p.slots
 			release := make(chan struct{})
 			var wg sync.WaitGroup
 			errs := make(chan error, slots+3)
-			for range slots + 2 { // every slot busy, and 2 queued
+			for range slots + 2 { // the class's slots busy, and the rest of its bound queued
 				wg.Go(func() { errs <- p.do(ctx, classLogin, func() error { <-release; return nil }) })
 			}
 			waitPending(ctx, t, p, slots+2)
@@ -65,16 +94,17 @@ func TestHashPool(t *testing.T) {
 
 	t.Run("wait", func(t *testing.T) {
 		ctx := testenv.Deadline(t, time.Minute)
-		p, err := newHashPool(ThrottleOptions{HashWait: 50 * time.Millisecond}, false)
+		p, err := newHashPool(ThrottleOptions{HashWait: 50 * time.Millisecond}, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range cap(p.slots) {
-			p.slots <- struct{}{}
-		}
+		release := p.occupy(p.slots)
+		defer release()
 		ran := false
-		if err := p.do(ctx, classLogin, func() error { ran = true; return nil }); !errors.Is(err, errHashBusy) || ran {
-			t.Fatalf("with no slot free for HashWait: %v, ran %v; want errHashBusy", err, ran)
+		for _, c := range []hashClass{classKnownDevice, classLogin, classNewPassword} {
+			if err := p.do(ctx, c, func() error { ran = true; return nil }); !errors.Is(err, errHashBusy) || ran {
+				t.Fatalf("class %d with no slot free for HashWait: %v, ran %v; want errHashBusy", c, err, ran)
+			}
 		}
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -82,27 +112,37 @@ func TestHashPool(t *testing.T) {
 		if err := p.do(cctx, classLogin, func() error { ran = true; return nil }); !errors.Is(err, context.Canceled) || ran {
 			t.Fatalf("with the request canceled: %v, ran %v", err, ran)
 		}
+		release()
+		if n := p.busy(); n != 0 {
+			t.Fatalf("%d slots held after every request ended", n)
+		}
 	})
 }
 
 // TestHashPoolClasses floods the pool with new passwords (sign-ups), each
-// holding its slot: they take every slot but one, and their own queue,
-// and a login still runs at once. In the control run, with no bound,
-// the new passwords hold every slot, and the login waits for them.
+// holding its slot: they take every slot but two (one on two slots), and
+// their own queue, and the rest of the flood is refused. A login from a
+// known device still runs at once; so does any other login on three
+// slots or more, and on two it waits for one sign-up's job, not for the
+// sign-ups queued before it. In the control run, with no bound, the new
+// passwords hold every slot, and the logins wait for them.
 func TestHashPoolClasses(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "bounded", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)
-			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour}, control)
+			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour}, control, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			slots := cap(p.slots)
-			release := make(chan struct{})
+			slots := p.slots
+			// Each sign-up's job ends when its own channel is told to.
+			jobs := make(chan chan struct{}, 64)
 			var wg sync.WaitGroup
+			var stop sync.Once
+			ends := make(chan struct{})
 			defer wg.Wait()
-			defer close(release)
+			defer stop.Do(func() { close(ends) })
 			// One sign-up more than the class admits (slots and queue).
 			flood := int(p.limit[classNewPassword]) + 1
 			if control {
@@ -111,7 +151,16 @@ func TestHashPoolClasses(t *testing.T) {
 			var refused, ran atomic.Int64
 			for range flood {
 				wg.Go(func() {
-					err := p.do(ctx, classNewPassword, func() error { ran.Add(1); <-release; return nil })
+					err := p.do(ctx, classNewPassword, func() error {
+						ran.Add(1)
+						end := make(chan struct{})
+						jobs <- end
+						select {
+						case <-end:
+						case <-ends:
+						}
+						return nil
+					})
 					if errors.Is(err, errHashBusy) {
 						refused.Add(1)
 					}
@@ -121,11 +170,10 @@ func TestHashPoolClasses(t *testing.T) {
 			// counts in pending from the moment it enters do, also while
 			// it is being refused, and in refused only once do returned:
 			// with the bound, the flood has settled only once no more than
-			// the class admits are pending (an unloaded run once saw all
-			// of them pending and none refused yet).
+			// the class admits are pending.
 			settled := func() bool {
 				n := p.pending.Load()
-				return n+refused.Load() == int64(flood) && ran.Load() >= int64(min(flood, cap(p.classSlots[classNewPassword]))) &&
+				return n+refused.Load() == int64(flood) && ran.Load() >= int64(min(flood, p.most[classNewPassword])) &&
 					(control || n <= p.limit[classNewPassword])
 			}
 			for !settled() {
@@ -135,19 +183,98 @@ func TestHashPoolClasses(t *testing.T) {
 				case <-time.After(time.Millisecond):
 				}
 			}
-			held := len(p.slots)
+			held := p.busy()
 			if control {
 				if held != slots {
 					t.Fatalf("control: the sign-ups hold %d of %d slots; the test proves nothing", held, slots)
 				}
 				return
 			}
-			if held != slots-1 || refused.Load() == 0 {
-				t.Fatalf("the sign-ups hold %d of %d slots, %d refused; want all but one, and the rest of the flood refused", held, slots, refused.Load())
+			if want := max(1, slots-2); held != want || refused.Load() == 0 {
+				t.Fatalf("the sign-ups hold %d of %d slots, %d refused; want %d, and the rest of the flood refused", held, slots, refused.Load(), want)
 			}
-			// The login gets the free slot while every sign-up holds its own.
-			if err := p.do(ctx, classLogin, func() error { return nil }); err != nil {
+			// A known device gets a free slot while every sign-up holds
+			// its own.
+			if err := p.do(ctx, classKnownDevice, func() error { return nil }); err != nil {
+				t.Fatalf("a known device's login during the flood: %v", err)
+			}
+			login := make(chan error, 1)
+			started := make(chan struct{})
+			var signupsBefore int64 // the sign-ups that had started when the login ran
+			go func() {
+				login <- p.do(ctx, classLogin, func() error { signupsBefore = ran.Load(); close(started); return nil })
+			}()
+			if slots >= 3 {
+				if err := <-login; err != nil {
+					t.Fatalf("a login during the flood: %v", err)
+				}
+				return
+			}
+			// Two slots: the login waits behind the running sign-up, and
+			// gets its slot before the sign-ups queued ahead of it.
+			waitPending(ctx, t, p, int(p.limit[classNewPassword])+1)
+			select {
+			case <-started:
+				t.Fatal("a login ran while the sign-ups held every slot it may take")
+			default:
+			}
+			before := ran.Load()
+			close(<-jobs) // one sign-up ends, and frees a slot
+			if err := <-login; err != nil {
 				t.Fatalf("a login during the flood: %v", err)
+			}
+			if signupsBefore != before {
+				t.Fatalf("%d queued sign-ups took the freed slot before the waiting login", signupsBefore-before)
+			}
+		})
+	}
+}
+
+// TestHashPoolKnownDevices floods the pool with logins from devices the
+// accounts' owners never used, each holding its slot, as credential
+// stuffing from many addresses does: they take every slot but one and
+// their queue, and the rest of the flood is refused. A login from a
+// known device runs at once, in the slot the flood cannot take, with a
+// queue of its own. In the control run, where known devices wait with
+// every other login, it is refused with the flood.
+func TestHashPoolKnownDevices(t *testing.T) {
+	t.Parallel()
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "own slot", true: "control"}[control], func(t *testing.T) {
+			ctx := testenv.Deadline(t, time.Minute)
+			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour}, false, control)
+			if err != nil {
+				t.Fatal(err)
+			}
+			release := make(chan struct{})
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer close(release)
+			flood := int(p.limit[classLogin]) + 1
+			var refused atomic.Int64
+			for range flood {
+				wg.Go(func() {
+					if err := p.do(ctx, classLogin, func() error { <-release; return nil }); errors.Is(err, errHashBusy) {
+						refused.Add(1)
+					}
+				})
+			}
+			for p.pending.Load() != p.limit[classLogin] || refused.Load() != 1 {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the flood never settled: %d pending, %d refused", p.pending.Load(), refused.Load())
+				case <-time.After(time.Millisecond):
+				}
+			}
+			if held := p.busy(); held != p.slots-1 {
+				t.Fatalf("the flood holds %d of %d slots, want all but one", held, p.slots)
+			}
+			err = p.do(ctx, classKnownDevice, func() error { return nil })
+			switch {
+			case control && !errors.Is(err, errHashBusy):
+				t.Fatalf("control: a known device's login during the flood: %v; want it refused with the flood", err)
+			case !control && err != nil:
+				t.Fatalf("a known device's login during the flood: %v, want it run at once", err)
 			}
 		})
 	}
@@ -175,16 +302,12 @@ func TestHashPoolHTTP(t *testing.T) {
 	cfg.Throttle = generous()
 	cfg.Throttle.HashWait = 50 * time.Millisecond
 	app, srv := startAppConfig(t, cfg)
-	for range cap(app.hashes.slots) {
-		app.hashes.slots <- struct{}{}
-	}
+	release := app.hashes.occupy(app.hashes.slots)
 	r := call(t, srv, "POST", "/api/login", "", `{"email":"x@example.com","password":"`+goodPassword+`"}`)
 	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "1" {
 		t.Fatalf("login with every hash slot busy: %d, Retry-After %q, %s; want 503 and 1", r.status, r.header.Get("Retry-After"), r.body)
 	}
-	for range cap(app.hashes.slots) {
-		<-app.hashes.slots
-	}
+	release()
 	if r := call(t, srv, "POST", "/api/login", "", `{"email":"x@example.com","password":"`+goodPassword+`"}`); r.status != 401 {
 		t.Fatalf("login once the slots are free: %d %s", r.status, r.body)
 	}

@@ -120,18 +120,7 @@ func TestNodeLimits(t *testing.T) {
 	cfg.Throttle.LoginPerAccountPerIP = redis_rate.Limit{Rate: 1, Period: time.Hour, Burst: 3}
 	cfg.Throttle.HashWait = time.Hour
 	app, srv := startAppConfig(t, cfg)
-	for range cap(app.hashes.slots) {
-		app.hashes.slots <- struct{}{}
-	}
-	held := true
-	release := func() {
-		if held {
-			held = false
-			for range cap(app.hashes.slots) {
-				<-app.hashes.slots
-			}
-		}
-	}
+	release := app.hashes.occupy(app.hashes.slots)
 	defer release()
 
 	cmd := exec.CommandContext(ctx, node, "testdata/limits.mjs", srv.URL, "target@example.com", "20")
