@@ -20,7 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/tokens"
 )
 
@@ -163,18 +162,30 @@ func (a *App) throttled(r *http.Request, rl rule, key string) *apiError {
 }
 
 // loginThrottled counts a password check for the account of email (a
-// login or a sign-up's verification) against the limits of the device
-// that sends it, if it is one the owner has logged in from, or else of
-// the account: see ThrottleOptions.
-func (a *App) loginThrottled(r *http.Request, email string) *apiError {
-	if device, err := a.devices.recognize(r, email); err == nil {
-		return a.throttled(r, loginDevice, device)
+// login, a password change's check of the current password, or a
+// sign-up's verification) against the limits of the device that sends
+// it, if it is one the owner has logged in from in the account's
+// credential epoch epoch, or else of the account: see ThrottleOptions.
+// known says whether the account exists (a sign-up being verified has
+// none yet, an unknown email neither); the device it returns is the
+// known device's number, or "".
+func (a *App) loginThrottled(r *http.Request, email string, known bool, epoch int64) (string, *apiError) {
+	if known {
+		device, err := a.devices.recognize(r.Context(), r, email, epoch)
+		switch {
+		case err == nil:
+			return device, a.throttled(r, loginDevice, device)
+		case !errors.Is(err, errNoDevice):
+			// Redis cannot say; the account's limits, in the same
+			// Redis, fail closed if it is down.
+			a.log.WarnContext(r.Context(), "device cookie", "error", err)
+		}
 	}
 	account := accountKey(email)
 	if e := a.throttled(r, loginAccountIP, account+":"+addressKey(clientIP(r))); e != nil {
-		return e
+		return "", e
 	}
-	return a.throttled(r, loginAccount, account)
+	return "", a.throttled(r, loginAccount, account)
 }
 
 // signupAccepted is the answer to every signup that passed the checks,
@@ -291,10 +302,15 @@ func (a *App) newPasswordHash(ctx context.Context, password, email, name string)
 	return hash, nil
 }
 
-// passwordMatches checks password against hash in the hash pool.
-func (a *App) passwordMatches(ctx context.Context, password, hash string) (bool, *apiError) {
+// passwordMatches checks password against hash in the hash pool: in the
+// known devices' class if device names one (see loginThrottled).
+func (a *App) passwordMatches(ctx context.Context, password, hash, device string) (bool, *apiError) {
+	class := classLogin
+	if device != "" {
+		class = classKnownDevice
+	}
 	var ok bool
-	err := a.hashes.do(ctx, classLogin, func() (err error) {
+	err := a.hashes.do(ctx, class, func() (err error) {
 		ok, err = checkPassword(password, hash)
 		return err
 	})
@@ -352,10 +368,11 @@ func (a *App) verify(w http.ResponseWriter, r *http.Request) *apiError {
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return a.internal(r.Context(), "verify: read the sign-up", err)
 	}
-	if e := a.loginThrottled(r, p.Email); e != nil {
+	// No account yet, so no device of it.
+	if _, e := a.loginThrottled(r, p.Email, false, 0); e != nil {
 		return e
 	}
-	ok, e := a.passwordMatches(r.Context(), in.Password, p.Hash)
+	ok, e := a.passwordMatches(r.Context(), in.Password, p.Hash, "")
 	if e != nil {
 		return e
 	}
@@ -374,7 +391,7 @@ func (a *App) verify(w http.ResponseWriter, r *http.Request) *apiError {
 		// The link would make nothing more: the address is taken now.
 		a.log.WarnContext(r.Context(), "verify: the used sign-up stays until it expires", "error", err)
 	}
-	return a.startSession(w, r, u.ID, u.Email, in.Device, in.Cookie)
+	return a.startSession(w, r, u, "", in.Device, in.Cookie)
 }
 
 // login: POST /api/login {email, password[, device, cookie]} -> 200
@@ -393,9 +410,6 @@ func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := in.check(false); e != nil {
 		return e
 	}
-	if e := a.loginThrottled(r, in.Email); e != nil {
-		return e
-	}
 	var u User
 	err := a.db.WithContext(r.Context()).Where("email = ?", in.Email).Take(&u).Error
 	hash := u.PasswordHash
@@ -405,14 +419,18 @@ func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
 	case err != nil:
 		return a.internal(r.Context(), "login: find user", err)
 	}
-	ok, e := a.passwordMatches(r.Context(), in.Password, hash)
+	device, e := a.loginThrottled(r, in.Email, u.ID != 0, u.CredentialEpoch)
+	if e != nil {
+		return e
+	}
+	ok, e := a.passwordMatches(r.Context(), in.Password, hash, device)
 	if e != nil {
 		return e
 	}
 	if !ok || u.ID == 0 {
 		return &apiError{status: http.StatusUnauthorized, msg: "wrong email or password"}
 	}
-	return a.startSession(w, r, u.ID, u.Email, in.Device, in.Cookie)
+	return a.startSession(w, r, u, device, in.Device, in.Cookie)
 }
 
 // loginAnswer is the answer to a login: the token, unless it went into a
@@ -422,46 +440,114 @@ type loginAnswer struct {
 	Session tokens.Session `json:"session"`
 }
 
-// startSession logs the user in: a session whose token goes into the
+// startSession logs in u, whose password (as of u's credential epoch)
+// the request has just matched: a session whose token goes into the
 // answer's body (apps) or into an HttpOnly cookie (the web page, with
 // cookie), and a device cookie that tells this device's later logins
-// apart from strangers'.
-func (a *App) startSession(w http.ResponseWriter, r *http.Request, user idtype.ID, email, device string, cookie bool) *apiError {
+// apart from strangers'; known is the number of the valid device cookie
+// the login brought, if any, which the device keeps.
+//
+// No session of a check against a password that a change has replaced
+// outlives the change. A change (changePassword) commits the new hash
+// with the next credential epoch, then revokes every other session of
+// the user. startSession issues the session, then reads the epoch again,
+// and hands the token out only if it has not moved; else it ends the
+// session and answers 401. Either the change committed before that read,
+// and the login is refused; or after it, and so after the session was
+// issued: the revocation, called after the commit, ends it (tokens:
+// every session issued before RevokeAll is called is invalid when it
+// returns). The device cookie names the epoch the password was checked
+// against, so one earned by a login the change overtook is stale at
+// once.
+func (a *App) startSession(w http.ResponseWriter, r *http.Request, u User, known, device string, cookie bool) *apiError {
+	ctx := r.Context()
+	a.loginStep("checked")
 	if a.floor != nil {
-		if err := a.floor.cover(r.Context()); err != nil {
-			return a.internal(r.Context(), "login: session floor", err)
+		if err := a.floor.cover(ctx); err != nil {
+			return a.internal(ctx, "login: session floor", err)
 		}
 	}
 	meta := tokens.Metadata{Device: device, UserAgent: r.UserAgent(), IP: clientIP(r)}
+	// The cookies go into staged until the session is known to have
+	// outlived any password change.
+	staged := headerWriter{http.Header{}}
 	var out loginAnswer
 	var err error
 	if cookie {
-		out.Session, err = a.cookies.Issue(w, r, user, meta)
+		out.Session, err = a.cookies.Issue(staged, r, u.ID, meta)
 		if a.defences.tokenInBody && err == nil {
-			out.Token = cookieValue(w, a.cookies.Options().Name)
+			out.Token = cookieValue(staged.h, a.cookies.Options().Name)
 		}
 	} else {
-		out.Token, out.Session, err = a.tokens.Issue(r.Context(), user, meta)
+		out.Token, out.Session, err = a.tokens.Issue(ctx, u.ID, meta)
 	}
 	if errors.Is(err, tokens.ErrCrossOrigin) {
 		return &apiError{status: http.StatusForbidden, msg: "log in from this server's own page"}
 	}
 	if err != nil {
-		return a.internal(r.Context(), "login: issue token", err)
+		return a.internal(ctx, "login: issue token", err)
 	}
 	if a.floor != nil {
 		a.floor.issued(a.layout.Decode(out.Session.ID).Time)
 	}
-	a.devices.issue(w, email)
+	a.loginStep("issued")
+	if e := a.credentialsUnchanged(ctx, u, out.Session); e != nil {
+		return e
+	}
+	if _, err := a.devices.issue(ctx, staged.h, u.Email, u.CredentialEpoch, known); err != nil {
+		// The login stands; this device is a new one next time.
+		a.log.WarnContext(ctx, "login: device cookie", "error", err)
+	}
+	for k, v := range staged.h {
+		w.Header()[k] = append(w.Header()[k], v...)
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
-// cookieValue returns the value of the cookie named name that w's
-// headers set: the token of a cookie login, for the control run that
-// sends it in the body too.
-func cookieValue(w http.ResponseWriter, name string) string {
-	for _, line := range w.Header().Values("Set-Cookie") {
+// loginStep calls the tests' hook, if any (see defences.loginStep).
+func (a *App) loginStep(step string) {
+	if a.defences.loginStep != nil {
+		a.defences.loginStep(step)
+	}
+}
+
+// credentialsUnchanged reads u's credential epoch again after session s
+// was issued for a password check against u's, and ends s with a 401 if
+// a password change has moved it since (see startSession).
+func (a *App) credentialsUnchanged(ctx context.Context, u User, s tokens.Session) *apiError {
+	if a.defences.inFlightLoginSurvives {
+		return nil
+	}
+	var now User
+	err := a.db.WithContext(ctx).Select("credential_epoch").Take(&now, "id = ?", u.ID).Error
+	if err == nil && now.CredentialEpoch == u.CredentialEpoch {
+		return nil
+	}
+	// Nobody holds the session's token: ending it is tidying up, and a
+	// session that could not be ended idles out.
+	if _, rerr := a.tokens.RevokeSession(context.WithoutCancel(ctx), u.ID, s.ID); rerr != nil {
+		a.log.WarnContext(ctx, "login: end the session of a replaced password", "error", rerr)
+	}
+	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return a.internal(ctx, "login: read the credential epoch", err)
+	}
+	return &apiError{status: http.StatusUnauthorized, msg: "wrong email or password"}
+}
+
+// headerWriter is a ResponseWriter that keeps the headers set on it and
+// nothing else: where a login's cookies wait until it may hand them out.
+type headerWriter struct{ h http.Header }
+
+func (hw headerWriter) Header() http.Header         { return hw.h }
+func (hw headerWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (hw headerWriter) WriteHeader(int)             {}
+
+// cookieValue returns the value of the cookie named name that headers h
+// set: the token of a cookie login, for the control run that sends it in
+// the body too.
+func cookieValue(h http.Header, name string) string {
+	for _, line := range h.Values("Set-Cookie") {
 		if c, err := http.ParseSetCookie(line); err == nil && c.Name == name {
 			return c.Value
 		}
@@ -477,9 +563,13 @@ type passwordInput struct {
 
 // changePassword: POST /api/password {current_password, new_password} ->
 // {"revoked": n}: the new password holds from now on, and every other
-// session of the user ends (ASVS 4.0.3 V3.3.3), this one staying. The
-// check of the current password counts against the login limit of the
-// account from this address.
+// session of the user ends (ASVS 4.0.3 V3.3.3), this one staying, with
+// every device cookie and every login in flight that checked the old
+// password (see startSession). The check of the current password counts
+// against the login limits, as a login's does: of the device, if it is
+// one the owner has logged in from, else of the account from this
+// address and from all addresses, so that a stolen session is worth no
+// more guesses than a login form. 409 means another change came first.
 func (a *App) changePassword(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
 	var in passwordInput
 	if e := a.decodeJSON(w, r, &in); e != nil {
@@ -491,37 +581,55 @@ func (a *App) changePassword(w http.ResponseWriter, r *http.Request, s tokens.Se
 	if e := checkPasswordField("new_password", in.New); e != nil {
 		return e
 	}
-	u, e := a.sessionUser(r.Context(), "password", s)
+	ctx := r.Context()
+	u, e := a.sessionUser(ctx, "password", s)
 	if e != nil {
 		return e
 	}
-	if e := a.throttled(r, loginAccountIP, accountKey(u.Email)+":"+addressKey(clientIP(r))); e != nil {
+	var device string
+	if a.defences.passwordGuessesPerAddress {
+		e = a.throttled(r, loginAccountIP, accountKey(u.Email)+":"+addressKey(clientIP(r)))
+	} else if e = a.throttled(r, loginIP, addressKey(clientIP(r))); e == nil {
+		device, e = a.loginThrottled(r, u.Email, true, u.CredentialEpoch)
+	}
+	if e != nil {
 		return e
 	}
-	ok, e := a.passwordMatches(r.Context(), in.Current, u.PasswordHash)
+	ok, e := a.passwordMatches(ctx, in.Current, u.PasswordHash, device)
 	if e != nil {
 		return e
 	}
 	if !ok {
 		return &apiError{status: http.StatusForbidden, msg: "current_password is wrong"}
 	}
-	hash, e := a.newPasswordHash(r.Context(), in.New, u.Email, u.Name)
+	hash, e := a.newPasswordHash(ctx, in.New, u.Email, u.Name)
 	if e != nil {
 		return e
 	}
-	if err := a.db.WithContext(r.Context()).Model(&u).Update("password_hash", hash).Error; err != nil {
-		return a.internal(r.Context(), "password: save", err)
+	// The epoch moves with the hash, in one statement, and only from the
+	// one whose password was checked.
+	res := a.db.WithContext(ctx).Model(&User{}).Where("id = ? AND credential_epoch = ?", u.ID, u.CredentialEpoch).
+		Updates(map[string]any{"password_hash": hash, "credential_epoch": gorm.Expr("credential_epoch + 1")})
+	if res.Error != nil {
+		return a.internal(ctx, "password: save", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return &apiError{status: http.StatusConflict, msg: "the password was changed meanwhile, from another session: log in again"}
 	}
 	n := 0
 	var err error
 	if !a.defences.keepOtherSessions {
 		// The password changed whatever happens here; a failure says so,
 		// and the client retries the logout of the other sessions.
-		if n, err = a.tokens.RevokeAll(r.Context(), s.UserID, s.ID); err != nil {
-			a.log.ErrorContext(r.Context(), "password: end the other sessions", "error", err)
+		if n, err = a.tokens.RevokeAll(ctx, s.UserID, s.ID); err != nil {
+			a.log.ErrorContext(ctx, "password: end the other sessions", "error", err)
 			return &apiError{status: http.StatusServiceUnavailable, retryAfter: 1,
 				msg: "the password is changed, but the other sessions could not be ended yet: log out everywhere"}
 		}
+	}
+	// This device stays a known one, in the new epoch.
+	if _, err := a.devices.issue(ctx, w.Header(), u.Email, u.CredentialEpoch+1, device); err != nil {
+		a.log.WarnContext(ctx, "password: device cookie", "error", err)
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Revoked int `json:"revoked"`

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
@@ -106,4 +114,206 @@ func TestSessionLifetimes(t *testing.T) {
 	if o := app2.tokens.Options(); o.IdleTimeout != time.Hour || o.AbsoluteLifetime != 24*time.Hour || o.RefreshInterval != 30*time.Minute {
 		t.Errorf("with lifetimes set: %v, %v, %v; want them, and the library's refresh", o.IdleTimeout, o.AbsoluteLifetime, o.RefreshInterval)
 	}
+}
+
+// TestPasswordChangeInFlightLogin races logins with the old password
+// against a password change: 10 logins whose password checked out are
+// held at a step of startSession while the owner changes the password,
+// then let go. At either step, before their sessions are issued or
+// after, every one is refused, the user is left with the session that
+// made the change alone, and no login set a cookie. In the control run,
+// which hands a login's session out without reading the credential
+// epoch again, the 10 logins held before their sessions were issued get
+// sessions that outlive the change, and the test sees them; the device
+// cookies those logins got name the old epoch, and are stale.
+func TestPasswordChangeInFlightLogin(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		step    string
+		control bool
+	}{
+		{"held before issue", "checked", false},
+		{"held after issue", "issued", false},
+		{"control: held before issue", "checked", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testenv.Deadline(t, 2*time.Minute)
+			const inFlight = 10
+			held := make(chan struct{}, inFlight)
+			resume := make(chan struct{})
+			var armed atomic.Bool
+			d := defences{inFlightLoginSurvives: tc.control, loginStep: func(step string) {
+				if step == tc.step && armed.Load() {
+					held <- struct{}{}
+					<-resume
+				}
+			}}
+			app, srv := startAppWithout(t, Config{Throttle: generous(), Argon2: cheapArgon2}, d)
+			const email = "racer@example.com"
+			userID, owner := signupLogin(t, srv, email, goodPassword)
+
+			armed.Store(true)
+			type answer struct {
+				status int
+				header http.Header
+				body   string
+			}
+			answers := make(chan answer, inFlight)
+			for range inFlight {
+				go func() {
+					res, body, err := callRaw(srv, "POST", "/api/login", "", `{"email":"`+email+`","password":"`+goodPassword+`"}`)
+					if err != nil {
+						answers <- answer{status: -1, body: err.Error()}
+						return
+					}
+					answers <- answer{res.StatusCode, res.Header, body}
+				}()
+			}
+			for range inFlight {
+				select {
+				case <-held:
+				case <-ctx.Done():
+					t.Fatalf("the logins never reached step %q: %v", tc.step, ctx.Err())
+				}
+			}
+			armed.Store(false)
+			r := call(t, srv, "POST", "/api/password", owner, `{"current_password":"`+goodPassword+`","new_password":"`+otherPassword+`"}`)
+			if r.status != http.StatusOK {
+				t.Fatalf("password change: %d %s", r.status, r.body)
+			}
+			close(resume)
+
+			survivors, refused := 0, 0
+			var staleDevices []*http.Cookie
+			for range inFlight {
+				a := <-answers
+				switch a.status {
+				case http.StatusOK:
+					var l struct{ Token string }
+					if err := json.Unmarshal([]byte(a.body), &l); err != nil {
+						t.Fatalf("login answer %q: %v", a.body, err)
+					}
+					if call(t, srv, "GET", "/api/me", l.Token, "").status == http.StatusOK {
+						survivors++
+					}
+					staleDevices = append(staleDevices, responseCookie(t, response{a.status, a.header, nil}, deviceCookieName))
+				case http.StatusUnauthorized:
+					refused++
+					if c := a.header.Values("Set-Cookie"); len(c) != 0 {
+						t.Errorf("a refused login set cookies: %q", c)
+					}
+				default:
+					t.Fatalf("a login in flight: %d %s", a.status, a.body)
+				}
+			}
+			t.Logf("%d of %d logins in flight outlived the change; %d refused", survivors, inFlight, refused)
+			if tc.control {
+				if survivors != inFlight {
+					t.Fatalf("control: %d of %d logins held before issue outlived the change; the test proves nothing", survivors, inFlight)
+				}
+				// Their device cookies name the epoch their password was
+				// checked against: no device of the account now.
+				var u User
+				if err := app.db.Take(&u, "email = ?", email).Error; err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range staleDevices {
+					req := httptest.NewRequestWithContext(ctx, "POST", "/api/login", nil)
+					req.AddCookie(c)
+					if _, err := app.devices.recognize(ctx, req, email, u.CredentialEpoch); !errors.Is(err, errNoDevice) {
+						t.Errorf("the device cookie of a login the change overtook: %v, want errNoDevice", err)
+					}
+				}
+				return
+			}
+			if survivors != 0 || refused != inFlight {
+				t.Errorf("%d logins in flight outlived the change, %d were refused; want all %d refused", survivors, refused, inFlight)
+			}
+			id, err := idtype.Parse(userID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if live, err := app.tokens.List(ctx, id); err != nil || len(live) != 1 {
+				t.Errorf("the user's live sessions after the change: %d (%v); want the one that made it", len(live), err)
+			}
+			if st := call(t, srv, "GET", "/api/me", owner, "").status; st != http.StatusOK {
+				t.Errorf("the session that made the change: %d, want 200", st)
+			}
+		})
+	}
+}
+
+// TestPasswordChangeGuesses is a stolen session that guesses the current
+// password through POST /api/password, one guess from each of 100
+// addresses. The guesses count against the account's bound on every
+// address together, as logins do: no more than its burst reach the
+// password check, and the right guess after them is refused, while the
+// owner, from their known device, changes the password. In the control
+// run, which counts them per account and address alone, all 100 are
+// checked and the right guess takes the account.
+func TestPasswordChangeGuesses(t *testing.T) {
+	t.Parallel()
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "account-wide", true: "control"}[control], func(t *testing.T) {
+			testenv.Deadline(t, 3*time.Minute)
+			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: defaultBursts(t), Argon2: cheapArgon2}
+			app, _ := startAppWithout(t, cfg, defences{passwordGuessesPerAddress: control})
+			const owner, ownerIP = "owner@example.com", "198.51.100.7:1"
+			verified, device := signupVerified(t, app, ownerIP, owner, goodPassword)
+			var l struct{ Token string }
+			verified.json(t, &l)
+			stolen := l.Token
+
+			checked, refused := 0, 0
+			for a := range 100 {
+				r := fromToken(t, app, fmt.Sprintf("203.0.113.%d:1", a+1), "POST", "/api/password", stolen,
+					fmt.Sprintf(`{"current_password":"guess-%d-xyz","new_password":"%s"}`, a, attackerPassword))
+				switch r.status {
+				case http.StatusForbidden:
+					checked++
+				case http.StatusTooManyRequests:
+					refused++
+				default:
+					t.Fatalf("guess %d: %d %s", a, r.status, r.body)
+				}
+			}
+			t.Logf("of 100 guesses from 100 addresses, %d reached the password check, %d refused", checked, refused)
+			right := fromToken(t, app, "203.0.113.200:1", "POST", "/api/password", stolen,
+				`{"current_password":"`+goodPassword+`","new_password":"`+attackerPassword+`"}`)
+			if control {
+				if checked != 100 || right.status != http.StatusOK {
+					t.Fatalf("control: %d guesses checked, then the right one: %d; want all 100 and the account taken", checked, right.status)
+				}
+				return
+			}
+			if burst := cfg.Throttle.LoginPerAccount.Burst; checked >= burst || right.status != http.StatusTooManyRequests {
+				t.Errorf("%d guesses checked (the account's burst is %d), then the right one: %d %s; want fewer than the burst, and a 429",
+					checked, burst, right.status, right.body)
+			}
+			if r := fromToken(t, app, ownerIP, "POST", "/api/password", stolen,
+				`{"current_password":"`+goodPassword+`","new_password":"`+otherPassword+`"}`, device); r.status != http.StatusOK {
+				t.Errorf("the owner's change from their known device: %d %s; want 200", r.status, r.body)
+			}
+		})
+	}
+}
+
+// callRaw is call for many goroutines: no t; the answer and its body.
+func callRaw(srv *httptest.Server, method, path, token, body string) (*http.Response, string, error) {
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		return nil, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res, string(b), err
 }

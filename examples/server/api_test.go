@@ -622,7 +622,7 @@ func TestSignupEnumeration(t *testing.T) {
 			takenSignup, takenLogin := attack("Owner@Example.com")
 			freshSignup, freshLogin := attack("fresh@example.com")
 			same := func(a, b response) bool { return a.status == b.status && bytes.Equal(a.body, b.body) }
-			if run.off != (defences{}) {
+			if run.off.revealTaken || run.off.noVerification {
 				if same(takenSignup, freshSignup) && same(takenLogin, freshLogin) {
 					t.Errorf("control: a taken and a fresh address answer alike (%d %d); the comparison cannot see the difference",
 						takenSignup.status, takenLogin.status)

@@ -84,20 +84,30 @@ type Config struct {
 // defences are the test-only switches that turn a defence off, and test
 // hooks no user needs. The zero value is every defence on.
 type defences struct {
-	noThrottle         bool         // no rate limits on signup and login
-	unboundedHashQueue bool         // requests wait for a hash slot without bound
-	noContentTypeCheck bool         // accept any Content-Type as JSON
-	noRedaction        bool         // log and return secrets as they are
-	noSessionFloor     bool         // a fixed worker's restart floor ignores sessions
-	revealTaken        bool         // signup answers 409 for a registered email
-	noVerification     bool         // signup makes a usable account at once, with no mail
-	noDeviceCookies    bool         // no login is recognized as coming from the owner's known device
-	noKnownDeviceSlot  bool         // known devices' password checks wait with every other login's, in its queue
-	keepOtherSessions  bool         // a password change leaves the user's other sessions alive
-	tokenInBody        bool         // a cookie login also sends the token in the answer's body
-	openEmbeddedRedis  bool         // the embedded Redis answers any local client, with no password
-	noPartitions       bool         // PostgreSQL's posts get no partitions made: all land in the default one
-	clock              idtype.Clock // of a fixed worker's generator; nil: the system clock
+	noThrottle                bool         // no rate limits on signup and login
+	unboundedHashQueue        bool         // requests wait for a hash slot without bound
+	noContentTypeCheck        bool         // accept any Content-Type as JSON
+	noRedaction               bool         // log and return secrets as they are
+	noSessionFloor            bool         // a fixed worker's restart floor ignores sessions
+	revealTaken               bool         // signup answers 409 for a registered email
+	noVerification            bool         // signup makes a usable account at once, with no mail
+	noDeviceCookies           bool         // no login is recognized as coming from the owner's known device
+	devicesAnyEpoch           bool         // a device cookie stays valid after the password it was earned with changes
+	unboundedDevices          bool         // an account has any number of device numbers
+	newDeviceEveryLogin       bool         // a login that brings a valid device cookie gets a new device number
+	noKnownDeviceSlot         bool         // known devices' password checks wait with every other login's, in its queue
+	inFlightLoginSurvives     bool         // a login whose password check preceded a password change still gets its session
+	passwordGuessesPerAddress bool         // a password change's check of the current password counts per account and address only
+	keepOtherSessions         bool         // a password change leaves the user's other sessions alive
+	tokenInBody               bool         // a cookie login also sends the token in the answer's body
+	openEmbeddedRedis         bool         // the embedded Redis answers any local client, with no password
+	noPartitions              bool         // PostgreSQL's posts get no partitions made: all land in the default one
+	clock                     idtype.Clock // of a fixed worker's generator; nil: the system clock
+	// loginStep, when set, is called by every login (and sign-up
+	// verification) whose password matched, as it passes each step of
+	// startSession: "checked" before its session is issued, "issued"
+	// after. A test parks logins there to race a password change.
+	loginStep func(step string)
 }
 
 // App is the example backend: its database, Redis, ID generator and
@@ -236,7 +246,7 @@ func open(ctx context.Context, cfg Config, d defences) (_ *App, err error) {
 	if a.auth, err = tokenAuth(a.tokens, a.cookies, a.log); err != nil {
 		return nil, err
 	}
-	if a.devices, err = newDevices(ctx, a.rdb, a.keyPrefix, d.noDeviceCookies); err != nil {
+	if a.devices, err = newDevices(ctx, a.rdb, a.keyPrefix, d); err != nil {
 		return nil, err
 	}
 	if a.dummyHash, err = hashPassword("not a password", a.argon); err != nil {

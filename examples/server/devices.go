@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,13 +20,33 @@ import (
 // Device cookies keep strangers from locking an owner out of their
 // account (OWASP's "Slow Down Online Guessing Attacks with Device
 // Cookies"). Every successful login sets a cookie on the client that
-// names the account (by a digest of its email), a random device number
-// and the time, signed by the server. A later login to that account that
-// brings a valid one counts against the limit of that device alone;
-// every other login counts against the limits of the account, which a
-// guessing attack from many addresses can exhaust. So the attack keeps
-// out new devices, its own included, while the owner goes on logging in
-// from the devices they used before.
+// names the account (by a digest of its email), a device number, the
+// account's credential epoch and the time, signed by the server. A later
+// login to that account that brings a valid one counts against the limit
+// of that device alone, and its password check has a hash slot no flood
+// can take (see hashpool.go); every other login counts against the
+// limits of the account, which a guessing attack from many addresses can
+// exhaust. So the attack keeps out new devices, its own included, while
+// the owner goes on logging in from the devices they used before.
+//
+// Whoever holds the password can earn device cookies, each with a limit
+// of its own. So a cookie is valid only while
+//
+//   - the account's credential epoch is the one it names: a password
+//     change raises the epoch (see changePassword), and every cookie
+//     earned with the old password, one earned by a login in flight
+//     during the change included (it names the epoch its password was
+//     checked against), counts as no device from then on;
+//   - its device number is one of the last maxDevices the account's
+//     logins of that epoch brought or were given, kept in Redis
+//     (<KeyPrefix>devices:<account digest>:<epoch>, a sorted set scored
+//     by the time of each device's last login, in microseconds): a login that brings a
+//     valid cookie keeps its number, a login without one gets a new
+//     number, which pushes out the number unused the longest.
+//
+// So the guesses the device limits let through, at any time, are at most
+// maxDevices times one device's limit, and none once the password has
+// changed.
 //
 // The signing key lives in Redis (<KeyPrefix>device-key), made by the
 // first instance that needs it, so that every instance and restart
@@ -40,25 +61,32 @@ const deviceCookieName = "__Host-device"
 // deviceLifetime is how long a device cookie is recognized.
 const deviceLifetime = 180 * 24 * time.Hour
 
+// maxDevices is the most device numbers an account has at once.
+const maxDevices = 10
+
 // A device cookie's value, before base64: account digest, device number,
-// issue time (Unix seconds), HMAC-SHA256 of the three.
+// credential epoch, issue time (Unix seconds), HMAC-SHA256 of the four.
 const (
 	deviceAccountLen = 16
 	deviceNumberLen  = 16
+	deviceEpochLen   = 8
 	deviceTimeLen    = 8
 	deviceMACLen     = sha256.Size
-	deviceValueLen   = deviceAccountLen + deviceNumberLen + deviceTimeLen + deviceMACLen
+	deviceBodyLen    = deviceAccountLen + deviceNumberLen + deviceEpochLen + deviceTimeLen
+	deviceValueLen   = deviceBodyLen + deviceMACLen
 )
 
 // devices issues and recognizes device cookies.
 type devices struct {
-	key []byte
-	off bool // recognize none: the test-only control
+	key    []byte
+	rdb    redis.UniversalClient
+	prefix string
+	d      defences // noDeviceCookies, devicesAnyEpoch, unboundedDevices, newDeviceEveryLogin
 }
 
 // newDevices loads the signing key from Redis, making it if no instance
 // has yet.
-func newDevices(ctx context.Context, rdb redis.UniversalClient, prefix string, off bool) (*devices, error) {
+func newDevices(ctx context.Context, rdb redis.UniversalClient, prefix string, d defences) (*devices, error) {
 	k := prefix + "device-key"
 	fresh := make([]byte, 32)
 	_, _ = rand.Read(fresh)
@@ -73,7 +101,7 @@ func newDevices(ctx context.Context, rdb redis.UniversalClient, prefix string, o
 	if err != nil || len(key) < 32 {
 		return nil, fmt.Errorf("device cookie key: %s does not hold 32 hex-encoded bytes", k)
 	}
-	return &devices{key: key, off: off}, nil
+	return &devices{key: key, rdb: rdb, prefix: prefix, d: d}, nil
 }
 
 // accountDigest names an account in a device cookie without its email.
@@ -88,55 +116,128 @@ func (d *devices) mac(body []byte) []byte {
 	return m.Sum(nil)
 }
 
-// issue sets a device cookie for the account of email on w: the answer
-// to a successful login.
-func (d *devices) issue(w http.ResponseWriter, email string) {
+// registry is the Redis key of the device numbers of the account of
+// email in credential epoch epoch.
+func (d *devices) registry(email string, epoch int64) string {
+	return d.prefix + "devices:" + accountKey(email) + ":" + strconv.FormatInt(epoch, 10)
+}
+
+// A deviceCookie is what a valid device cookie says.
+type deviceCookie struct {
+	number string
+	epoch  int64
+	issued time.Time
+}
+
+// sign returns the value of a device cookie for the account of email.
+func (d *devices) sign(email string, c deviceCookie) string {
 	v := make([]byte, 0, deviceValueLen)
 	acct := accountDigest(email)
 	v = append(v, acct[:]...)
-	v = append(v, rand.Text()[:deviceNumberLen]...)
-	v = binary.BigEndian.AppendUint64(v, uint64(time.Now().Unix()))
+	v = append(v, c.number...)
+	v = binary.BigEndian.AppendUint64(v, uint64(c.epoch))
+	v = binary.BigEndian.AppendUint64(v, uint64(c.issued.Unix()))
 	v = append(v, d.mac(v)...)
-	http.SetCookie(w, &http.Cookie{
-		Name:     deviceCookieName,
-		Value:    base64.RawURLEncoding.EncodeToString(v),
-		Path:     "/",
-		MaxAge:   int(deviceLifetime.Seconds()),
-		Secure:   true,
-		HttpOnly: true,
-		SameSite: http.SameSiteStrictMode,
-	})
+	return base64.RawURLEncoding.EncodeToString(v)
 }
 
 // errNoDevice means the request brings no valid device cookie for the
-// account: none, another account's, a forged, altered or expired one.
+// account: none, another account's, a forged, altered or expired one,
+// one of an earlier credential epoch, or one whose number the account
+// no longer has.
 var errNoDevice = errors.New("no device cookie of this account")
 
+// parse reads a device cookie's value: what it says, if the server
+// signed it for the account of email and it has not expired. It does no
+// I/O.
+func (d *devices) parse(value, email string, now time.Time) (deviceCookie, error) {
+	v, err := base64.RawURLEncoding.Strict().DecodeString(value)
+	if err != nil || len(v) != deviceValueLen {
+		return deviceCookie{}, errNoDevice
+	}
+	body, mac := v[:deviceBodyLen], v[deviceBodyLen:]
+	if !hmac.Equal(mac, d.mac(body)) {
+		return deviceCookie{}, errNoDevice
+	}
+	acct := accountDigest(email)
+	if !hmac.Equal(body[:deviceAccountLen], acct[:]) {
+		return deviceCookie{}, errNoDevice
+	}
+	rest := body[deviceAccountLen:]
+	c := deviceCookie{
+		number: string(rest[:deviceNumberLen]),
+		epoch:  int64(binary.BigEndian.Uint64(rest[deviceNumberLen:])),
+		issued: time.Unix(int64(binary.BigEndian.Uint64(rest[deviceNumberLen+deviceEpochLen:])), 0),
+	}
+	if age := now.Sub(c.issued); age > deviceLifetime || age < -time.Minute {
+		return deviceCookie{}, errNoDevice
+	}
+	return c, nil
+}
+
 // recognize returns the device number of the request's device cookie if
-// it is valid for the account of email.
-func (d *devices) recognize(r *http.Request, email string) (string, error) {
-	if d.off {
+// it is valid for the account of email in credential epoch epoch, and
+// errNoDevice if it is not. Another error means Redis could not say.
+func (d *devices) recognize(ctx context.Context, r *http.Request, email string, epoch int64) (string, error) {
+	if d.d.noDeviceCookies {
 		return "", errNoDevice
 	}
 	ck, err := r.Cookie(deviceCookieName)
 	if err != nil {
 		return "", errNoDevice
 	}
-	v, err := base64.RawURLEncoding.Strict().DecodeString(ck.Value)
-	if err != nil || len(v) != deviceValueLen {
+	c, err := d.parse(ck.Value, email, time.Now())
+	if err != nil {
+		return "", err
+	}
+	if c.epoch != epoch && !d.d.devicesAnyEpoch {
 		return "", errNoDevice
 	}
-	body, mac := v[:deviceValueLen-deviceMACLen], v[deviceValueLen-deviceMACLen:]
-	if !hmac.Equal(mac, d.mac(body)) {
-		return "", errNoDevice
+	if d.d.unboundedDevices {
+		return c.number, nil
 	}
-	acct := accountDigest(email)
-	if !hmac.Equal(body[:deviceAccountLen], acct[:]) {
+	err = d.rdb.ZScore(ctx, d.registry(email, c.epoch), c.number).Err()
+	switch {
+	case errors.Is(err, redis.Nil):
 		return "", errNoDevice
+	case err != nil:
+		return "", fmt.Errorf("device registry: %w", err)
 	}
-	issued := time.Unix(int64(binary.BigEndian.Uint64(body[deviceAccountLen+deviceNumberLen:])), 0)
-	if age := time.Since(issued); age > deviceLifetime || age < -time.Minute {
-		return "", errNoDevice
+	return c.number, nil
+}
+
+// issue sets a device cookie for the account of email in credential
+// epoch epoch on h, the headers of the answer to a successful login,
+// and returns its number: known, the number of the device cookie the
+// login brought (valid), or a new one. The number goes into the
+// account's registry, which keeps the maxDevices used last.
+func (d *devices) issue(ctx context.Context, h http.Header, email string, epoch int64, known string) (string, error) {
+	number := known
+	if number == "" || d.d.newDeviceEveryLogin {
+		number = rand.Text()[:deviceNumberLen]
 	}
-	return string(body[deviceAccountLen : deviceAccountLen+deviceNumberLen]), nil
+	now := time.Now()
+	if !d.d.unboundedDevices {
+		k := d.registry(email, epoch)
+		_, err := d.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.ZAdd(ctx, k, redis.Z{Score: float64(now.UnixMicro()), Member: number})
+			p.ZRemRangeByRank(ctx, k, 0, -maxDevices-1)
+			p.Expire(ctx, k, deviceLifetime)
+			return nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("device registry: %w", err)
+		}
+	}
+	c := &http.Cookie{
+		Name:     deviceCookieName,
+		Value:    d.sign(email, deviceCookie{number: number, epoch: epoch, issued: now}),
+		Path:     "/",
+		MaxAge:   int(deviceLifetime.Seconds()),
+		Secure:   true,
+		HttpOnly: true,
+		SameSite: http.SameSiteStrictMode,
+	}
+	h.Add("Set-Cookie", c.String())
+	return number, nil
 }

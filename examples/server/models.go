@@ -16,6 +16,11 @@ type User struct {
 	// account.
 	Name         string `gorm:"size:50;not null;default:''"`
 	PasswordHash string `gorm:"not null"`
+	// CredentialEpoch counts the password's changes: every change raises
+	// it with the hash, in one statement. A login hands out its session
+	// and device cookie only for the epoch whose password it checked (see
+	// startSession and devices.go).
+	CredentialEpoch int64 `gorm:"not null;default:0"`
 }
 
 // Post is a message by a user. Posts are listed newest first by ID alone:
