@@ -98,6 +98,9 @@ type defences struct {
 	noKnownDeviceSlot         bool         // known devices' password checks wait with every other login's, in its queue
 	inFlightLoginSurvives     bool         // a login whose password check preceded a password change still gets its session
 	passwordGuessesPerAddress bool         // a password change's check of the current password counts per account and address only
+	outboxAnyHost             bool         // the development outbox answers whatever Host a request names
+	nullEmptyOutbox           bool         // the empty development outbox answers {"messages": null}
+	noNosniff                 bool         // answers go without X-Content-Type-Options: nosniff
 	keepOtherSessions         bool         // a password change leaves the user's other sessions alive
 	tokenInBody               bool         // a cookie login also sends the token in the answer's body
 	openEmbeddedRedis         bool         // the embedded Redis answers any local client, with no password

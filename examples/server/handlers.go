@@ -74,7 +74,7 @@ func (a *App) routes() http.Handler {
 	mux.Handle("GET /app.js", web)
 	mux.Handle("GET /snowkey.js", web)
 	mux.Handle("GET /style.css", web)
-	return a.observe(jsonNotFound(mux))
+	return a.nosniff(a.observe(jsonNotFound(mux)))
 }
 
 // opsRoutes builds the handler of what operators read, for a listener of
@@ -84,7 +84,22 @@ func (a *App) opsRoutes() http.Handler {
 	mux.Handle("GET /metrics", a.metrics.handler())
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.HandleFunc("GET /healthz", a.healthz)
-	return mux
+	return a.nosniff(mux)
+}
+
+// nosniff sends X-Content-Type-Options: nosniff on every answer, before
+// any handler (the tokens middleware's refusals, the mux's 404s and the
+// page's files included) writes it: browsers then never read an answer
+// as another type than its Content-Type says, such as a JSON answer
+// that holds a user's text as a script or a style sheet.
+func (a *App) nosniff(next http.Handler) http.Handler {
+	if a.defences.noNosniff {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // apiHandler adapts a handler that returns its error answer.

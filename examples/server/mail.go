@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -68,18 +71,74 @@ func (o *outbox) messages() ([]Message, <-chan struct{}) {
 	return out, o.sent
 }
 
-// devOutbox: GET /api/dev/outbox -> {"messages": [...]}, newest first. It
-// is routed only when the outbox is the Mailer, and answers only clients
-// on this machine.
+// devOutbox: GET /api/dev/outbox -> {"messages": [...]}, newest first,
+// an empty list before the first mail. It is routed only when the outbox
+// is the Mailer, and answers only a client on this machine that reached
+// the server by a name of this machine (see outboxRefusal).
 func (a *App) devOutbox(w http.ResponseWriter, r *http.Request) *apiError {
-	if !isLoopback(clientIP(r)) {
-		return &apiError{status: http.StatusForbidden, msg: "the development outbox answers this machine only"}
+	if e := a.outboxRefusal(r); e != nil {
+		return e
 	}
 	msgs, _ := a.outbox.messages()
+	if msgs == nil && !a.defences.nullEmptyOutbox {
+		msgs = []Message{}
+	}
 	writeJSON(w, http.StatusOK, struct {
 		Messages []Message `json:"messages"`
 	}{msgs})
 	return nil
+}
+
+// outboxRefusal returns the 403 of a request the development outbox must
+// not answer, or nil. The outbox holds every sign-up's link, so it
+// answers only
+//
+//   - a client on this machine: the TCP peer is a loopback address;
+//   - that asked for this machine by name: the Host is localhost, a name
+//     under .localhost, a loopback address, or the host of
+//     Config.PublicURL. A page on any site can make its visitor's
+//     browser read its own origin, and a name it controls can resolve to
+//     127.0.0.1 (DNS rebinding): the browser then sends that name as the
+//     Host, which this check refuses;
+//   - not through a proxy: a request with Forwarded, X-Forwarded-For,
+//     X-Real-IP or Via came through one, and behind a proxy on this
+//     machine every client is a loopback peer.
+func (a *App) outboxRefusal(r *http.Request) *apiError {
+	if !isLoopback(clientIP(r)) {
+		return &apiError{status: http.StatusForbidden, msg: "the development outbox answers this machine only"}
+	}
+	if a.defences.outboxAnyHost {
+		return nil
+	}
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip", "Via"} {
+		if r.Header.Get(h) != "" {
+			return &apiError{status: http.StatusForbidden, msg: "the development outbox answers no request that came through a proxy (" + h + ")"}
+		}
+	}
+	if !a.isOwnHost(r.Host) {
+		return &apiError{status: http.StatusForbidden, msg: "the development outbox answers requests for localhost or a loopback address only, not for Host " + strconv.Quote(r.Host)}
+	}
+	return nil
+}
+
+// isOwnHost reports whether host, a request's Host (name or address,
+// with or without a port), names this machine: localhost, a name under
+// .localhost (which browsers resolve to loopback themselves, RFC 6761),
+// a loopback address, or the host of the public URL.
+func (a *App) isOwnHost(host string) bool {
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.ToLower(strings.Trim(name, "[]")), ".")
+	if name == "" {
+		return false
+	}
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") || isLoopback(name) {
+		return true
+	}
+	u, err := url.Parse(a.publicURL)
+	return err == nil && strings.EqualFold(u.Hostname(), name)
 }
 
 // verifyMessage is the mail of a sign-up: the link that finishes it.
