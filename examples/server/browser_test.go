@@ -373,6 +373,9 @@ func TestBrowserInspector(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.do("open the other server's page", chromedp.Navigate(srv2.URL), chromedp.WaitVisible(chromedp.CSS("#inspector")))
+	// The inspector works once the page has read the layout and set its
+	// handlers up.
+	b.poll("the page set up", pageReady)
 	checkInspector(t, b, cli, narrow, []string{"--epoch", narrow.Epoch.Format(time.RFC3339), "--worker-bits", "5", "--sequence-bits", "13"}, id2)
 
 	// Guess a password on the page until the limit answers.

@@ -74,6 +74,7 @@ func (a *App) routes() http.Handler {
 	mux.Handle("GET /app.js", web)
 	mux.Handle("GET /snowkey.js", web)
 	mux.Handle("GET /style.css", web)
+	mux.Handle("GET /favicon.svg", web)
 	return a.nosniff(a.observe(jsonNotFound(mux)))
 }
 

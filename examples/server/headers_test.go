@@ -37,6 +37,7 @@ func TestNosniff(t *testing.T) {
 				{method: "GET", url: srv.URL + "/", status: 200},
 				{method: "GET", url: srv.URL + "/app.js", status: 200},
 				{method: "GET", url: srv.URL + "/style.css", status: 200},
+				{method: "GET", url: srv.URL + "/favicon.svg", status: 200},
 				{method: "GET", url: srv.URL + "/api/layout", status: 200},
 				{method: "GET", url: srv.URL + "/api/dev/outbox", status: 200},
 				{method: "GET", url: srv.URL + "/api/me", header: map[string]string{"Authorization": "Bearer " + tok}, status: 200},

@@ -311,7 +311,15 @@ function inspect(text) {
   out.hidden = false;
 }
 
-document.addEventListener("DOMContentLoaded", () => run(async () => {
+document.addEventListener("DOMContentLoaded", async () => {
+  await run(setUp);
+  // The page has done what it does on load, or shows why it could not.
+  document.body.dataset.ready = "true";
+});
+
+// setUp loads the layout, sets the page's handlers up, shows the outbox
+// and the logged-in view if the browser holds a valid cookie.
+async function setUp() {
   await loadLayout();
   $("inspect-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -393,4 +401,4 @@ document.addEventListener("DOMContentLoaded", () => run(async () => {
   } else {
     showVerify();
   }
-}));
+}
