@@ -410,6 +410,24 @@ func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := in.check(false); e != nil {
 		return e
 	}
+	// Only a login that brings a device cookie the server signed for this
+	// account can be from a known device; any other is counted against
+	// the account's limits before the database is read, and checked in
+	// the class of other logins (see hashPool). When that class's queue
+	// is full, as it is under a flood from many addresses, such a login
+	// is answered now, before the account's limits and the database spend
+	// anything on it: the flood's refused requests take as little of
+	// Redis and the database from the owners' logins as they can.
+	signed := a.devices.signed(r, in.Email)
+	if !signed {
+		if !a.defences.noEarlyShed && a.hashes.full(classLogin) {
+			a.hashes.rejected.Add(1)
+			return a.internal(r.Context(), "login", errHashBusy)
+		}
+		if _, e := a.loginThrottled(r, in.Email, false, 0); e != nil {
+			return e
+		}
+	}
 	var u User
 	err := a.db.WithContext(r.Context()).Where("email = ?", in.Email).Take(&u).Error
 	hash := u.PasswordHash
@@ -419,9 +437,12 @@ func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
 	case err != nil:
 		return a.internal(r.Context(), "login: find user", err)
 	}
-	device, e := a.loginThrottled(r, in.Email, u.ID != 0, u.CredentialEpoch)
-	if e != nil {
-		return e
+	var device string
+	if signed {
+		var e *apiError
+		if device, e = a.loginThrottled(r, in.Email, u.ID != 0, u.CredentialEpoch); e != nil {
+			return e
+		}
 	}
 	ok, e := a.passwordMatches(r.Context(), in.Password, hash, device)
 	if e != nil {

@@ -175,6 +175,22 @@ func (d *devices) parse(value, email string, now time.Time) (deviceCookie, error
 	return c, nil
 }
 
+// signed reports whether the request brings a device cookie that the
+// server signed for the account of email and that has not expired: one
+// that recognize may accept, once it has checked the epoch and the
+// registry. It does no I/O.
+func (d *devices) signed(r *http.Request, email string) bool {
+	if d.d.noDeviceCookies {
+		return false
+	}
+	ck, err := r.Cookie(deviceCookieName)
+	if err != nil {
+		return false
+	}
+	_, err = d.parse(ck.Value, email, time.Now())
+	return err == nil
+}
+
 // recognize returns the device number of the request's device cookie if
 // it is valid for the account of email in credential epoch epoch, and
 // errNoDevice if it is not. Another error means Redis could not say.

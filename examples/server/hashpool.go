@@ -120,6 +120,13 @@ func newHashPool(o ThrottleOptions, unbounded, noKnownDeviceSlot bool) (*hashPoo
 	return p, nil
 }
 
+// full reports whether a request of class c would be refused at once
+// for want of room in its queue, as do would answer it now.
+func (p *hashPool) full(c hashClass) bool {
+	c = p.classOf(c)
+	return p.limit[c] > 0 && p.classPending[c].Load() >= p.limit[c]
+}
+
 // canRun reports whether a job of class c may take a slot now. p.mu is
 // held.
 func (p *hashPool) canRun(c hashClass) bool {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
+
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
@@ -310,5 +312,47 @@ func TestHashPoolHTTP(t *testing.T) {
 	release()
 	if r := call(t, srv, "POST", "/api/login", "", `{"email":"x@example.com","password":"`+goodPassword+`"}`); r.status != 401 {
 		t.Fatalf("login once the slots are free: %d %s", r.status, r.body)
+	}
+}
+
+// TestLoginShedding fills the queue of the logins from devices their
+// owners never used and sends such a login, with no device cookie: it is
+// answered 503 at once, before its database read and the account's rate
+// limits, so the account's limit (a burst of 2, one spent by the
+// sign-up's verification) is untouched, and the first login once the
+// queue has room reaches the password check (401). The owner's login
+// with their device cookie is not shed. In the control run the refused
+// login counts against the account's limit first, and the test sees the
+// login after it refused 429.
+func TestLoginShedding(t *testing.T) {
+	t.Parallel()
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shed early", true: "control"}[control], func(t *testing.T) {
+			testenv.Deadline(t, time.Minute)
+			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: generous(), Argon2: cheapArgon2}
+			cfg.Throttle.LoginPerAccount = redis_rate.Limit{Rate: 1, Period: 24 * time.Hour, Burst: 2}
+			app, _ := startAppWithout(t, cfg, defences{noEarlyShed: control})
+			const owner = "owner@example.com"
+			_, device := signupVerified(t, app, "198.51.100.7:1", owner, goodPassword)
+			guess := `{"email":"` + owner + `","password":"wrong-password-1"}`
+
+			full := app.hashes.limit[classLogin]
+			app.hashes.classPending[classLogin].Add(full)
+			if r := from(t, app, "203.0.113.1:1", "POST", "/api/login", guess); r.status != http.StatusServiceUnavailable {
+				t.Fatalf("a login with no device cookie, the queue full: %d %s, want 503", r.status, r.body)
+			}
+			if r := fromWith(t, app, "198.51.100.7:1", "POST", "/api/login", `{"email":"`+owner+`","password":"`+goodPassword+`"}`, device); r.status != http.StatusOK {
+				t.Errorf("the owner's device, the queue of other logins full: %d %s, want 200", r.status, r.body)
+			}
+			app.hashes.classPending[classLogin].Add(-full)
+
+			r := from(t, app, "203.0.113.2:1", "POST", "/api/login", guess)
+			switch {
+			case control && r.status != http.StatusTooManyRequests:
+				t.Fatalf("control: the login after the refused one: %d %s; want the account's 429", r.status, r.body)
+			case !control && r.status != http.StatusUnauthorized:
+				t.Fatalf("the login after the shed one: %d %s; want it checked, 401", r.status, r.body)
+			}
+		})
 	}
 }
