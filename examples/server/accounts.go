@@ -222,6 +222,13 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := a.decodeJSON(w, r, &in); e != nil {
 		return e
 	}
+	// A sign-up the hash pool would refuse for want of room in the new
+	// passwords' queue is refused now, before its rate limits spend
+	// anything of Redis on it (see login).
+	if !a.defences.noEarlyShed && a.hashes.full(classNewPassword) {
+		a.hashes.rejected.Add(1)
+		return a.internal(r.Context(), "signup", errHashBusy)
+	}
 	if e := a.throttled(r, signupIP, addressKey(clientIP(r))); e != nil {
 		return e
 	}

@@ -96,7 +96,7 @@ type defences struct {
 	unboundedDevices          bool         // an account has any number of device numbers
 	newDeviceEveryLogin       bool         // a login that brings a valid device cookie gets a new device number
 	noKnownDeviceSlot         bool         // known devices' password checks wait with every other login's, in its queue
-	noEarlyShed               bool         // a login with no device cookie that the hash pool will refuse spends a database read and rate-limit round trips first
+	noEarlyShed               bool         // a login with no device cookie, or a sign-up, that the hash pool will refuse spends its rate limits (and a login its database read) first
 	inFlightLoginSurvives     bool         // a login whose password check preceded a password change still gets its session
 	passwordGuessesPerAddress bool         // a password change's check of the current password counts per account and address only
 	outboxAnyHost             bool         // the development outbox answers whatever Host a request names

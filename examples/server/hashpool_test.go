@@ -356,3 +356,35 @@ func TestLoginShedding(t *testing.T) {
 		})
 	}
 }
+
+// TestSignupShedding fills the new passwords' queue and sends a sign-up:
+// it is answered 503 at once, before its rate limits, so the address's
+// sign-up limit (a burst of 1) is untouched, and the first sign-up once
+// the queue has room is taken (202). In the control run the refused
+// sign-up spends the address's limit first, and the test sees the one
+// after it refused 429.
+func TestSignupShedding(t *testing.T) {
+	t.Parallel()
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shed early", true: "control"}[control], func(t *testing.T) {
+			testenv.Deadline(t, time.Minute)
+			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: generous(), Argon2: cheapArgon2}
+			cfg.Throttle.SignupPerIP = redis_rate.Limit{Rate: 1, Period: 24 * time.Hour, Burst: 1}
+			app, _ := startAppWithout(t, cfg, defences{noEarlyShed: control})
+			signup := `{"email":"new@example.com","password":"` + goodPassword + `","name":"N"}`
+			full := app.hashes.limit[classNewPassword]
+			app.hashes.classPending[classNewPassword].Add(full)
+			if r := from(t, app, "203.0.113.1:1", "POST", "/api/signup", signup); r.status != http.StatusServiceUnavailable {
+				t.Fatalf("a sign-up with the queue full: %d %s, want 503", r.status, r.body)
+			}
+			app.hashes.classPending[classNewPassword].Add(-full)
+			r := from(t, app, "203.0.113.1:1", "POST", "/api/signup", signup)
+			switch {
+			case control && r.status != http.StatusTooManyRequests:
+				t.Fatalf("control: the sign-up after the refused one: %d %s; want the address's 429", r.status, r.body)
+			case !control && r.status != http.StatusAccepted:
+				t.Fatalf("the sign-up after the shed one: %d %s; want 202", r.status, r.body)
+			}
+		})
+	}
+}
