@@ -95,10 +95,14 @@ func (c *credentials) check(signup bool) *apiError {
 	return nil
 }
 
+// normalEmail is s as an email is stored, looked up and counted: trimmed
+// and in lower case.
+func normalEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
 // checkEmail returns the address trimmed and in lower case, or why it is
 // not one.
 func checkEmail(s string) (string, *apiError) {
-	email := strings.ToLower(strings.TrimSpace(s))
+	email := normalEmail(s)
 	switch {
 	case email == "":
 		return "", badRequest("email is required")
@@ -411,26 +415,26 @@ func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := a.decodeJSON(w, r, &in); e != nil {
 		return e
 	}
+	// Only a login that brings a device cookie the server signed for this
+	// account can be from a known device; any other is checked in the
+	// class of other logins (see hashPool). When that class's queue is
+	// full, as it is under a flood from many addresses, such a login is
+	// answered now, before any rate limit and the database spend anything
+	// on it: the flood's refused requests take as little of Redis and the
+	// database from the owners' logins as they can. It also meets the
+	// account's limits before the database is read.
+	signed := a.devices.signed(r, normalEmail(in.Email))
+	if !signed && !a.defences.noEarlyShed && a.hashes.full(classLogin) {
+		a.hashes.rejected.Add(1)
+		return a.internal(r.Context(), "login", errHashBusy)
+	}
 	if e := a.throttled(r, loginIP, addressKey(clientIP(r))); e != nil {
 		return e
 	}
 	if e := in.check(false); e != nil {
 		return e
 	}
-	// Only a login that brings a device cookie the server signed for this
-	// account can be from a known device; any other is counted against
-	// the account's limits before the database is read, and checked in
-	// the class of other logins (see hashPool). When that class's queue
-	// is full, as it is under a flood from many addresses, such a login
-	// is answered now, before the account's limits and the database spend
-	// anything on it: the flood's refused requests take as little of
-	// Redis and the database from the owners' logins as they can.
-	signed := a.devices.signed(r, in.Email)
 	if !signed {
-		if !a.defences.noEarlyShed && a.hashes.full(classLogin) {
-			a.hashes.rejected.Add(1)
-			return a.internal(r.Context(), "login", errHashBusy)
-		}
 		if _, e := a.loginThrottled(r, in.Email, false, 0); e != nil {
 			return e
 		}

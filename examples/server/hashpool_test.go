@@ -317,19 +317,20 @@ func TestHashPoolHTTP(t *testing.T) {
 
 // TestLoginShedding fills the queue of the logins from devices their
 // owners never used and sends such a login, with no device cookie: it is
-// answered 503 at once, before its database read and the account's rate
-// limits, so the account's limit (a burst of 2, one spent by the
-// sign-up's verification) is untouched, and the first login once the
-// queue has room reaches the password check (401). The owner's login
-// with their device cookie is not shed. In the control run the refused
-// login counts against the account's limit first, and the test sees the
-// login after it refused 429.
+// answered 503 at once, before any rate limit and its database read, so
+// the address's limit (a burst of 1) and the account's (a burst of 2,
+// one spent by the sign-up's verification) are untouched, and the next
+// login from that address, once the queue has room, reaches the password
+// check (401). The owner's login with their device cookie is not shed.
+// In the control run the refused login spends the limits first, and the
+// test sees the login after it refused 429.
 func TestLoginShedding(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "shed early", true: "control"}[control], func(t *testing.T) {
 			testenv.Deadline(t, time.Minute)
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: generous(), Argon2: cheapArgon2}
+			cfg.Throttle.LoginPerIP = redis_rate.Limit{Rate: 1, Period: 24 * time.Hour, Burst: 1}
 			cfg.Throttle.LoginPerAccount = redis_rate.Limit{Rate: 1, Period: 24 * time.Hour, Burst: 2}
 			app, _ := startAppWithout(t, cfg, defences{noEarlyShed: control})
 			const owner = "owner@example.com"
@@ -341,15 +342,15 @@ func TestLoginShedding(t *testing.T) {
 			if r := from(t, app, "203.0.113.1:1", "POST", "/api/login", guess); r.status != http.StatusServiceUnavailable {
 				t.Fatalf("a login with no device cookie, the queue full: %d %s, want 503", r.status, r.body)
 			}
-			if r := fromWith(t, app, "198.51.100.7:1", "POST", "/api/login", `{"email":"`+owner+`","password":"`+goodPassword+`"}`, device); r.status != http.StatusOK {
+			if r := fromWith(t, app, "198.51.100.8:1", "POST", "/api/login", `{"email":"`+owner+`","password":"`+goodPassword+`"}`, device); r.status != http.StatusOK {
 				t.Errorf("the owner's device, the queue of other logins full: %d %s, want 200", r.status, r.body)
 			}
 			app.hashes.classPending[classLogin].Add(-full)
 
-			r := from(t, app, "203.0.113.2:1", "POST", "/api/login", guess)
+			r := from(t, app, "203.0.113.1:1", "POST", "/api/login", guess)
 			switch {
 			case control && r.status != http.StatusTooManyRequests:
-				t.Fatalf("control: the login after the refused one: %d %s; want the account's 429", r.status, r.body)
+				t.Fatalf("control: the login after the refused one: %d %s; want a 429", r.status, r.body)
 			case !control && r.status != http.StatusUnauthorized:
 				t.Fatalf("the login after the shed one: %d %s; want it checked, 401", r.status, r.body)
 			}
