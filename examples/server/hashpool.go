@@ -50,10 +50,13 @@ const (
 //   - logins from known devices may take every slot, and one slot is
 //     theirs alone: a credential-stuffing or sign-up flood, however
 //     many addresses it comes from, leaves it free;
-//   - other logins and new passwords together hold at most every slot
-//     but that one, and new passwords at most every slot but two (at
-//     least one), so that on three slots or more a sign-up flood leaves
-//     the other logins a slot too;
+//   - other logins and new passwords start only while they leave a slot
+//     free, whoever holds the others: so they hold at most every slot
+//     but one, and none starts beside known devices that hold all but
+//     one (on two slots: none starts while a known device hashes);
+//   - new passwords hold at most every slot but two (at least one), so
+//     that on three slots or more a sign-up flood leaves the other
+//     logins a slot too;
 //   - a freed slot goes to a waiting known device first, then to a
 //     waiting login, then to a new password: on two slots, where
 //     sign-ups and other logins share one, a login waits for one
@@ -67,7 +70,7 @@ type hashPool struct {
 	running [numHashClasses]int           // jobs of each class holding a slot
 	waiting [numHashClasses][]*hashWaiter // requests of each class waiting for a slot, oldest first
 	most    [numHashClasses]int           // the slots each class may hold (see canRun)
-	shared  int                           // the slots logins and new passwords hold together at most
+	shared  int                           // other work than known devices' starts only while fewer slots are busy
 	limit   [numHashClasses]int64         // the most requests of a class hashing or waiting; 0: no bound (a control run)
 	wait    time.Duration                 // the longest wait for a slot; 0: no bound (a control run)
 	classOf func(hashClass) hashClass     // the class a request is served as (a control run serves known devices as logins)
@@ -137,7 +140,11 @@ func (p *hashPool) canRun(c hashClass) bool {
 	if busy >= p.slots || p.running[c] >= p.most[c] {
 		return false
 	}
-	return c == classKnownDevice || p.running[classLogin]+p.running[classNewPassword] < p.shared
+	// Other work starts only while it leaves a slot free: never in the
+	// known devices' own slot, nor beside a known device that has taken
+	// it, whose hash then shares neither a core nor memory bandwidth
+	// with a flood's.
+	return c == classKnownDevice || busy < p.shared
 }
 
 // do runs f, a password hash (and, for classNewPassword, the strength

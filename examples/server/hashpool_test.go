@@ -282,6 +282,66 @@ func TestHashPoolKnownDevices(t *testing.T) {
 	}
 }
 
+// TestHashPoolBesideKnownDevice runs a known device's hash and sends
+// other logins meanwhile: they start only while they leave a slot free,
+// so beside the known device they hold every slot but two (none on two
+// slots, where the known device's hash then shares a core with no
+// flood's), and the next of them starts once it is done. In the control
+// run, with no bound, they take every slot the known device left.
+func TestHashPoolBesideKnownDevice(t *testing.T) {
+	t.Parallel()
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "a slot left free", true: "control"}[control], func(t *testing.T) {
+			ctx := testenv.Deadline(t, time.Minute)
+			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour}, control, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			known, knownRuns := make(chan struct{}), make(chan struct{})
+			var knownDone sync.Once
+			endKnown := func() { knownDone.Do(func() { close(known) }) }
+			release := make(chan struct{})
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer close(release)
+			defer endKnown()
+			wg.Go(func() { _ = p.do(ctx, classKnownDevice, func() error { close(knownRuns); <-known; return nil }) })
+			<-knownRuns
+			var ran atomic.Int64
+			logins := p.slots
+			for range logins {
+				wg.Go(func() { _ = p.do(ctx, classLogin, func() error { ran.Add(1); <-release; return nil }) })
+			}
+			waitPending(ctx, t, p, 1+logins)
+			want := int64(p.slots - 2)
+			if control {
+				want = int64(p.slots - 1)
+			}
+			for ran.Load() < want {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("%d logins run beside the known device, want %d", ran.Load(), want)
+				case <-time.After(time.Millisecond):
+				}
+			}
+			if n := ran.Load(); n != want || p.busy() != int(want)+1 {
+				t.Fatalf("beside the known device: %d logins run, %d slots busy; want %d logins", n, p.busy(), want)
+			}
+			if control {
+				return
+			}
+			endKnown()
+			for ran.Load() < want+1 {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("no login started once the known device was done: %d run", ran.Load())
+				case <-time.After(time.Millisecond):
+				}
+			}
+		})
+	}
+}
+
 // waitPending waits until n requests are in p (hashing or waiting), or
 // fails the test when ctx ends.
 func waitPending(ctx context.Context, t *testing.T, p *hashPool, n int) {
