@@ -168,8 +168,8 @@ func (a *App) throttled(r *http.Request, rl rule, key string) *apiError {
 // loginThrottled counts a password check for the account of email (a
 // login, a password change's check of the current password, or a
 // sign-up's verification) against the limits of the device that sends
-// it, if it is one the owner has logged in from in the account's
-// credential epoch epoch, or else of the account: see ThrottleOptions.
+// it, if that is a device the owner has logged in from with the password
+// of credential epoch epoch, or else of the account: see ThrottleOptions.
 // known says whether the account exists (a sign-up being verified has
 // none yet, an unknown email neither); the device it returns is the
 // known device's number, or "".
