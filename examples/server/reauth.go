@@ -20,8 +20,10 @@ type reauthInput struct {
 // cookie or the answer. The requests the page sent with the old cookie
 // before this answer came back, and a second click, are served by the
 // rotation's grace window (tokens.Options.RotationGrace): the page stays
-// logged in with one session. The check of the password counts against
-// the login limits of the account, as a login's does.
+// logged in with one session. The check of the password counts as a
+// login's does: against the address's limit, and the limit of the device
+// (a device cookie of the account's credential epoch) or else of the
+// account; a known device's check takes the known devices' hash slot.
 func (a *App) reauthenticate(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
 	var in reauthInput
 	if e := a.decodeJSON(w, r, &in); e != nil {
@@ -34,10 +36,14 @@ func (a *App) reauthenticate(w http.ResponseWriter, r *http.Request, s tokens.Se
 	if e != nil {
 		return e
 	}
-	if e := a.loginThrottled(r, u.Email); e != nil {
+	if e := a.throttled(r, loginIP, addressKey(clientIP(r))); e != nil {
 		return e
 	}
-	ok, e := a.passwordMatches(r.Context(), in.Password, u.PasswordHash)
+	device, e := a.loginThrottled(r, u.Email, true, u.CredentialEpoch)
+	if e != nil {
+		return e
+	}
+	ok, e := a.passwordMatches(r.Context(), in.Password, u.PasswordHash, device)
 	if e != nil {
 		return e
 	}
