@@ -8,7 +8,7 @@
 // The page never holds its login token: the login asks for it in an
 // HttpOnly cookie, which the browser sends with every request to the
 // server and which no script, this one included, can read.
-import { decodeID as decode, layoutFromServer, parseID as parse, timeBits } from "/snowkey.js";
+import { decodeID as decode, layoutFromServer, parseID as parse, parseJSON, timeBits } from "/snowkey.js";
 
 // The layout of every ID, as GET /api/layout reports it: loaded before
 // anything else on the page runs.
@@ -56,8 +56,11 @@ function status(msg, isError) {
   el.className = isError ? "error" : "";
 }
 
-// api calls the server and returns the parsed JSON (null for 204). The
-// browser sends the login cookie by itself. A 401 on an authenticated
+// api calls the server and returns the parsed JSON (null for 204), read
+// by the package's parseJSON: every ID field (id, user_id, ...) stays its
+// exact string, and an ID sent as a JSON number, which JSON.parse would
+// round, fails the call instead. The browser sends the login cookie by
+// itself. A 401 on an authenticated
 // call means the session is over: back to the login.
 async function api(method, path, body) {
   const headers = {};
@@ -65,7 +68,7 @@ async function api(method, path, body) {
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await res.text();
   let data = null;
-  if (text && (res.headers.get("Content-Type") || "").startsWith("application/json")) data = JSON.parse(text);
+  if (text && (res.headers.get("Content-Type") || "").startsWith("application/json")) data = parseJSON(text);
   if (!res.ok) {
     if (res.status === 401 && loggedIn) showLoggedOut();
     const err = new Error((data && data.error) || text.trim() || res.statusText);
