@@ -192,6 +192,22 @@ func (a *App) loginThrottled(r *http.Request, email string, known bool, epoch in
 	return "", a.throttled(r, loginAccount, account)
 }
 
+// sessionPasswordThrottled counts a logged-in user's check of their own
+// password (a password change's current password, a reauthentication)
+// as a login's: against the address's limit, then the device's or the
+// account's (loginThrottled), so that a stolen session is worth no more
+// guesses than the login form. The device it returns is the known
+// device's number, or "".
+func (a *App) sessionPasswordThrottled(r *http.Request, u User) (string, *apiError) {
+	if a.defences.passwordGuessesPerAddress {
+		return "", a.throttled(r, loginAccountIP, accountKey(u.Email)+":"+addressKey(clientIP(r)))
+	}
+	if e := a.throttled(r, loginIP, addressKey(clientIP(r))); e != nil {
+		return "", e
+	}
+	return a.loginThrottled(r, u.Email, true, u.CredentialEpoch)
+}
+
 // signupAccepted is the answer to every signup that passed the checks,
 // whether the email was new or already registered: the same status and
 // body, after the same work, so that signup tells no one which emails
@@ -618,12 +634,7 @@ func (a *App) changePassword(w http.ResponseWriter, r *http.Request, s tokens.Se
 	if e != nil {
 		return e
 	}
-	var device string
-	if a.defences.passwordGuessesPerAddress {
-		e = a.throttled(r, loginAccountIP, accountKey(u.Email)+":"+addressKey(clientIP(r)))
-	} else if e = a.throttled(r, loginIP, addressKey(clientIP(r))); e == nil {
-		device, e = a.loginThrottled(r, u.Email, true, u.CredentialEpoch)
-	}
+	device, e := a.sessionPasswordThrottled(r, u)
 	if e != nil {
 		return e
 	}

@@ -244,58 +244,71 @@ func TestPasswordChangeInFlightLogin(t *testing.T) {
 	}
 }
 
-// TestPasswordChangeGuesses is a stolen session that guesses the current
-// password through POST /api/password, one guess from each of 100
-// addresses. The guesses count against the account's bound on every
-// address together, as logins do: no more than its burst reach the
-// password check, and the right guess after them is refused, while the
-// owner, from their known device, changes the password. In the control
-// run, which counts them per account and address alone, all 100 are
-// checked and the right guess takes the account.
+// TestPasswordChangeGuesses is a stolen session that guesses the user's
+// password through POST /api/password (as the current password) and
+// POST /api/reauth, one guess from each of 100 addresses. The guesses
+// count against the account's bound on every address together, as
+// logins do: no more than its burst reach the password check, and the
+// right guess after them is refused, while the owner, from their known
+// device, changes the password. In the control run, which counts them
+// per account and address alone, all 100 are checked and the right guess
+// is taken: the password changed, or the session's token rotated to the
+// thief's new one.
 func TestPasswordChangeGuesses(t *testing.T) {
 	t.Parallel()
-	for _, control := range []bool{false, true} {
-		t.Run(map[bool]string{false: "account-wide", true: "control"}[control], func(t *testing.T) {
-			testenv.Deadline(t, 3*time.Minute)
-			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: defaultBursts(t), Argon2: cheapArgon2}
-			app, _ := startAppWithout(t, cfg, defences{passwordGuessesPerAddress: control})
-			const owner, ownerIP = "owner@example.com", "198.51.100.7:1"
-			verified, device := signupVerified(t, app, ownerIP, owner, goodPassword)
-			var l struct{ Token string }
-			verified.json(t, &l)
-			stolen := l.Token
+	endpoints := []struct {
+		path  string
+		guess func(password string) string
+	}{
+		{"/api/password", func(p string) string {
+			return `{"current_password":"` + p + `","new_password":"` + attackerPassword + `"}`
+		}},
+		{"/api/reauth", func(p string) string { return `{"password":"` + p + `"}` }},
+	}
+	for _, ep := range endpoints {
+		for _, control := range []bool{false, true} {
+			t.Run(strings.TrimPrefix(ep.path, "/api/")+map[bool]string{false: " account-wide", true: " control"}[control], func(t *testing.T) {
+				t.Parallel()
+				testenv.Deadline(t, 3*time.Minute)
+				cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: defaultBursts(t), Argon2: cheapArgon2}
+				app, _ := startAppWithout(t, cfg, defences{passwordGuessesPerAddress: control})
+				const owner, ownerIP = "owner@example.com", "198.51.100.7:1"
+				verified, device := signupVerified(t, app, ownerIP, owner, goodPassword)
+				var l struct{ Token string }
+				verified.json(t, &l)
+				stolen := l.Token
 
-			checked, refused := 0, 0
-			for a := range 100 {
-				r := fromToken(t, app, fmt.Sprintf("203.0.113.%d:1", a+1), "POST", "/api/password", stolen,
-					fmt.Sprintf(`{"current_password":"guess-%d-xyz","new_password":"%s"}`, a, attackerPassword))
-				switch r.status {
-				case http.StatusForbidden:
-					checked++
-				case http.StatusTooManyRequests:
-					refused++
-				default:
-					t.Fatalf("guess %d: %d %s", a, r.status, r.body)
+				checked, refused := 0, 0
+				for a := range 100 {
+					r := fromToken(t, app, fmt.Sprintf("203.0.113.%d:1", a+1), "POST", ep.path, stolen,
+						ep.guess(fmt.Sprintf("guess-%d-xyz", a)))
+					switch r.status {
+					case http.StatusForbidden:
+						checked++
+					case http.StatusTooManyRequests:
+						refused++
+					default:
+						t.Fatalf("guess %d: %d %s", a, r.status, r.body)
+					}
 				}
-			}
-			t.Logf("of 100 guesses from 100 addresses, %d reached the password check, %d refused", checked, refused)
-			right := fromToken(t, app, "203.0.113.200:1", "POST", "/api/password", stolen,
-				`{"current_password":"`+goodPassword+`","new_password":"`+attackerPassword+`"}`)
-			if control {
-				if checked != 100 || right.status != http.StatusOK {
-					t.Fatalf("control: %d guesses checked, then the right one: %d; want all 100 and the account taken", checked, right.status)
+				t.Logf("of 100 guesses through %s from 100 addresses, %d reached the password check, %d refused", ep.path, checked, refused)
+				right := fromToken(t, app, "203.0.113.200:1", "POST", ep.path, stolen, ep.guess(goodPassword))
+				if control {
+					if checked != 100 || right.status != http.StatusOK {
+						t.Fatalf("control: %d guesses checked, then the right one: %d; want all 100 and the right one taken", checked, right.status)
+					}
+					return
 				}
-				return
-			}
-			if burst := cfg.Throttle.LoginPerAccount.Burst; checked >= burst || right.status != http.StatusTooManyRequests {
-				t.Errorf("%d guesses checked (the account's burst is %d), then the right one: %d %s; want fewer than the burst, and a 429",
-					checked, burst, right.status, right.body)
-			}
-			if r := fromToken(t, app, ownerIP, "POST", "/api/password", stolen,
-				`{"current_password":"`+goodPassword+`","new_password":"`+otherPassword+`"}`, device); r.status != http.StatusOK {
-				t.Errorf("the owner's change from their known device: %d %s; want 200", r.status, r.body)
-			}
-		})
+				if burst := cfg.Throttle.LoginPerAccount.Burst; checked >= burst || right.status != http.StatusTooManyRequests {
+					t.Errorf("%d guesses checked (the account's burst is %d), then the right one: %d %s; want fewer than the burst, and a 429",
+						checked, burst, right.status, right.body)
+				}
+				if r := fromToken(t, app, ownerIP, "POST", "/api/password", stolen,
+					`{"current_password":"`+goodPassword+`","new_password":"`+otherPassword+`"}`, device); r.status != http.StatusOK {
+					t.Errorf("the owner's change from their known device: %d %s; want 200", r.status, r.body)
+				}
+			})
+		}
 	}
 }
 

@@ -98,7 +98,7 @@ type defences struct {
 	noKnownDeviceSlot         bool         // known devices' password checks wait with every other login's, in its queue
 	noEarlyShed               bool         // a login with no device cookie, or a sign-up, that the hash pool will refuse spends its rate limits (and a login its database read) first
 	inFlightLoginSurvives     bool         // a login whose password check preceded a password change still gets its session
-	passwordGuessesPerAddress bool         // a password change's check of the current password counts per account and address only
+	passwordGuessesPerAddress bool         // a logged-in user's check of their own password (password change, reauth) counts per account and address only
 	outboxAnyHost             bool         // the development outbox answers whatever Host a request names
 	nullEmptyOutbox           bool         // the empty development outbox answers {"messages": null}
 	noNosniff                 bool         // answers go without X-Content-Type-Options: nosniff

@@ -21,9 +21,8 @@ type reauthInput struct {
 // before this answer came back, and a second click, are served by the
 // rotation's grace window (tokens.Options.RotationGrace): the page stays
 // logged in with one session. The check of the password counts as a
-// login's does: against the address's limit, and the limit of the device
-// (a device cookie of the account's credential epoch) or else of the
-// account; a known device's check takes the known devices' hash slot.
+// login's does (sessionPasswordThrottled), and a known device's takes
+// the known devices' hash slot.
 func (a *App) reauthenticate(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
 	var in reauthInput
 	if e := a.decodeJSON(w, r, &in); e != nil {
@@ -36,10 +35,7 @@ func (a *App) reauthenticate(w http.ResponseWriter, r *http.Request, s tokens.Se
 	if e != nil {
 		return e
 	}
-	if e := a.throttled(r, loginIP, addressKey(clientIP(r))); e != nil {
-		return e
-	}
-	device, e := a.loginThrottled(r, u.Email, true, u.CredentialEpoch)
+	device, e := a.sessionPasswordThrottled(r, u)
 	if e != nil {
 		return e
 	}
