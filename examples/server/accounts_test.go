@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -150,6 +151,10 @@ func TestPasswordChangeInFlightLogin(t *testing.T) {
 				}
 			}}
 			app, srv := startAppWithout(t, Config{Throttle: generous(), Argon2: cheapArgon2}, d)
+			// Let held logins go however the test ends, before the server
+			// closes (cleanups run last in, first out).
+			release := sync.OnceFunc(func() { close(resume) })
+			t.Cleanup(release)
 			const email = "racer@example.com"
 			userID, owner := signupLogin(t, srv, email, goodPassword)
 
@@ -173,6 +178,8 @@ func TestPasswordChangeInFlightLogin(t *testing.T) {
 			for range inFlight {
 				select {
 				case <-held:
+				case a := <-answers:
+					t.Fatalf("a login was answered before it reached step %q: %d %s", tc.step, a.status, a.body)
 				case <-ctx.Done():
 					t.Fatalf("the logins never reached step %q: %v", tc.step, ctx.Err())
 				}
@@ -182,7 +189,7 @@ func TestPasswordChangeInFlightLogin(t *testing.T) {
 			if r.status != http.StatusOK {
 				t.Fatalf("password change: %d %s", r.status, r.body)
 			}
-			close(resume)
+			release()
 
 			survivors, refused := 0, 0
 			var staleDevices []*http.Cookie
