@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/migrations"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // onServer returns dsn with the address of srv: the same database on

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // legacyServerBody is the body of snowflake_reserved_worker() that Up

@@ -4,7 +4,7 @@ import (
 	"embed"
 	"io/fs"
 
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // own holds this folder's migrations: snowflake_id() and its state.

@@ -19,9 +19,9 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/migrations"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // openDB returns a pool on a fresh database, closed when the test ends.

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/migrations"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // upFunc is migrations.Up or a control run's Up without one of its

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // This file gives the snowflake_id() of each database server a worker

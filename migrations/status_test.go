@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/migrations"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // TestServerRestart: a server whose number was claimed issues on it after

@@ -17,7 +17,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // DefaultLockTimeout is how long Up waits for another instance's migration

@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // released is what the code before workerid owned its table applied: both

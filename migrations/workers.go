@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // This file keeps two snowflake_id() functions whose IDs can meet off one

@@ -347,7 +347,7 @@ GO_TEST_P=8
 # the order it is given them, GO_TEST_P at a time, and the slow ones
 # otherwise start last and run one after the other. A hint only: a package
 # no longer there is left out, and one missing here merely starts later.
-SLOW_PACKAGES=(./idtype/workerid ./tokens ./internal/readmecheck)
+SLOW_PACKAGES=(./workerid ./tokens ./internal/readmecheck)
 
 # The modules whose tests take longest, built first so that their tests
 # start first (go_test_all); the root module's are the longest. A hint
@@ -362,7 +362,7 @@ SLOW_MODULES=(. ./examples)
 # level, so '/postgres$' alone let TestX/defended/postgres run twice,
 # once in each pass, against the one PostgreSQL) and the tests named
 # TestPostgres… (VALKEY_RUN runs all others).
-VALKEY_PACKAGES=(./idtype/workerid ./tokens)
+VALKEY_PACKAGES=(./workerid ./tokens)
 VALKEY_SKIP='/(postgres|miniredis)$|//(postgres|miniredis)$|///(postgres|miniredis)$'
 VALKEY_RUN='^(Test[^P]|TestP[^o]|TestPo[^s]|Example|Fuzz)'
 

@@ -1,7 +1,7 @@
 // Command snowkey decodes, generates and bounds snowflake IDs from the
 // shell, moves a database's serial keys onto snowflakes, and checks the
 // worker numbers of database servers. It only calls snowkey's packages
-// (idtype; pgkit/adopt for adopt; migrations and idtype/workerid for
+// (idtype; pgkit/adopt for adopt; migrations and workerid for
 // servers); every layout flag maps to a field of idtype.Layout.
 //
 //	snowkey decode 2116681624581046272 [--json]

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/migrations"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // TestServers: two databases migrated without a pool, as the README

@@ -13,8 +13,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/tokens"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // Config configures the example server. The zero Config runs on the

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // readyTimeout bounds each readiness check: a dependency that does not

@@ -15,9 +15,9 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/tokens"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // backend is a database and Redis a test app runs on.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // defaultWorker is the fixed worker number of a server that has nowhere

@@ -11,10 +11,10 @@ import (
 
 	"github.com/snowkeyhq/snowkey/extra/snowkeyotel"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/migrations"
 	"github.com/snowkeyhq/snowkey/pgkit/partition"
 	"github.com/snowkeyhq/snowkey/tokens"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // This file is every line of the example that builds a snowkey object:

@@ -57,8 +57,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/tokens"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // ScopeName is the instrumentation scope of the tracers and meters this

@@ -15,9 +15,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/snowkeyhq/snowkey/extra/snowkeyotel"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/tokens"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 func TestMain(m *testing.M) {

@@ -45,8 +45,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/tokens"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // DefaultNamespace is the first word of every metric name when

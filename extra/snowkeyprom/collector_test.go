@@ -12,9 +12,9 @@ import (
 
 	"github.com/snowkeyhq/snowkey/extra/snowkeyprom"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/tokens"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 func TestMain(m *testing.M) {

@@ -70,7 +70,7 @@
 // another's. A sketch for lost replies in front of Redis:
 //
 //	func TestChaosLostTakeBack(t *testing.T) {
-//		faults.Scenario{Package: "idtype/workerid", Fault: "lost reply to take-back", Store: "redis",
+//		faults.Scenario{Package: "workerid", Fault: "lost reply to take-back", Store: "redis",
 //			Defence: "take-back", Budget: faults.Budget(t) / 2, // two scenarios share the package's budget
 //		}.Run(t, func(t *testing.T, r *faults.Run) {
 //			proxy := faults.StartProxy(t, testenv.Redis(t))

@@ -16,7 +16,7 @@ import (
 // when the scenario observed the fault happen (Run.Met) or a violation;
 // the runs that missed it are Runs-Met and ControlRuns-ControlMet.
 type Row struct {
-	// Package is the package under test, such as "idtype/workerid".
+	// Package is the package under test, such as "workerid".
 	Package string `json:"package"`
 	// Fault names the fault kind, such as "lost reply to take-back".
 	Fault string `json:"fault"`

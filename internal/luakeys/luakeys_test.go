@@ -30,7 +30,7 @@ func undeclaredIn(t *testing.T, dir string) (found, files []string) {
 // KEYS each key it touches.
 func TestRepositoryScripts(t *testing.T) {
 	found, files := undeclaredIn(t, "../..")
-	for _, want := range []string{"idtype/workerid/redis.go", "tokens/redis.go"} {
+	for _, want := range []string{"workerid/redis.go", "tokens/redis.go"} {
 		if !slices.Contains(files, want) {
 			t.Errorf("no script found in %s: the test reads nothing there", want)
 		}

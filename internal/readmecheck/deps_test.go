@@ -8,11 +8,11 @@ package readmecheck_test
 import (
 	_ "github.com/snowkeyhq/snowkey/gormplugin"
 	_ "github.com/snowkeyhq/snowkey/idtype"
-	_ "github.com/snowkeyhq/snowkey/idtype/workerid"
 	_ "github.com/snowkeyhq/snowkey/migrations"
 	_ "github.com/snowkeyhq/snowkey/pgkit/adopt"
 	_ "github.com/snowkeyhq/snowkey/pgkit/bulk"
 	_ "github.com/snowkeyhq/snowkey/pgkit/partition"
 	_ "github.com/snowkeyhq/snowkey/sqltype"
 	_ "github.com/snowkeyhq/snowkey/tokens"
+	_ "github.com/snowkeyhq/snowkey/workerid"
 )

@@ -224,7 +224,7 @@ func ImportPath(name string) (string, bool) {
 	case "idtype":
 		return "github.com/snowkeyhq/snowkey/idtype", true
 	case "workerid":
-		return "github.com/snowkeyhq/snowkey/idtype/workerid", true
+		return "github.com/snowkeyhq/snowkey/workerid", true
 	case "gormplugin", "sqltype", "migrations", "tokens":
 		return "github.com/snowkeyhq/snowkey/" + name, true
 	case "partition", "bulk", "adopt":

@@ -17,9 +17,9 @@ import (
 
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 	"github.com/snowkeyhq/snowkey/migrations"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // testSchema is an app's schema before snowkey: serial, bigserial and

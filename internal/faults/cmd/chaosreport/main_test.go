@@ -11,13 +11,13 @@ import (
 	"github.com/snowkeyhq/snowkey/internal/testenv"
 )
 
-const goodRows = `{"package":"idtype/workerid","fault":"lost reply","store":"redis","defence":"take-back","runs":3,"met":3,"ids":1000,"tokens":0,"violations":0,"control_runs":1,"control_met":1,"control_violations":400,"control_needed":1,"seed":7,"seconds":20}
+const goodRows = `{"package":"workerid","fault":"lost reply","store":"redis","defence":"take-back","runs":3,"met":3,"ids":1000,"tokens":0,"violations":0,"control_runs":1,"control_met":1,"control_violations":400,"control_needed":1,"seed":7,"seconds":20}
 {"package":"tokens","fault":"failover","store":"redis","defence":"WaitReplicas","runs":2,"met":2,"ids":0,"tokens":50,"violations":0,"control_runs":3,"control_met":2,"control_violations":3,"control_needed":2,"seed":9,"seconds":30}
 {"package":"pgkit/partition","fault":"moves","store":"postgres","defence":"lock order","runs":1,"met":1,"rows":700,"violations":0,"control_runs":1,"control_met":1,"control_violations":9,"control_needed":1,"seed":5,"seconds":8}
 
-{"package":"idtype/workerid","fault":"lost reply","store":"redis","defence":"take-back","runs":2,"met":1,"ids":500,"tokens":0,"violations":0,"control_runs":1,"control_met":1,"control_violations":1,"control_needed":1,"seed":8,"seconds":10}
-{"package":"idtype/workerid","fault":"lost reply","store":"postgres","defence":"take-back","runs":1,"met":1,"ids":70,"violations":0,"control_runs":1,"control_met":1,"control_violations":2,"control_needed":1,"seed":8,"seconds":10}
-{"package":"idtype/workerid","fault":"lost reply","store":"redis","server":"valkey-server","defence":"take-back","runs":1,"met":1,"ids":90,"violations":0,"control_runs":1,"control_met":1,"control_violations":6,"control_needed":1,"seed":4,"seconds":5}
+{"package":"workerid","fault":"lost reply","store":"redis","defence":"take-back","runs":2,"met":1,"ids":500,"tokens":0,"violations":0,"control_runs":1,"control_met":1,"control_violations":1,"control_needed":1,"seed":8,"seconds":10}
+{"package":"workerid","fault":"lost reply","store":"postgres","defence":"take-back","runs":1,"met":1,"ids":70,"violations":0,"control_runs":1,"control_met":1,"control_violations":2,"control_needed":1,"seed":8,"seconds":10}
+{"package":"workerid","fault":"lost reply","store":"redis","server":"valkey-server","defence":"take-back","runs":1,"met":1,"ids":90,"violations":0,"control_runs":1,"control_met":1,"control_violations":6,"control_needed":1,"seed":4,"seconds":5}
 `
 
 func TestRunGood(t *testing.T) {
@@ -27,11 +27,11 @@ func TestRunGood(t *testing.T) {
 	}
 	// The stores of one fault kind stay apart, and so do the servers of
 	// one store; runs of one store on one server add up.
-	want := "| idtype/workerid | lost reply | postgres | take-back | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 2 | 70 | 0 | 0 | 10 | ok |\n" +
-		"| idtype/workerid | lost reply | redis | take-back | 5 | 4 | 1 | 0 | 2 | 2 | 0 | 401 | 1500 | 0 | 0 | 30 | ok |\n" +
-		"| idtype/workerid | lost reply | redis on valkey-server | take-back | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 6 | 90 | 0 | 0 | 5 | ok |\n" +
-		"| pgkit/partition | moves | postgres | lock order | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 9 | 0 | 0 | 700 | 8 | ok |\n" +
+	want := "| pgkit/partition | moves | postgres | lock order | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 9 | 0 | 0 | 700 | 8 | ok |\n" +
 		"| tokens | failover | redis | WaitReplicas | 2 | 2 | 0 | 0 | 3 | 2 | 1 | 3 | 0 | 50 | 0 | 30 | ok |\n" +
+		"| workerid | lost reply | postgres | take-back | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 2 | 70 | 0 | 0 | 10 | ok |\n" +
+		"| workerid | lost reply | redis | take-back | 5 | 4 | 1 | 0 | 2 | 2 | 0 | 401 | 1500 | 0 | 0 | 30 | ok |\n" +
+		"| workerid | lost reply | redis on valkey-server | take-back | 1 | 1 | 0 | 0 | 1 | 1 | 0 | 6 | 90 | 0 | 0 | 5 | ok |\n" +
 		"| **all** | 5 rows, 0 broken | | | 10 | 9 | 1 | | 8 | 7 | 1 | | 1660 | 50 | 700 | | |\n"
 	if !strings.HasSuffix(out.String(), want) {
 		t.Errorf("table:\n%s\nwant it to end with:\n%s", out.String(), want)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/snowkeyhq/snowkey/idtype/workerid"
 	"github.com/snowkeyhq/snowkey/migrations"
+	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // The tests of package workerid migrate through this (see MigrateDB).

@@ -142,7 +142,7 @@ func chaosTest(t *testing.T, spec chaosSpec) {
 // defences spec.control names switched off, then the defended side.
 func chaosStore(t *testing.T, spec *chaosSpec, store string, budget time.Duration) {
 	faults.Scenario{
-		Package: "idtype/workerid", Fault: spec.fault, Store: store,
+		Package: "workerid", Fault: spec.fault, Store: store,
 		Defence: strings.Join(spec.control(store), " + "), Budget: budget,
 	}.Run(t, func(t *testing.T, r *faults.Run) {
 		total, dups, met := runChaos(t, spec, store, r.Control, r.Rand)
