@@ -19,8 +19,7 @@
 //     in, and the last ID it issued. snowflake_id_slow() is the part of
 //     snowflake_id() that starts a millisecond or waits for the clock.
 //   - snowkey_worker_leases, the table of workerid.Postgres's worker
-//     leases. Its SQL lives in package workerid, beside the queries that
-//     use it (workerid.Migrations); Up applies it in the one numbering.
+//     leases.
 //   - snowflake_time(id), snowflake_worker(id), snowflake_sequence(id) and
 //     snowflake_first_id(t), which take IDs apart and give the first ID of
 //     a time (see below).
@@ -194,9 +193,8 @@
 //
 // # Adding a migration
 //
-// Add a file NNNNN_what.sql to this folder with the next number of FS
-// (which holds workerid's 00002_ too; no gaps, no timestamps), in goose's
-// SQL format:
+// Add a file NNNNN_what.sql to this folder with the next number (no
+// gaps, no timestamps), in goose's SQL format:
 //
 //	-- +goose Up
 //	CREATE TABLE ...;

@@ -1,23 +1,16 @@
 package migrations
 
-import (
-	"embed"
-	"io/fs"
+import "embed"
 
-	"github.com/snowkeyhq/snowkey/workerid"
-)
-
-// own holds this folder's migrations: snowflake_id() and its state.
+// FS holds every migration Up applies: the files NNNNN_name.sql of this
+// folder, in goose format, numbered in one sequence and applied in its
+// order. They create snowflake_id() and its state, the time functions,
+// and the table of workerid.Postgres's worker leases. Up applies them;
+// other tools that read goose files (the goose command, a test fixture)
+// can too.
 //
 //go:embed *.sql
-var own embed.FS
-
-// FS holds every migration Up applies, NNNNN_name.sql files at its root in
-// goose format, in the order of their numbers: this folder's, and the
-// worker-lease table of package workerid (workerid.Migrations), whose SQL
-// lives beside the queries that use it. Up applies them; other tools that
-// read goose files (the goose command, a test fixture) can too.
-var FS fs.FS = union{own, workerid.Migrations()}
+var FS embed.FS
 
 // VersionTable is the table in which Up records the migrations it has
 // applied. It is not goose's default table, so an app that also runs its

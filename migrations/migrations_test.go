@@ -254,6 +254,38 @@ func TestReservedWorker(t *testing.T) {
 	}
 }
 
+// TestReservedWorkerSkipped: a Postgres pool of package workerid skips
+// the number the database's snowflake_id() uses, also when Up moved it
+// (Options.ReservedWorker): on a layout of four numbers with 2 reserved,
+// the pool leases 0, 1 and 3, and then has none free.
+func TestReservedWorkerSkipped(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
+	ctx := t.Context()
+	db, _ := migrated(t, migrations.Options{ReservedWorker: 2})
+	o := fleetOptions(t, "fleet")
+	o.Layout = idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
+	pool, err := workerid.Postgres(db, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for range 3 {
+		l, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		t.Cleanup(func() { _ = l.Close(context.WithoutCancel(ctx)) })
+		got = append(got, l.Worker())
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{0, 1, 3}) {
+		t.Fatalf("leased %v, want [0 1 3]: snowflake_id() uses 2", got)
+	}
+	if _, err := pool.Acquire(ctx); !errors.Is(err, workerid.ErrNoFreeWorker) {
+		t.Fatalf("fourth Acquire: got %v, want workerid.ErrNoFreeWorker", err)
+	}
+}
+
 // ids calls snowflake_id() n times on one connection.
 func ids(ctx context.Context, conn *sql.Conn, n int) ([]idtype.ID, error) {
 	rows, err := conn.QueryContext(ctx, "SELECT snowflake_id() FROM generate_series(1, $1)", n)

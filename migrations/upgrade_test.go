@@ -21,8 +21,8 @@ import (
 	"github.com/snowkeyhq/snowkey/workerid"
 )
 
-// released is what the code before workerid owned its table applied: both
-// migrations from this folder, as they were released.
+// released is what the first released code applied: the migrations
+// numbered 1 and 2, as they were released.
 func released() fs.FS { return os.DirFS("testdata/released") }
 
 // migrateWith applies fsys's migrations to db as goose does, recorded in
@@ -37,11 +37,11 @@ func migrateWith(ctx context.Context, t *testing.T, fsys fs.FS, dsn string) erro
 	return err
 }
 
-// TestUpgradeFromReleased: a database migrated by the code that kept the
-// lease table in this folder upgrades cleanly, since the table's migration
-// kept its number in FS: Up finds nothing to do, each version is recorded
-// once, and a Postgres pool leases from the table. The control renumbers
-// the lease table's migration, and the upgrade fails.
+// TestUpgradeFromReleased: a database migrated by the released code
+// upgrades cleanly, since the lease table's migration kept its number in
+// FS: Up applies only what is new, each version is recorded once, and a
+// Postgres pool leases from the table. The control renumbers the lease
+// table's migration, and the upgrade fails creating the table again.
 func TestUpgradeFromReleased(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	names, err := fs.Glob(released(), "*.sql")
@@ -87,24 +87,47 @@ func TestUpgradeFromReleased(t *testing.T) {
 		if err := migrateWith(ctx, t, released(), dsn); err != nil {
 			t.Fatal(err)
 		}
-		leases, err := fs.ReadFile(workerid.Migrations(), "00002_worker_leases.sql")
-		if err != nil {
-			t.Fatal(err)
-		}
-		renumbered := union{own, fstest.MapFS{"00003_worker_leases.sql": {Data: leases}}}
-		if err := migrateWith(ctx, t, renumbered, dsn); err == nil {
-			t.Fatal("control: the renumbered lease table upgraded cleanly: the test would not see a renumbering")
+		err := migrateWith(ctx, t, renumbered(t, leasesMigration), dsn)
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "42P07" {
+			t.Fatalf("control: the renumbered lease table upgraded with %v, want duplicate_table (42P07): "+
+				"the test would not see a renumbering", err)
 		}
 	})
 }
 
-// TestFSUnion: FS is a well-formed file system that holds this folder's
-// migrations and workerid's, once each.
-func TestFSUnion(t *testing.T) {
-	if err := fstest.TestFS(FS, "00001_snowflake_id.sql", "00002_worker_leases.sql"); err != nil {
-		t.Fatal(err)
+// leasesMigration is the migration that creates workerid.Postgres's table.
+const leasesMigration = "00002_worker_leases.sql"
+
+// renumbered returns FS with the migration name moved to the number after
+// the last, as if it had been added anew.
+func renumbered(t *testing.T, name string) fs.FS {
+	t.Helper()
+	names, err := fs.Glob(FS, "*.sql")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("FS: %v, %v", names, err)
 	}
-	for _, name := range []string{"00001_snowflake_id.sql", "00002_worker_leases.sql"} {
+	out := fstest.MapFS{}
+	for _, n := range names {
+		data, err := fs.ReadFile(FS, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n] = &fstest.MapFile{Data: data}
+	}
+	moved := fmt.Sprintf("%05d%s", len(names)+1, name[5:])
+	out[moved] = out[name]
+	delete(out, name)
+	return out
+}
+
+// TestReleasedUnchanged: the migrations of the released code are in FS
+// byte for byte: a released migration never changes.
+func TestReleasedUnchanged(t *testing.T) {
+	names, err := fs.Glob(released(), "*.sql")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("testdata/released: %v, %v", names, err)
+	}
+	for _, name := range names {
 		got, err := fs.ReadFile(FS, name)
 		if err != nil {
 			t.Fatal(err)

@@ -189,29 +189,6 @@ func TestRedisPrefersUsedNumbers(t *testing.T) {
 	}
 }
 
-// TestPostgresSkipsDatabaseReserved: a Postgres pool skips the number the
-// database's snowflake_id() uses, also when it was moved.
-func TestPostgresSkipsDatabaseReserved(t *testing.T) {
-	dsn := testenv.Postgres(t)
-	db := openDB(t, dsn)
-	if err := MigrateDB(t.Context(), db, 2); err != nil {
-		t.Fatal(err)
-	}
-	twoBits := idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
-	p := postgresPool(t, dsn, Options{Layout: twoBits})
-	var got []int64
-	for _, l := range acquireN(t, p, 3) {
-		got = append(got, l.Worker())
-	}
-	slices.Sort(got)
-	if !slices.Equal(got, []int64{0, 1, 3}) {
-		t.Fatalf("leased %v, want [0 1 3]: snowflake_id() uses 2", got)
-	}
-	if _, err := p.Acquire(t.Context()); !errors.Is(err, ErrNoFreeWorker) {
-		t.Fatalf("fourth Acquire: got %v, want ErrNoFreeWorker", err)
-	}
-}
-
 // TestAcquireStartsAfterMark: A issues and gives its number back; B, whose
 // clock is 1 s behind, takes it and starts after A's last ID, waiting for
 // its clock to get there. The control run, whose B does not start after

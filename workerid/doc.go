@@ -185,10 +185,10 @@
 //
 // PostgreSQL: table snowkey_worker_leases (namespace, worker, owner,
 // holder, expires_at, high_water, start_after, acquired_at, renewed_at),
-// from sql/*.sql beside this package's queries (Migrations), which
-// migrations.Up applies: one row per number of a namespace, made at its
-// first take; a free row has expires_at '-infinity', and the
-// index snowkey_worker_leases_free finds free rows and lapsed leases.
+// created by migrations.Up (00002_worker_leases.sql and
+// 00005_worker_leases_free.sql): one row per number of a namespace, made
+// at its first take; a free row has expires_at '-infinity', and the index
+// snowkey_worker_leases_free finds free rows and lapsed leases.
 //
 // # Watching a lease
 //

@@ -1,20 +1,9 @@
 package workerid
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"testing"
 )
-
-// MigrateDB applies snowkey's migrations to db with migrations.Up, giving
-// reservedWorker as migrations.Options.ReservedWorker (zero leaves it).
-//
-// Package migrations imports this one (for SQLWorker and the lease
-// table's SQL), so this package's own tests cannot import it. migrate_test.go,
-// an external test file of the same test binary, can: it sets MigrateDB
-// before any test runs.
-var MigrateDB func(ctx context.Context, db *sql.DB, reservedWorker int64) error
 
 // defenceSwitches turn one of a pool's defences off each, by the name the
 // tests and the chaos helper's CHAOS_CONTROL give it.

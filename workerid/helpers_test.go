@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/pressly/goose/v3"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
@@ -123,13 +125,22 @@ func withHost(dsn, host string) string {
 	return u.String()
 }
 
-// migrate runs the migrations on the database at dsn.
+// migrate applies snowkey's migrations, the SQL files of package
+// migrations, to the database at dsn, with goose as migrations.Up does and
+// recorded in its table (migrations.VersionTable). Package migrations
+// imports this one, so these tests cannot call Up; they read its files.
 func migrate(t testing.TB, dsn string) {
 	t.Helper()
 	db := openDB(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := MigrateDB(ctx, db, 0); err != nil {
+	p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("../migrations"),
+		goose.WithTableName("snowkey_db_version"), goose.WithDisableGlobalRegistry(true),
+		goose.WithLogger(goose.NopLogger()))
+	if err == nil {
+		_, err = p.Up(ctx)
+	}
+	if err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	_ = db.Close()

@@ -16,8 +16,8 @@ import (
 )
 
 // Postgres returns a Pool that keeps its leases in PostgreSQL, in the
-// table snowkey_worker_leases that this package's SQL creates (Migrations;
-// run migrations.Up first, which applies it): one row per number of a
+// table snowkey_worker_leases that package migrations creates (run
+// migrations.Up first): one row per number of a
 // namespace, made at the namespace's first take (1,024 to a
 // transaction), which keeps the number's high-water mark
 // across leases. Expiry is judged by the
