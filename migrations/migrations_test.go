@@ -89,8 +89,9 @@ func TestOptions(t *testing.T) {
 	}{
 		{migrations.Options{ReservedWorker: -1}, "ReservedWorker -1"},
 		{migrations.Options{ReservedWorker: 1024}, "ReservedWorker 1024"},
-		{migrations.Options{LockTimeout: time.Millisecond}, "LockTimeout 1ms"},
-		{migrations.Options{LockTimeout: -time.Second}, "LockTimeout -1s"},
+		{migrations.Options{LockTimeout: time.Millisecond}, "LockTimeout 1ms is under 1s"},
+		{migrations.Options{LockTimeout: -time.Second}, "LockTimeout -1s is negative"},
+		{migrations.Options{LockTimeout: -1}, "LockTimeout -1ns is negative"},
 		{migrations.Options{IDSpace: "has space"}, "IDSpace"},
 		{migrations.Options{IDSpace: "quote'"}, "IDSpace"},
 		{migrations.Options{IDSpace: strings.Repeat("x", 64)}, "IDSpace"},

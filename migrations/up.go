@@ -33,8 +33,9 @@ type Options struct {
 	// logs nothing.
 	Logger *slog.Logger
 	// LockTimeout bounds how long Up waits for the migration lock while
-	// another instance holds it; at least 1 s, since the lock is polled
-	// once a second. Zero means DefaultLockTimeout (5 minutes).
+	// another instance holds it. Zero means DefaultLockTimeout (5
+	// minutes). A negative value is an error, and so is one under 1 s,
+	// since the lock is polled once a second.
 	LockTimeout time.Duration
 	// ReservedWorker makes snowflake_id() use this worker number, 1..1023,
 	// instead of workerid.SQLWorker (1023), for a fleet whose worker leases
@@ -88,10 +89,12 @@ type Options struct {
 
 // resolve checks the options given to Up and fills in the defaults.
 func resolve(o Options) (Options, error) {
-	if o.LockTimeout == 0 {
+	switch {
+	case o.LockTimeout < 0:
+		return o, fmt.Errorf("%w: LockTimeout %v is negative", idtype.ErrInvalidOptions, o.LockTimeout)
+	case o.LockTimeout == 0:
 		o.LockTimeout = DefaultLockTimeout
-	}
-	if o.LockTimeout < time.Second {
+	case o.LockTimeout < time.Second:
 		return o, fmt.Errorf("%w: LockTimeout %v is under 1s", idtype.ErrInvalidOptions, o.LockTimeout)
 	}
 	if max := idtype.DefaultLayout.MaxWorker(); o.ReservedWorker < 0 || o.ReservedWorker > max {

@@ -406,9 +406,18 @@ CREATE TABLE doubles (a serial, b serial, PRIMARY KEY (a, b));
 	if _, err := NewPlan(ctx, db, nil, Options{}); !errors.Is(err, ErrTable) {
 		t.Errorf("no table: %v", err)
 	}
-	for _, o := range []Options{{LockTimeout: -time.Second}, {LockTimeout: time.Microsecond}, {Layout: idtype.Layout{WorkerBits: 40}}} {
-		if _, err := NewPlan(ctx, db, []string{"accounts"}, o); !errors.Is(err, idtype.ErrInvalidOptions) {
-			t.Errorf("options %+v: err = %v; want ErrInvalidOptions", o, err)
+	for _, c := range []struct {
+		o    Options
+		says string
+	}{
+		{Options{LockTimeout: -time.Second}, "LockTimeout -1s is negative"},
+		{Options{LockTimeout: -1}, "LockTimeout -1ns is negative"},
+		{Options{LockTimeout: time.Microsecond}, "LockTimeout 1µs is under 1ms"},
+		{Options{Layout: idtype.Layout{WorkerBits: 40}}, "Layout"},
+	} {
+		_, err := NewPlan(ctx, db, []string{"accounts"}, c.o)
+		if !errors.Is(err, idtype.ErrInvalidOptions) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("options %+v: err = %v; want ErrInvalidOptions saying %q", c.o, err, c.says)
 		}
 	}
 	if _, cons, cols := snapshot(t, ctx, db); !slices.Equal(cons, consBefore) || !slices.Equal(cols, colsBefore) {

@@ -24,7 +24,8 @@ type Options struct {
 	// (PostgreSQL's lock_timeout, set for the transaction). While it
 	// waits, every other query on the table queues behind it; when it
 	// runs out, Apply fails with ErrLock and changes nothing. Zero
-	// means DefaultLockTimeout; negative is an error.
+	// means DefaultLockTimeout (5 s). A negative value is an error, and
+	// so is one under 1ms, lock_timeout's unit.
 	LockTimeout time.Duration
 	// Layout is the layout of the keys the app will bring (its
 	// generator's, which gormplugin uses): every existing key must be below

@@ -599,7 +599,8 @@ func TestMaintainSchema(t *testing.T) {
 // TestMaintainLockTimeout: a step that cannot get the table's lock, held
 // by a long transaction, fails after LockTimeout instead of queueing every
 // later query behind itself, and succeeds once the lock is free. The
-// control, with no bound, is still waiting when its context ends.
+// control, whose bound is an hour, is still waiting when its 1s context
+// ends.
 func TestMaintainLockTimeout(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	_, sqlDB := openDB(t)
@@ -628,11 +629,11 @@ func TestMaintainLockTimeout(t *testing.T) {
 		t.Errorf("behind a reader, after %v: %v, want lock_timeout's 55P03", time.Since(start), err)
 	}
 
-	unbounded := clock.table("events", Options{Premake: -1, LockTimeout: -1})
+	unbounded := clock.table("events", Options{Premake: -1, LockTimeout: time.Hour})
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if _, err := unbounded.Maintain(short, sqlDB); err == nil || short.Err() == nil {
-		t.Errorf("control, no LockTimeout: %v; want it still waiting when its 1s context ended", err)
+		t.Errorf("control, LockTimeout an hour: %v; want it still waiting when its 1s context ended", err)
 	}
 
 	if err := long.Rollback(); err != nil {

@@ -88,10 +88,7 @@ func (m *maintenance) lockTables(ctx context.Context, tx *sql.Tx, st *tableState
 		}
 		return nil, err
 	}
-	restore := "0"
-	if m.p.lockTimeout > 0 {
-		restore = strconv.FormatInt(m.p.lockTimeout.Milliseconds(), 10)
-	}
+	restore := strconv.FormatInt(m.p.lockTimeout.Milliseconds(), 10)
 	if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = "+restore); err != nil {
 		return nil, err
 	}

@@ -204,10 +204,8 @@ func (m *maintenance) step(ctx context.Context) (done bool, err error) {
 			return false, fmt.Errorf("partition: table %s: advisory lock: %w", p.Name(), err)
 		}
 	}
-	if p.lockTimeout > 0 {
-		if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = "+strconv.FormatInt(p.lockTimeout.Milliseconds(), 10)); err != nil {
-			return false, fmt.Errorf("partition: table %s: %w", p.Name(), err)
-		}
+	if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = "+strconv.FormatInt(p.lockTimeout.Milliseconds(), 10)); err != nil {
+		return false, fmt.Errorf("partition: table %s: %w", p.Name(), err)
 	}
 	// A read that a decision rests on sees every row, or PostgreSQL
 	// refuses it (access.go).

@@ -68,8 +68,8 @@ type Options struct {
 	// behind a long query fails, to be tried again, instead of queueing
 	// every later query of the table behind itself. (On a table that
 	// others refer to, a step waits for each lock briefly and tries again;
-	// see Maintain.) Zero means DefaultLockTimeout; -1 means no bound
-	// other than the context's.
+	// see Maintain.) Zero means DefaultLockTimeout (5 s). A negative
+	// value is an error, and so is one under 1ms, lock_timeout's unit.
 	LockTimeout time.Duration
 	// Clock is the app's clock. Maintain decides on the database's clock,
 	// read in the transaction of each step, so that every instance

@@ -26,7 +26,7 @@ type Table struct {
 	detach        bool
 	column        string
 	interval      time.Duration
-	lockTimeout   time.Duration // < 0: none
+	lockTimeout   time.Duration
 	clock         idtype.Clock
 	logger        *slog.Logger
 
@@ -116,12 +116,12 @@ func New(table string, layout idtype.Layout, o Options) (*Table, error) {
 		return nil, fmt.Errorf("%w: Interval %v is negative", idtype.ErrInvalidOptions, p.interval)
 	}
 	switch {
+	case p.lockTimeout < 0:
+		return nil, fmt.Errorf("%w: LockTimeout %v is negative", idtype.ErrInvalidOptions, p.lockTimeout)
 	case p.lockTimeout == 0:
 		p.lockTimeout = DefaultLockTimeout
-	case p.lockTimeout == -1:
 	case p.lockTimeout < time.Millisecond:
-		return nil, fmt.Errorf("%w: LockTimeout %v: want at least 1ms, 0 for the default or -1 for none",
-			idtype.ErrInvalidOptions, p.lockTimeout)
+		return nil, fmt.Errorf("%w: LockTimeout %v is under 1ms", idtype.ErrInvalidOptions, p.lockTimeout)
 	}
 	if p.clock == nil {
 		p.clock = idtype.SystemClock()

@@ -38,10 +38,15 @@ func TestNewPartitionerOptions(t *testing.T) {
 		"negative lock -2s": func() (*Table, error) {
 			return New("events", l, Options{LockTimeout: -2 * time.Second})
 		},
+		"negative lock -1": func() (*Table, error) {
+			return New("events", l, Options{LockTimeout: -1})
+		},
 	}
 	for name, f := range bad {
 		if p, err := f(); !errors.Is(err, idtype.ErrInvalidOptions) || p != nil {
 			t.Errorf("%s: %v, %v; want nil and idtype.ErrInvalidOptions", name, p, err)
+		} else if strings.Contains(name, "lock") && !strings.Contains(err.Error(), "LockTimeout") {
+			t.Errorf("%s: %v does not name LockTimeout", name, err)
 		}
 	}
 	p, err := New(strings.Repeat("e", 53), l, Options{})
@@ -52,12 +57,12 @@ func TestNewPartitionerOptions(t *testing.T) {
 		p.lockTimeout != DefaultLockTimeout || p.clock == nil || p.logger == nil {
 		t.Errorf("zero options: %+v; want the documented defaults", p)
 	}
-	p, err = New("app.events", l, Options{Premake: -1, LockTimeout: -1})
+	p, err = New("app.events", l, Options{Premake: -1, LockTimeout: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.premake != 0 || p.lockTimeout != -1 || p.Name() != "app.events" || p.quoted() != `"app"."events"` {
-		t.Errorf("Premake -1, LockTimeout -1, app.events: %+v, quoted %s", p, p.quoted())
+	if p.premake != 0 || p.lockTimeout != time.Millisecond || p.Name() != "app.events" || p.quoted() != `"app"."events"` {
+		t.Errorf("Premake -1, LockTimeout 1ms, app.events: %+v, quoted %s", p, p.quoted())
 	}
 }
 
