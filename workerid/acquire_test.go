@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,7 +52,6 @@ func TestAcquireAllNumbers(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		t.Logf("64 concurrent Acquires sent %d take statements or scripts", p.takes.Load())
 		for _, l := range leases {
 			t.Cleanup(func() { closeLease(t, l) })
 		}
@@ -114,8 +112,8 @@ func TestReserved(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := newPool(Options{Layout: tt.layout, Reserved: tt.reserved},
-				func(Options, []int64, *defences, *atomic.Int64) store { return &pgStore{} })
+			p, err := newPool(Options{Layout: tt.layout, Reserved: tt.reserved}, defences{},
+				func(Options, []int64, *defences) store { return &pgStore{} })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +150,7 @@ func TestOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := newPool(tt.o, func(Options, []int64, *defences, *atomic.Int64) store { return &pgStore{} })
+			_, err := newPool(tt.o, defences{}, func(Options, []int64, *defences) store { return &pgStore{} })
 			if tt.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -209,10 +207,7 @@ func TestAcquireStartsAfterMark(t *testing.T) {
 					trustRecord(t, pa)
 					ob := o
 					ob.Clock = offsetClock{idtype.SystemClock(), -time.Second}
-					pb := b.pool(t, b.addr, ob)
-					if !defended {
-						turnOff(t, pb, "floor")
-					}
+					pb := b.poolWithout(t, b.addr, ob, defences{noFloor: !defended})
 					c := newCollector()
 					a := acquire(t, pa)
 					c.run("A", generator(t, a))

@@ -6,9 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
@@ -117,18 +120,18 @@ func BenchmarkAcquire(b *testing.B) {
 	for _, k := range []string{"redis", "postgres"} {
 		for _, full := range []int{0, 90} {
 			b.Run(fmt.Sprintf("%s/full%d", k, full), func(b *testing.B) {
-				p := benchPool(b, k)
+				p, sent := benchPool(b, k)
 				held := p.Size() * full / 100
 				holdNumbers(b, p, held)
 				ctx := context.Background()
 				var trips int64
 				for b.Loop() {
-					before := p.trips.Load()
+					before := sent.n.Load()
 					l, err := p.Acquire(ctx)
 					if err != nil {
 						b.Fatal(err)
 					}
-					trips += p.trips.Load() - before
+					trips += sent.n.Load() - before
 					b.StopTimer()
 					if err := l.Close(ctx); err != nil {
 						b.Fatal(err)
@@ -141,17 +144,65 @@ func BenchmarkAcquire(b *testing.B) {
 	}
 }
 
-func benchPool(b *testing.B, k string) *Pool {
-	o := Options{TTL: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+// benchPool returns a pool on a fresh place in store k, and the count of
+// the requests its client sends to the server.
+func benchPool(b *testing.B, k string) (*Pool, *requestCounter) {
+	o := testOptions(b, Options{TTL: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	sent := &requestCounter{}
 	if k == "redis" {
-		p := redisPool(b, testenv.Redis(b), testenv.KeyPrefix(b), o)
+		c := redisClient(b, testenv.Redis(b))
+		c.AddHook(sent)
+		o.KeyPrefix = testenv.KeyPrefix(b)
+		p, err := Redis(c, o)
+		if err != nil {
+			b.Fatal(err)
+		}
 		trustRecord(b, p)
-		return p
+		return p, sent
 	}
 	dsn := testenv.Postgres(b)
 	migrate(b, dsn)
-	return postgresPool(b, dsn, o)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Tracer = sent
+	db := stdlib.OpenDB(*cfg)
+	b.Cleanup(func() { _ = db.Close() })
+	p, err := Postgres(db, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, sent
 }
+
+// requestCounter counts the requests a client sends to its server, one
+// round trip each: Redis commands and pipelines (a go-redis hook), and
+// PostgreSQL statements (a pgx tracer).
+type requestCounter struct{ n atomic.Int64 }
+
+func (c *requestCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *requestCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *requestCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+func (c *requestCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *requestCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // holdNumbers makes numbers 0..n-1 held by another owner for an hour,
 // written straight into the store.

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,25 +26,7 @@ import (
 // and appends them to its ID file, gives the number back now and then
 // and leases again, and starts over whenever its lease is lost, until its
 // standard input closes; then it closes its lease and exits. Its
-// environment (set by the chaos tests only):
-//
-//	CHAOS_STORE    redis, cluster or postgres
-//	CHAOS_TARGET   Redis address, cluster node addresses (comma-separated),
-//	               or PostgreSQL URL
-//	CHAOS_PREFIX   Redis key prefix
-//	CHAOS_OUT      the ID file
-//	CHAOS_OFFSET   how far its clock is set off (a duration, may be negative)
-//	CHAOS_BITS     worker bits of the layout (number 1023 aside, every
-//	               number is leased)
-//	CHAOS_TIMING   TTL,Margin,RenewEvery (durations)
-//	CHAOS_HOLD     min,max (durations): how long it keeps a lease before
-//	               giving it back; 0,0 keeps it
-//	CHAOS_PAUSE    min,max (durations): how long it waits before leasing again
-//	CHAOS_SEED     seeds its choices of hold and pause times
-//	CHAOS_CONTROL  the defences to switch off, comma-separated (names of
-//	               defenceSwitches): a control run
-//	CHAOS_STATUS   a file it keeps "<worker> <confirmed renewals>" in, for
-//	               the test to see renewals land (-1 0 without a lease)
+// arguments are a chaosArgs (see helperArgs).
 //
 // SIGUSR1 stops its clock (a pausingClock) until its lease has a renewal
 // confirmed or it holds another: a test that sends it when another
@@ -54,6 +35,33 @@ import (
 // however long the machine took to get it there.
 const chaosHelper = "chaos-issuer"
 
+// chaosArgs are the chaos helper's arguments.
+type chaosArgs struct {
+	Store  string // redis, cluster or postgres
+	Target string // Redis address, cluster node addresses (comma-separated), or PostgreSQL URL
+	Prefix string // Redis key prefix
+	Out    string // the ID file
+	Offset time.Duration
+	// Bits is the layout's worker bits (number 1023 aside, every number
+	// is leased).
+	Bits int
+	// TTL, Margin and RenewEvery are the pool's.
+	TTL, Margin, RenewEvery time.Duration
+	// Hold is how long it keeps a lease before giving it back, drawn
+	// between the two; 0, 0 keeps it until it is lost.
+	Hold [2]time.Duration
+	// Pause is how long it waits before leasing again, drawn between the
+	// two.
+	Pause [2]time.Duration
+	Seed  int64 // seeds its choices of hold and pause times
+	// Off names the defences its pool switches off (defences.names): a
+	// control run.
+	Off []string
+	// Status is a file it keeps "<worker> <confirmed renewals>" in, for
+	// the test to see renewals land ("-1 0" without a lease).
+	Status string
+}
+
 // chaosIssuer is the chaos helper's body.
 func chaosIssuer() int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -61,90 +69,55 @@ func chaosIssuer() int {
 		log.Error("chaos helper", "error", err)
 		return 1
 	}
-	env := os.Getenv
-	durs := func(name string) ([]time.Duration, error) {
-		var ds []time.Duration
-		for _, f := range strings.Split(env(name), ",") {
-			d, err := time.ParseDuration(strings.TrimSpace(f))
-			if err != nil {
-				return nil, fmt.Errorf("%s=%q: %w", name, env(name), err)
-			}
-			ds = append(ds, d)
-		}
-		return ds, nil
+	var args chaosArgs
+	if err := readHelperArgs(&args); err != nil {
+		return fail(err)
 	}
-	offset, err := time.ParseDuration(env("CHAOS_OFFSET"))
+	off, err := defencesNamed(args.Off)
 	if err != nil {
 		return fail(err)
 	}
-	bits, err := strconv.Atoi(env("CHAOS_BITS"))
-	if err != nil {
-		return fail(err)
-	}
-	timing, err := durs("CHAOS_TIMING")
-	if err != nil || len(timing) != 3 {
-		return fail(fmt.Errorf("CHAOS_TIMING: %v", err))
-	}
-	hold, err := durs("CHAOS_HOLD")
-	if err != nil || len(hold) != 2 {
-		return fail(fmt.Errorf("CHAOS_HOLD: %v", err))
-	}
-	pause, err := durs("CHAOS_PAUSE")
-	if err != nil || len(pause) != 2 {
-		return fail(fmt.Errorf("CHAOS_PAUSE: %v", err))
-	}
-	seed, err := strconv.ParseInt(env("CHAOS_SEED"), 10, 64)
-	if err != nil {
-		return fail(err)
-	}
-	rng := faults.Rand(seed)
-	between := func(r []time.Duration) time.Duration {
+	hold, pause := args.Hold, args.Pause
+	rng := faults.Rand(args.Seed)
+	between := func(r [2]time.Duration) time.Duration {
 		if r[1] <= r[0] {
 			return r[0]
 		}
 		return r[0] + time.Duration(rng.Int64N(int64(r[1]-r[0])))
 	}
 
-	clock := &pausingClock{Clock: offsetClock{idtype.SystemClock(), offset}}
+	clock := &pausingClock{Clock: offsetClock{idtype.SystemClock(), args.Offset}}
 	opts := Options{
-		Layout:    idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: uint(bits), SequenceBits: 12},
-		Namespace: "chaos", TTL: timing[0], Margin: timing[1], RenewEvery: timing[2],
+		Layout:    idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: uint(args.Bits), SequenceBits: 12},
+		Namespace: "chaos", TTL: args.TTL, Margin: args.Margin, RenewEvery: args.RenewEvery,
 		Clock: clock, Logger: log,
-		Holder: fmt.Sprintf("chaos-%d", os.Getpid()), KeyPrefix: env("CHAOS_PREFIX"),
+		Holder: fmt.Sprintf("chaos-%d", os.Getpid()), KeyPrefix: args.Prefix,
 	}
 	var pool *Pool
-	switch target := env("CHAOS_TARGET"); env("CHAOS_STORE") {
+	switch args.Store {
 	case "redis":
-		rdb := redis.NewClient(&redis.Options{Addr: target}) // go-redis's default retries
+		rdb := redis.NewClient(&redis.Options{Addr: args.Target}) // go-redis's default retries
 		defer rdb.Close()
-		pool, err = Redis(rdb, opts)
+		pool, err = redisWithout(rdb, opts, off)
 	case "cluster":
-		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(target, ",")})
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(args.Target, ",")})
 		defer rdb.Close()
-		pool, err = Redis(rdb, opts)
+		pool, err = redisWithout(rdb, opts, off)
 	case "postgres":
 		var db *sql.DB
-		if db, err = sql.Open("pgx", target); err != nil {
+		if db, err = sql.Open("pgx", args.Target); err != nil {
 			return fail(err)
 		}
 		defer db.Close()
-		pool, err = Postgres(db, opts)
+		pool, err = postgresWithout(db, opts, off)
 	default:
-		err = fmt.Errorf("CHAOS_STORE=%q", env("CHAOS_STORE"))
+		err = fmt.Errorf("store %q", args.Store)
 	}
 	if err != nil {
 		return fail(err)
 	}
-	for _, c := range strings.Split(env("CHAOS_CONTROL"), ",") {
-		if c = strings.TrimSpace(c); c == "" {
-			continue
-		}
-		if err := switchOff(pool, c); err != nil {
-			return fail(fmt.Errorf("CHAOS_CONTROL: %w", err))
-		}
-	}
 
-	out, err := os.OpenFile(env("CHAOS_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := os.OpenFile(args.Out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fail(err)
 	}
@@ -182,7 +155,7 @@ func chaosIssuer() int {
 		defer mu.Unlock()
 		return lease
 	})
-	status, lastStatus := env("CHAOS_STATUS"), ""
+	status, lastStatus := args.Status, ""
 	writeStatus := func() {
 		mu.Lock()
 		l := lease

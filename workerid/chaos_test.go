@@ -50,15 +50,17 @@ type chaosSpec struct {
 	procs  int // generator processes
 	bits   int // worker bits: 2^bits numbers
 	// hold and pause give process i's hold and pause times (the helper's
-	// CHAOS_HOLD and CHAOS_PAUSE); nil keeps a lease until it is lost.
+	// chaosArgs.Hold and Pause); nil keeps a lease until it is lost.
 	hold, pause func(i int) [2]time.Duration
 	// offset draws process i's first clock offset.
 	offset func(rng *rand.Rand, i int) time.Duration
-	// control names the defences a control run switches off.
-	control func(store string) []string
-	// serverControl says the control's defence is the server's setting,
-	// which server applies for the run, not the pool's.
-	serverControl bool
+	// off is the defences a control run switches off in the processes'
+	// pools.
+	off defences
+	// serverDefence, when not empty, names the defence of the kind: the
+	// server's setting, which server leaves off for a control run; off is
+	// then none.
+	serverDefence string
 	// server starts the run's own server and returns its address; nil
 	// uses the shared ones (a fresh key prefix or database per run).
 	server func(r *chaosRun) string
@@ -74,7 +76,7 @@ type chaosRun struct {
 	spec    *chaosSpec
 	rng     *rand.Rand
 	store   string
-	control []string
+	control bool      // a control run: spec.off, or spec.serverDefence, is off
 	end     time.Time // the schedule stops starting episodes then
 
 	addr    string // the server the proxies forward to (cluster: the nodes)
@@ -109,7 +111,7 @@ func (r *chaosRun) meet(how string) {
 // chaosProc is one generator process and its proxy.
 type chaosProc struct {
 	slot   int
-	status string // the helper's CHAOS_STATUS file
+	status string // the helper's status file (chaosArgs.Status)
 	p      *faults.Process
 	proxy  *faults.Proxy // nil on a cluster
 	offset time.Duration
@@ -138,12 +140,12 @@ func chaosTest(t *testing.T, spec chaosSpec) {
 	wg.Wait()
 }
 
-// chaosStore runs spec's scenario on one store: the control side with the
-// defences spec.control names switched off, then the defended side.
+// chaosStore runs spec's scenario on one store: the control side with
+// spec's defence switched off, then the defended side.
 func chaosStore(t *testing.T, spec *chaosSpec, store string, budget time.Duration) {
 	faults.Scenario{
 		Package: "workerid", Fault: spec.fault, Store: store,
-		Defence: strings.Join(spec.control(store), " + "), Budget: budget,
+		Defence: spec.defence(), Budget: budget,
 	}.Run(t, func(t *testing.T, r *faults.Run) {
 		total, dups, met := runChaos(t, spec, store, r.Control, r.Rand)
 		r.CountIDs(total)
@@ -175,10 +177,7 @@ func chaosShare(t *testing.T) time.Duration {
 // runChaos runs one run and returns how many IDs the processes wrote,
 // which repeated, and how the run met its fault ("" if it did not).
 func runChaos(t *testing.T, spec *chaosSpec, store string, control bool, rng *rand.Rand) (int, []faults.Dup, string) {
-	r := &chaosRun{t: t, spec: spec, rng: rng, store: store}
-	if control {
-		r.control = spec.control(store)
-	}
+	r := &chaosRun{t: t, spec: spec, rng: rng, store: store, control: control}
 	r.setup()
 	for i := range spec.procs {
 		var off time.Duration
@@ -282,13 +281,15 @@ func (r *chaosRun) start(i int, off time.Duration) {
 		t.Fatal(err)
 	}
 	status := filepath.Join(dir, "status")
-	p := faults.StartHelper(t, chaosHelper,
-		"CHAOS_STORE="+r.store, "CHAOS_TARGET="+target, "CHAOS_PREFIX="+r.prefix, "CHAOS_OUT="+out,
-		"CHAOS_OFFSET="+off.String(), "CHAOS_BITS="+strconv.Itoa(r.spec.bits),
-		fmt.Sprintf("CHAOS_TIMING=%v,%v,%v", tm.ttl, tm.margin, tm.renew),
-		fmt.Sprintf("CHAOS_HOLD=%v,%v", hold[0], hold[1]), fmt.Sprintf("CHAOS_PAUSE=%v,%v", pause[0], pause[1]),
-		"CHAOS_SEED="+strconv.FormatInt(r.rng.Int64(), 10), "CHAOS_CONTROL="+r.poolControl(),
-		"CHAOS_STATUS="+status)
+	var poolOff []string
+	if r.control {
+		poolOff = r.spec.off.names()
+	}
+	p := faults.StartHelper(t, chaosHelper, helperArgs(t, chaosArgs{
+		Store: r.store, Target: target, Prefix: r.prefix, Out: out, Offset: off, Bits: r.spec.bits,
+		TTL: tm.ttl, Margin: tm.margin, RenewEvery: tm.renew, Hold: hold, Pause: pause,
+		Seed: r.rng.Int64(), Off: poolOff, Status: status,
+	}))
 	c := &chaosProc{slot: i, status: status, p: p, proxy: px, offset: off}
 	r.mu.Lock()
 	r.procs[i] = c
@@ -297,13 +298,12 @@ func (r *chaosRun) start(i int, off time.Duration) {
 	r.mu.Unlock()
 }
 
-// poolControl is the helper's CHAOS_CONTROL: the pool defences the run
-// switches off.
-func (r *chaosRun) poolControl() string {
-	if r.spec.serverControl {
-		return ""
+// defence names the kind's defence, which a control run switches off.
+func (s *chaosSpec) defence() string {
+	if s.serverDefence != "" {
+		return s.serverDefence
 	}
-	return strings.Join(r.control, ",")
+	return strings.Join(s.off.names(), " + ")
 }
 
 // proc returns the process of slot i.
@@ -525,7 +525,7 @@ func (r *chaosRun) finish() (int, []faults.Dup, string) {
 			continue
 		}
 		if err := c.p.Wait(30 * time.Second); err != nil {
-			if len(r.control) == 0 {
+			if !r.control {
 				t.Errorf("generator process: %v", err)
 			} else {
 				t.Logf("control run's generator process: %v", err)
@@ -548,7 +548,7 @@ func (r *chaosRun) finish() (int, []faults.Dup, string) {
 			r.spec.fault, r.store, r.control, len(all))
 		return 0, nil, ""
 	}
-	if len(dups) == 0 && len(r.control) > 0 {
+	if len(dups) == 0 && r.control {
 		// What the processes did, for a control that missed its fault.
 		for _, c := range all {
 			t.Logf("process %d (pid %d):\n%s", c.slot, c.p.Pid(), c.p.Stderr())
@@ -577,7 +577,7 @@ var chaosSpecs = map[string]*chaosSpec{
 		timing: chaosTiming{ttl: 4 * time.Second, margin: 300 * time.Millisecond, renew: 500 * time.Millisecond},
 		procs:  3, bits: 0,
 		offset:  skew(100 * time.Millisecond),
-		control: func(string) []string { return []string{"send-time"} },
+		off:     defences{noSendTime: true},
 		runTime: 4 * time.Second,
 		schedule: func(r *chaosRun) {
 			tm := r.spec.timing
@@ -641,7 +641,7 @@ var chaosSpecs = map[string]*chaosSpec{
 			}
 			return randDur(rng, 400*time.Millisecond, 650*time.Millisecond)
 		},
-		control: func(string) []string { return []string{"start-floor", "release-clamp"} },
+		off:     defences{noStartFloor: true, noReleaseClamp: true},
 		runTime: 4 * time.Second,
 		schedule: func(r *chaosRun) {
 			tm := r.spec.timing
@@ -695,7 +695,7 @@ var chaosSpecs = map[string]*chaosSpec{
 		timing: fastTiming,
 		procs:  3, bits: 0,
 		offset:  skew(fastTiming.margin / 2),
-		control: func(string) []string { return []string{"until"} },
+		off:     defences{noUntil: true},
 		runTime: 4 * time.Second,
 		schedule: func(r *chaosRun) {
 			tm := r.spec.timing
@@ -725,7 +725,7 @@ var chaosSpecs = map[string]*chaosSpec{
 		timing: fastTiming,
 		procs:  4, bits: 2,
 		offset:  skew(fastTiming.margin / 2),
-		control: func(string) []string { return []string{"floor"} },
+		off:     defences{noFloor: true},
 		runTime: 4 * time.Second,
 		schedule: func(r *chaosRun) {
 			tm := r.spec.timing
@@ -756,7 +756,7 @@ var chaosSpecs = map[string]*chaosSpec{
 		timing: fastTiming,
 		procs:  3, bits: 0,
 		offset:  skew(fastTiming.margin / 2),
-		control: func(string) []string { return []string{"until"} },
+		off:     defences{noUntil: true},
 		runTime: 5 * time.Second,
 		schedule: func(r *chaosRun) {
 			tm := r.spec.timing
@@ -796,7 +796,7 @@ var chaosSpecs = map[string]*chaosSpec{
 		hold:    func(int) [2]time.Duration { return [2]time.Duration{300 * time.Millisecond, 800 * time.Millisecond} },
 		pause:   func(int) [2]time.Duration { return [2]time.Duration{0, 200 * time.Millisecond} },
 		offset:  skew(fastTiming.margin / 2),
-		control: func(string) []string { return []string{"floor"} },
+		off:     defences{noFloor: true},
 		runTime: 4 * time.Second,
 		schedule: func(r *chaosRun) {
 			for r.running() {
@@ -829,8 +829,8 @@ var chaosSpecs = map[string]*chaosSpec{
 		stores: []string{"redis"},
 		timing: fastTiming,
 		procs:  4, bits: 1,
-		offset:  skew(fastTiming.margin / 2),
-		control: func(string) []string { return []string{"loss-wait"} },
+		offset: skew(fastTiming.margin / 2),
+		off:    defences{noLossWait: true},
 		server: func(r *chaosRun) string {
 			r.redisSrv = testenv.StartRedis(r.t)
 			return r.redisSrv.Addr()
@@ -873,8 +873,8 @@ var chaosSpecs = map[string]*chaosSpec{
 		stores: []string{"redis"},
 		timing: fastTiming,
 		procs:  4, bits: 1,
-		offset:  skew(fastTiming.margin / 2),
-		control: func(string) []string { return []string{"loss-wait"} },
+		offset: skew(fastTiming.margin / 2),
+		off:    defences{noLossWait: true},
 		server: func(r *chaosRun) string {
 			r.redisSrv = testenv.StartRedis(r.t)
 			r.replProxy = faults.StartProxy(r.t, r.redisSrv.Addr())
@@ -929,8 +929,7 @@ var chaosSpecs = map[string]*chaosSpec{
 		procs:         4,
 		bits:          1,
 		offset:        skew(fastTiming.margin / 2),
-		control:       func(string) []string { return []string{"synchronous standby"} },
-		serverControl: true,
+		serverDefence: "synchronous standby",
 		server:        startPostgresPair,
 		runTime:       0, // one failover per run
 		schedule: func(r *chaosRun) {
@@ -984,8 +983,8 @@ var chaosSpecs = map[string]*chaosSpec{
 			}
 			return [2]time.Duration{300 * time.Millisecond, 800 * time.Millisecond}
 		},
-		pause:   func(int) [2]time.Duration { return [2]time.Duration{0, 100 * time.Millisecond} },
-		control: func(string) []string { return []string{"declared-keys", "floor"} },
+		pause: func(int) [2]time.Duration { return [2]time.Duration{0, 100 * time.Millisecond} },
+		off:   defences{noDeclaredKeys: true, noFloor: true},
 		server: func(r *chaosRun) string {
 			r.cluster = testenv.StartRedisCluster(r.t, 3)
 			return strings.Join(r.cluster.Addrs(), ",")
@@ -1014,7 +1013,7 @@ var chaosSpecs = map[string]*chaosSpec{
 					r.meet("the namespace's slot moved with its keys while processes took and renewed leases")
 				}
 				if err != nil {
-					if len(r.control) == 0 {
+					if !r.control {
 						r.t.Errorf("migrate slot %d: %v", slot, err)
 					} else {
 						// Two owners of one number leave a lease key on each
@@ -1041,7 +1040,7 @@ func startPostgresPair(r *chaosRun) string {
 	r.pgPrimary = testenv.StartPostgresWith(t, settings)
 	r.replProxy = faults.StartProxy(t, r.pgPrimary.Addr())
 	r.pgStandby = testenv.StartPostgresStandby(t, r.replProxy.Addr(), settings)
-	if len(r.control) > 0 {
+	if r.control {
 		return r.pgPrimary.URL()
 	}
 	db := openDB(t, r.pgPrimary.URL())

@@ -28,33 +28,33 @@ import (
 // test binary, run again by faults.StartHelper. It opens one *sql.DB with
 // database/sql's defaults (no bound on open connections) and one Pool,
 // which all its leases share, connects and prints "connected", waits for
-// the file FLEET_GO (so that the fleet starts at once), acquires
-// FLEET_LEASES numbers at once, and
+// the file fleetArgs.Go (so that the fleet starts at once), acquires
+// fleetArgs.Leases numbers at once, and
 // once every lease has renewed prints "ready", the numbers and how many
 // renewals failed (and were retried) on its standard output; then it
 // holds them until its standard input closes, and gives them back. Its
-// environment:
-//
-//	FLEET_DSN       PostgreSQL URL
-//	FLEET_LEASES    how many leases
-//	FLEET_MAXCONNS  the pool's Options.MaxConns
-//	FLEET_GO        the file whose making starts the fleet
+// arguments are a fleetArgs (see helperArgs).
 const fleetHelper = "fleet-process"
+
+// fleetArgs are the fleet helper's arguments.
+type fleetArgs struct {
+	DSN      string // PostgreSQL URL
+	Leases   int    // how many leases
+	MaxConns int    // the pool's Options.MaxConns
+	Go       string // the file whose making starts the fleet
+}
 
 func fleetProcess() int {
 	fail := func(err error) int {
 		fmt.Printf("error: %v\n", err)
 		return 1
 	}
-	n, err := strconv.Atoi(os.Getenv("FLEET_LEASES"))
-	if err != nil {
+	var args fleetArgs
+	if err := readHelperArgs(&args); err != nil {
 		return fail(err)
 	}
-	maxConns, err := strconv.Atoi(os.Getenv("FLEET_MAXCONNS"))
-	if err != nil {
-		return fail(err)
-	}
-	db, err := sql.Open("pgx", os.Getenv("FLEET_DSN"))
+	n, maxConns := args.Leases, args.MaxConns
+	db, err := sql.Open("pgx", args.DSN)
 	if err != nil {
 		return fail(err)
 	}
@@ -74,7 +74,7 @@ func fleetProcess() int {
 	}
 	fmt.Println("connected")
 	for {
-		if _, err := os.Stat(os.Getenv("FLEET_GO")); err == nil {
+		if _, err := os.Stat(args.Go); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -133,14 +133,13 @@ func TestPostgresConnectionBudget(t *testing.T) {
 			ctx := testenv.Deadline(t, 3*time.Minute)
 			srv := testenv.StartPostgresWith(t, testenv.PostgresOptions{Settings: []string{"max_connections=100"}})
 			migrate(t, srv.URL())
-			maxConns, procs := "1", make([]*faults.Process, 64)
+			args := fleetArgs{DSN: srv.URL(), Leases: 16, MaxConns: 1, Go: filepath.Join(t.TempDir(), "go")}
 			if !defended {
-				maxConns = "16"
+				args.MaxConns = 16
 			}
-			start := filepath.Join(t.TempDir(), "go")
+			procs := make([]*faults.Process, 64)
 			for i := range procs {
-				procs[i] = faults.StartHelper(t, fleetHelper, "FLEET_DSN="+srv.URL(), "FLEET_LEASES=16",
-					"FLEET_MAXCONNS="+maxConns, "FLEET_GO="+start)
+				procs[i] = faults.StartHelper(t, fleetHelper, helperArgs(t, args))
 			}
 			// The last line each process printed.
 			outputs := make([]string, len(procs))
@@ -157,7 +156,7 @@ func TestPostgresConnectionBudget(t *testing.T) {
 				return n
 			}
 			waitFor(t, 2*time.Minute, "every process to connect", func() bool { return read("connected") == len(procs) })
-			if err := os.WriteFile(start, nil, 0o644); err != nil {
+			if err := os.WriteFile(args.Go, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			db := openDB(t, srv.URL())

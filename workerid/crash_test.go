@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -28,8 +27,20 @@ import (
 )
 
 // The crash test runs this test binary as worker processes: with
-// crashHelperEnv set, TestMain runs crashHelper instead of the tests.
+// crashHelperEnv set, TestMain runs crashHelper instead of the tests, with
+// the arguments the variable holds, a crashArgs as JSON.
 const crashHelperEnv = "WORKERID_CRASH_HELPER"
+
+// crashArgs are a crash-test worker process's arguments.
+type crashArgs struct {
+	Store  string // redis or postgres
+	Target string // Redis address, or PostgreSQL URL
+	Prefix string // Redis key prefix
+	// Out and Info are the files for the IDs and the helperInfo.
+	Out, Info string
+	N         int           // how many IDs
+	Offset    time.Duration // how far to set its clock off
+}
 
 // TestMain runs the helper processes, or the tests within the package's
 // budget (several times their usual time on a loaded 2-core machine,
@@ -68,40 +79,31 @@ type helperInfo struct {
 
 // crashHelper is a worker process: it leases a number, writes IDs to a
 // file (8 bytes each, little-endian) in batches of 1,000 and, once done,
-// holds its lease until its standard input closes. Its environment:
-//
-//	WORKERID_CRASH_HELPER  redis or postgres
-//	HELPER_TARGET          Redis address, or PostgreSQL URL
-//	HELPER_PREFIX          Redis key prefix
-//	HELPER_OUT, HELPER_INFO files for the IDs and the helperInfo
-//	HELPER_N               how many IDs
-//	HELPER_OFFSET          how far to set its clock off (a duration)
+// holds its lease until its standard input closes.
 func crashHelper() int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fail := func(err error) int {
 		log.Error("crash helper", "error", err)
 		return 1
 	}
-	n, err := strconv.Atoi(os.Getenv("HELPER_N"))
-	if err != nil {
-		return fail(err)
+	var args crashArgs
+	if err := json.Unmarshal([]byte(os.Getenv(crashHelperEnv)), &args); err != nil {
+		return fail(fmt.Errorf("%s: %w", crashHelperEnv, err))
 	}
-	offset, err := time.ParseDuration(os.Getenv("HELPER_OFFSET"))
-	if err != nil {
-		return fail(err)
-	}
-	opts := crashOptions(log, offsetClock{idtype.SystemClock(), offset})
+	n := args.N
+	opts := crashOptions(log, offsetClock{idtype.SystemClock(), args.Offset})
 	opts.Holder = fmt.Sprintf("crash-helper:%d", os.Getpid())
 	var pool *Pool
-	switch os.Getenv(crashHelperEnv) {
+	var err error
+	switch args.Store {
 	case "redis":
-		opts.KeyPrefix = os.Getenv("HELPER_PREFIX")
-		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("HELPER_TARGET")})
+		opts.KeyPrefix = args.Prefix
+		rdb := redis.NewClient(&redis.Options{Addr: args.Target})
 		defer rdb.Close()
 		pool, err = Redis(rdb, opts)
 	default:
 		var db *sql.DB
-		if db, err = sql.Open("pgx", os.Getenv("HELPER_TARGET")); err != nil {
+		if db, err = sql.Open("pgx", args.Target); err != nil {
 			return fail(err)
 		}
 		defer db.Close()
@@ -138,11 +140,11 @@ func crashHelper() int {
 	st := lease.Status()
 	info, _ := json.Marshal(helperInfo{Worker: lease.Worker(), FloorMs: st.NotBefore.UnixMilli(),
 		AskedMs: asked, ClockMs: opts.Clock.UnixNano() / 1e6})
-	if err := os.WriteFile(os.Getenv("HELPER_INFO"), info, 0o644); err != nil {
+	if err := os.WriteFile(args.Info, info, 0o644); err != nil {
 		return fail(err)
 	}
 
-	out, err := os.OpenFile(os.Getenv("HELPER_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := os.OpenFile(args.Out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fail(err)
 	}
@@ -209,31 +211,36 @@ func TestCrash(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
-			env := []string{crashHelperEnv + "=" + k.name, "HELPER_N=200000"}
+			args := crashArgs{Store: k.name, N: 200000}
 			switch k.name {
 			case "redis":
-				env = append(env, "HELPER_TARGET="+testenv.Redis(t), "HELPER_PREFIX="+testenv.KeyPrefix(t))
+				args.Target, args.Prefix = testenv.Redis(t), testenv.KeyPrefix(t)
 			default:
-				dsn := testenv.Postgres(t)
-				migrate(t, dsn)
-				env = append(env, "HELPER_TARGET="+dsn)
+				args.Target = testenv.Postgres(t)
+				migrate(t, args.Target)
 			}
-			runCrash(t, self, env)
+			runCrash(t, self, args)
 		})
 	}
 }
 
-func runCrash(t *testing.T, self string, env []string) {
+// runCrash runs the crash test's processes, each with args and its own
+// files and clock offset.
+func runCrash(t *testing.T, self string, args crashArgs) {
 	dir := t.TempDir()
 	var all []*worker
 	startWorker := func(name string, offset time.Duration) *worker {
 		w := &worker{out: filepath.Join(dir, name+".ids"), info: filepath.Join(dir, name+".json"), done: make(chan struct{})}
+		a := args
+		a.Out, a.Info, a.Offset = w.out, w.info, offset
+		env, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
 		w.cmd = exec.Command(self)
-		w.cmd.Env = append(os.Environ(), env...)
-		w.cmd.Env = append(w.cmd.Env, "HELPER_OUT="+w.out, "HELPER_INFO="+w.info, "HELPER_OFFSET="+offset.String())
+		w.cmd.Env = append(os.Environ(), crashHelperEnv+"="+string(env))
 		w.cmd.Stderr = &w.stderr
 		w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		var err error
 		if w.stdin, err = w.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
 		}

@@ -53,11 +53,8 @@ func TestRedisDataLoss(t *testing.T) {
 		// ones take the numbers, however long the restart takes.
 		o := Options{Layout: twoBits, TTL: 3 * time.Second, Margin: 300 * time.Millisecond, RenewEvery: 500 * time.Millisecond}
 		olds := redisPool(t, px.Addr(), "loss:", o)
-		news := redisPool(t, srv.Addr(), "loss:", o)
+		news := redisPoolWithout(t, srv.Addr(), "loss:", o, defences{noLossWait: !defended})
 		trustRecord(t, olds)
-		if !defended {
-			turnOff(t, news, "loss-wait")
-		}
 		c := newCollector()
 		oldLeases := acquireN(t, olds, 4)
 		var oldNames, newNames []string
@@ -142,11 +139,9 @@ func TestRedisFailoverToLaggingReplica(t *testing.T) {
 		px := startProxy(t, master.Addr())
 		o := Options{Layout: twoBits}
 		olds := redisPool(t, px.Addr(), "fo:", o)
-		news := redisPool(t, replica.Addr(), "fo:", Options{Layout: twoBits, WaitForFree: true})
+		news := redisPoolWithout(t, replica.Addr(), "fo:", Options{Layout: twoBits, WaitForFree: true},
+			defences{noLossWait: !defended})
 		trustRecord(t, olds)
-		if !defended {
-			turnOff(t, news, "loss-wait")
-		}
 		c := newCollector()
 		a := acquire(t, olds)
 		c.run("A", generator(t, a))

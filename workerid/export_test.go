@@ -1,48 +1,82 @@
 package workerid
 
 import (
+	"database/sql"
 	"fmt"
-	"testing"
+	"reflect"
+	"strings"
+	"unicode"
+	"unsafe"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// defenceSwitches turn one of a pool's defences off each, by the name the
-// tests and the chaos helper's CHAOS_CONTROL give it.
-var defenceSwitches = map[string]func(d *defences){
-	"start-floor":   func(d *defences) { d.noStartFloor = true },
-	"release-clamp": func(d *defences) { d.noReleaseClamp = true },
-	"own-token":     func(d *defences) { d.noOwnToken = true },
-	"serial-retry":  func(d *defences) { d.noSerialRetry = true },
-	"declared-keys": func(d *defences) { d.noDeclaredKeys = true },
-	"floor":         func(d *defences) { d.noFloor = true },
-	"loss-wait":     func(d *defences) { d.noLossWait = true },
-	"until":         func(d *defences) { d.noUntil = true },
-	"uptime-sign":   func(d *defences) { d.noUptimeSign = true },
-	"promoted-sign": func(d *defences) { d.noPromotedSign = true },
-	"flush-sign":    func(d *defences) { d.noFlushSign = true },
-	"cluster-sign":  func(d *defences) { d.noClusterSign = true },
-	"send-time":     func(d *defences) { d.noSendTime = true },
-	"jitter":        func(d *defences) { d.noJitter = true },
-	"server-time":   func(d *defences) { d.noServerTime = true },
-	"backoff":       func(d *defences) { d.noBackoff = true },
+// The switches of the control runs, which show that a defence is needed
+// by turning it off; users cannot reach them.
+
+// redisWithout is Redis with the defences in off switched off.
+func redisWithout(client redis.UniversalClient, opts Options, off defences) (*Pool, error) {
+	return newRedis(client, opts, off)
 }
 
-// switchOff turns the named defences of p off, for a control run. Call it
-// before the pool's first Acquire.
-func switchOff(p *Pool, names ...string) error {
-	for _, name := range names {
-		off, ok := defenceSwitches[name]
-		if !ok {
-			return fmt.Errorf("no defence %q", name)
+// postgresWithout is Postgres with the defences in off switched off.
+func postgresWithout(db *sql.DB, opts Options, off defences) (*Pool, error) {
+	return newPostgres(db, opts, off)
+}
+
+// The defences have names, for the chaos table and for helper processes,
+// which receive the defences of their pool as the names of those
+// switched off. The names are derived from the fields of defences, so
+// that the table never falls out of step with them: field noSendTime is
+// "send-time".
+
+// defenceName is the name of the defences field called field.
+func defenceName(field string) string {
+	var b strings.Builder
+	for i, r := range strings.TrimPrefix(field, "no") {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r = unicode.ToLower(r)
 		}
-		off(&p.defences)
+		b.WriteRune(r)
 	}
-	return nil
+	return b.String()
 }
 
-// turnOff is switchOff in a test, which fails on an unknown name.
-func turnOff(t testing.TB, p *Pool, names ...string) {
-	t.Helper()
-	if err := switchOff(p, names...); err != nil {
-		t.Fatal(err)
+// names returns the names of the defences d switches off, in the order
+// of the fields.
+func (d defences) names() []string {
+	v := reflect.ValueOf(d)
+	var out []string
+	for i := range v.NumField() {
+		if v.Field(i).Bool() {
+			out = append(out, defenceName(v.Type().Field(i).Name))
+		}
 	}
+	return out
+}
+
+// defencesNamed returns the defences that switch off the defences named;
+// a name that is no defence is an error.
+func defencesNamed(names []string) (defences, error) {
+	var d defences
+	v := reflect.ValueOf(&d).Elem()
+	for _, name := range names {
+		found := false
+		for i := range v.NumField() {
+			if defenceName(v.Type().Field(i).Name) == name {
+				// The fields are unexported, which reflect reads but does
+				// not set: set it through its address.
+				f := v.Field(i)
+				*(*bool)(unsafe.Pointer(f.UnsafeAddr())) = true
+				found = true
+			}
+		}
+		if !found {
+			return defences{}, fmt.Errorf("no defence %q", name)
+		}
+	}
+	return d, nil
 }

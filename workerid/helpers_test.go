@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,16 +58,27 @@ type kind struct {
 type backend struct {
 	name string // of the kind
 	addr string // host:port of the server
-	// pool returns a pool on the backend, through the server at addr.
-	pool func(t *testing.T, addr string, o Options) *Pool
+	// open returns a pool on the backend, through the server at addr,
+	// with the defences in off switched off.
+	open func(t *testing.T, addr string, o Options, off defences) *Pool
+}
+
+// pool returns a pool on the backend, through the server at addr.
+func (b backend) pool(t *testing.T, addr string, o Options) *Pool {
+	return b.open(t, addr, o, defences{})
+}
+
+// poolWithout is pool with the defences in off switched off.
+func (b backend) poolWithout(t *testing.T, addr string, o Options, off defences) *Pool {
+	return b.open(t, addr, o, off)
 }
 
 var kinds = []kind{
 	{"redis", func(t *testing.T) backend {
 		addr := testenv.Redis(t)
 		prefix := testenv.KeyPrefix(t)
-		return backend{name: "redis", addr: addr, pool: func(t *testing.T, addr string, o Options) *Pool {
-			return redisPool(t, addr, prefix, o)
+		return backend{name: "redis", addr: addr, open: func(t *testing.T, addr string, o Options, off defences) *Pool {
+			return redisPoolWithout(t, addr, prefix, o, off)
 		}}
 	}},
 	{"postgres", func(t *testing.T) backend {
@@ -76,8 +88,8 @@ var kinds = []kind{
 		if err != nil {
 			t.Fatal(err)
 		}
-		return backend{name: "postgres", addr: u.Host, pool: func(t *testing.T, addr string, o Options) *Pool {
-			return postgresPool(t, withHost(dsn, addr), o)
+		return backend{name: "postgres", addr: u.Host, open: func(t *testing.T, addr string, o Options, off defences) *Pool {
+			return postgresPoolWithout(t, withHost(dsn, addr), o, off)
 		}}
 	}},
 }
@@ -90,9 +102,15 @@ func redisClient(t testing.TB, addr string) *redis.Client {
 
 func redisPool(t testing.TB, addr, prefix string, o Options) *Pool {
 	t.Helper()
+	return redisPoolWithout(t, addr, prefix, o, defences{})
+}
+
+// redisPoolWithout is redisPool with the defences in off switched off.
+func redisPoolWithout(t testing.TB, addr, prefix string, o Options, off defences) *Pool {
+	t.Helper()
 	o = testOptions(t, o)
 	o.KeyPrefix = prefix
-	p, err := Redis(redisClient(t, addr), o)
+	p, err := redisWithout(redisClient(t, addr), o, off)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +119,15 @@ func redisPool(t testing.TB, addr, prefix string, o Options) *Pool {
 
 func postgresPool(t testing.TB, dsn string, o Options) *Pool {
 	t.Helper()
+	return postgresPoolWithout(t, dsn, o, defences{})
+}
+
+// postgresPoolWithout is postgresPool with the defences in off switched
+// off.
+func postgresPoolWithout(t testing.TB, dsn string, o Options, off defences) *Pool {
+	t.Helper()
 	db := openDB(t, dsn)
-	p, err := Postgres(db, testOptions(t, o))
+	p, err := postgresWithout(db, testOptions(t, o), off)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +148,29 @@ func withHost(dsn, host string) string {
 	u, _ := url.Parse(dsn)
 	u.Host = host
 	return u.String()
+}
+
+// helperArgsEnv is the environment variable that hands a helper process
+// of this test binary its arguments, as one JSON value.
+const helperArgsEnv = "WORKERID_HELPER_ARGS"
+
+// helperArgs returns the environment entry that hands args to a helper
+// process, which reads them with readHelperArgs.
+func helperArgs(t testing.TB, args any) string {
+	t.Helper()
+	b, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return helperArgsEnv + "=" + string(b)
+}
+
+// readHelperArgs reads into args what helperArgs handed this process.
+func readHelperArgs(args any) error {
+	if err := json.Unmarshal([]byte(os.Getenv(helperArgsEnv)), args); err != nil {
+		return fmt.Errorf("%s: %w", helperArgsEnv, err)
+	}
+	return nil
 }
 
 // migrate applies snowkey's migrations, the SQL files of package

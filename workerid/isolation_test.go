@@ -145,11 +145,8 @@ func TestPostgresIsolation(t *testing.T) {
 func overlap(t *testing.T, ctx context.Context, dsn, level string, defended bool) {
 	t.Helper()
 	logs := &logRecorder{}
-	p := postgresPool(t, dsn, Options{Layout: sixBits, Logger: slog.New(logs),
-		TTL: 2 * time.Minute, Margin: time.Second, RenewEvery: time.Second})
-	if !defended {
-		turnOff(t, p, "serial-retry")
-	}
+	p := postgresPoolWithout(t, dsn, Options{Layout: sixBits, Logger: slog.New(logs),
+		TTL: 2 * time.Minute, Margin: time.Second, RenewEvery: time.Second}, defences{noSerialRetry: !defended})
 	db := openDB(t, dsn)
 	l, err := p.Acquire(ctx)
 	if err != nil {

@@ -565,19 +565,19 @@ func (s *slowRenewal) renew(ctx context.Context, worker int64, token string, ttl
 // from the store (after a renewal whose reply took delay, if delay > 0),
 // then lets B take the number once A's lease has lapsed and issue. It
 // returns the duplicates once A's generator has stopped (or, if it never
-// stops, issued past B's first IDs) and B has issued 200 IDs.
-func cutOffScenario(t *testing.T, b backend, delay time.Duration, defence string, defended bool) int {
+// stops, issued past B's first IDs) and B has issued 200 IDs. A's pool
+// has the defences in offA switched off: with none off, duplicates fail
+// the test.
+func cutOffScenario(t *testing.T, b backend, delay time.Duration, offA defences) int {
 	t.Helper()
 	testenv.Deadline(t, time.Minute)
+	defended := offA == defences{}
 	o := oneNumber
 	o.TTL, o.Margin, o.RenewEvery = 2*time.Second, 400*time.Millisecond, 500*time.Millisecond
-	pa := b.pool(t, b.addr, o)
+	pa := b.poolWithout(t, b.addr, o, offA)
 	trustRecord(t, pa)
 	slow := &slowRenewal{store: pa.store, delay: delay}
 	pa.store = slow
-	if !defended {
-		turnOff(t, pa, defence)
-	}
 	ob := o
 	ob.WaitForFree = true
 	pb := b.pool(t, b.addr, ob)
@@ -614,10 +614,10 @@ func TestLeaseStopsCutOff(t *testing.T) {
 			t.Parallel()
 			forKinds(t, func(t *testing.T, b backend) {
 				if defended {
-					cutOffScenario(t, b, 0, "until", true)
+					cutOffScenario(t, b, 0, defences{})
 					return
 				}
-				tryControl(t, func(t *testing.T) bool { return cutOffScenario(t, b, 0, "until", false) > 0 })
+				tryControl(t, func(t *testing.T) bool { return cutOffScenario(t, b, 0, defences{noUntil: true}) > 0 })
 			})
 		})
 	}
@@ -635,10 +635,12 @@ func TestLeaseTimeFromSend(t *testing.T) {
 			t.Parallel()
 			forKinds(t, func(t *testing.T, b backend) {
 				if defended {
-					cutOffScenario(t, b, time.Second, "send-time", true)
+					cutOffScenario(t, b, time.Second, defences{})
 					return
 				}
-				tryControl(t, func(t *testing.T) bool { return cutOffScenario(t, b, time.Second, "send-time", false) > 0 })
+				tryControl(t, func(t *testing.T) bool {
+					return cutOffScenario(t, b, time.Second, defences{noSendTime: true}) > 0
+				})
 			})
 		})
 	}
@@ -662,11 +664,8 @@ func TestRenewalsSpread(t *testing.T) {
 				// still succeeds (it is given up after (TTL-Margin)/2):
 				// the verdict needs renewals in the rhythm, and a failed
 				// one is followed by a retry instead.
-				p := b.pool(t, b.addr, Options{Layout: sixBits, TTL: 10 * time.Second, Margin: 2 * time.Second,
-					RenewEvery: 250 * time.Millisecond, MaxConns: 4})
-				if control {
-					turnOff(t, p, "jitter")
-				}
+				p := b.poolWithout(t, b.addr, Options{Layout: sixBits, TTL: 10 * time.Second, Margin: 2 * time.Second,
+					RenewEvery: 250 * time.Millisecond, MaxConns: 4}, defences{noJitter: control})
 				every := p.opts.RenewEvery
 				leases := acquireN(t, p, n)
 				waitFor(t, time.Minute, "every lease to renew twice", func() bool {
@@ -731,10 +730,7 @@ func TestRenewalRetriesBackOff(t *testing.T) {
 		for _, control := range []bool{false, true} {
 			t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
 				proxy := faults.StartProxy(t, b.addr)
-				p := b.pool(t, proxy.Addr(), Options{Layout: sixBits})
-				if control {
-					turnOff(t, p, "backoff")
-				}
+				p := b.poolWithout(t, proxy.Addr(), Options{Layout: sixBits}, defences{noBackoff: control})
 				every := p.opts.RenewEvery
 				leases := acquireN(t, p, n)
 				// A renewal may fail before the cut (a starved CPU can hold

@@ -78,11 +78,11 @@ func TestRedisLossSigns(t *testing.T) {
 		client redis.UniversalClient
 		addr   string       // of a single server
 		sign   func() error // nil if the server shows the sign
-		pool   func(o Options) *Pool
+		pool   func(o Options, off defences) *Pool
 	}
 	single := func(t *testing.T, c *redis.Client, addr string) server {
-		return server{client: c, addr: addr, pool: func(o Options) *Pool {
-			return redisPool(t, addr, testenv.KeyPrefix(t), o)
+		return server{client: c, addr: addr, pool: func(o Options, off defences) *Pool {
+			return redisPoolWithout(t, addr, testenv.KeyPrefix(t), o, off)
 		}}
 	}
 	infoHas := func(c redis.Cmdable, section, want string) func() error {
@@ -98,15 +98,18 @@ func TestRedisLossSigns(t *testing.T) {
 		}
 	}
 	cases := []struct {
-		name, sign, why string
-		setup           func(t *testing.T, ctx context.Context) server
+		name string
+		sign defences // the defence that reads the sign, which the control switches off
+		why  string
+		// setup starts the server.
+		setup func(t *testing.T, ctx context.Context) server
 	}{
-		{"up longer than the window", "", "", func(t *testing.T, ctx context.Context) server {
+		{"up longer than the window", defences{}, "", func(t *testing.T, ctx context.Context) server {
 			srv := testenv.StartRedis(t)
 			waitUptime(t, ctx, srv.Client(), lossOptions.TTL)
 			return single(t, srv.Client(), srv.Addr())
 		}},
-		{"started within the window", "uptime-sign", "restarted", func(t *testing.T, ctx context.Context) server {
+		{"started within the window", defences{noUptimeSign: true}, "restarted", func(t *testing.T, ctx context.Context) server {
 			// A window of a minute, which the server just started is
 			// within however loaded the machine is.
 			srv := testenv.StartRedis(t)
@@ -119,7 +122,7 @@ func TestRedisLossSigns(t *testing.T) {
 			}
 			return s
 		}},
-		{"promoted", "promoted-sign", "promoted", func(t *testing.T, ctx context.Context) server {
+		{"promoted", defences{noPromotedSign: true}, "promoted", func(t *testing.T, ctx context.Context) server {
 			master := testenv.StartRedis(t)
 			replica := testenv.StartRedisReplica(t, master.Addr())
 			replica.WaitSynced(master.Addr(), 30*time.Second)
@@ -134,7 +137,7 @@ func TestRedisLossSigns(t *testing.T) {
 			}
 			return s
 		}},
-		{"flushed", "flush-sign", "flushed", func(t *testing.T, ctx context.Context) server {
+		{"flushed", defences{noFlushSign: true}, "flushed", func(t *testing.T, ctx context.Context) server {
 			srv := testenv.StartRedis(t)
 			waitUptime(t, ctx, srv.Client(), lossOptions.TTL)
 			if err := srv.Client().FlushAll(ctx).Err(); err != nil {
@@ -144,13 +147,13 @@ func TestRedisLossSigns(t *testing.T) {
 			s.sign = infoHas(srv.Client(), "commandstats", "cmdstat_flushall:")
 			return s
 		}},
-		{"cluster", "cluster-sign", "cluster", func(t *testing.T, ctx context.Context) server {
+		{"cluster", defences{noClusterSign: true}, "cluster", func(t *testing.T, ctx context.Context) server {
 			c := testenv.RedisClusterClient(t)
 			waitUptime(t, ctx, c, lossOptions.TTL)
-			return server{client: c, sign: infoHas(c, "cluster", "cluster_enabled:1"), pool: func(o Options) *Pool {
+			return server{client: c, sign: infoHas(c, "cluster", "cluster_enabled:1"), pool: func(o Options, off defences) *Pool {
 				o = testOptions(t, o)
 				o.KeyPrefix = testenv.KeyPrefix(t)
-				p, err := Redis(c, o)
+				p, err := redisWithout(c, o, off)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -160,12 +163,12 @@ func TestRedisLossSigns(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, defended := range []bool{true, false} {
-			if tc.sign == "" && !defended {
+			if tc.sign == (defences{}) && !defended {
 				continue
 			}
-			name := tc.name
+			name, off := tc.name, defences{}
 			if !defended {
-				name += "/control: " + tc.sign + " off"
+				name, off = name+"/control: "+strings.Join(tc.sign.names(), ", ")+" off", tc.sign
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
@@ -175,10 +178,7 @@ func TestRedisLossSigns(t *testing.T) {
 				if tc.why == "restarted" {
 					o.TTL, o.Margin, o.RenewEvery = time.Minute, 0, 0
 				}
-				p := s.pool(o)
-				if !defended {
-					turnOff(t, p, tc.sign)
-				}
+				p := s.pool(o, off)
 				if s.sign != nil {
 					if err := s.sign(); err != nil {
 						t.Fatalf("the server shows no sign of %s: %v: the fault was not met", tc.name, err)
@@ -197,7 +197,8 @@ func TestRedisLossSigns(t *testing.T) {
 				case tc.why != "" && defended && (!opened || tk.why != tc.why):
 					t.Fatalf("no window, or another reason (%q), on a server that shows %s", tk.why, tc.why)
 				case !defended && opened:
-					t.Fatalf("control: with %s off, the take still opened a window (why %q): the sign is not what opens it", tc.sign, tk.why)
+					t.Fatalf("control: with %s off, the take still opened a window (why %q): the sign is not what opens it",
+						strings.Join(tc.sign.names(), ", "), tk.why)
 				}
 			})
 		}
@@ -276,10 +277,7 @@ func TestRedisLateTake(t *testing.T) {
 			px.Cut()
 			srv.Kill()
 			srv.Restart()
-			pb := redisPool(t, srv.Addr(), prefix, o)
-			if control {
-				turnOff(t, pb, "server-time")
-			}
+			pb := redisPoolWithout(t, srv.Addr(), prefix, o, defences{noServerTime: control})
 			tk, err := pb.store.take(ctx, takeRequest{token: "late/1", holder: "late", ttl: o.TTL.Milliseconds(),
 				reserve: pb.reserve(sent), now: sent})
 			if err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
@@ -24,17 +23,15 @@ type Pool struct {
 	store    store
 	opts     Options
 	defences defences
-	reserved []int64      // numbers never leased, sorted: Options.Reserved and SQLWorker, within the layout
-	size     int          // the numbers a lease may take
-	trips    atomic.Int64 // requests sent to the store, for benchmarks
-	takes    atomic.Int64 // store.take calls by Acquire, for tests
+	reserved []int64 // numbers never leased, sorted: Options.Reserved and SQLWorker, within the layout
+	size     int     // the numbers a lease may take
 }
 
 // defences switch the pool's defences off, one by one, for the control
 // runs of this package's tests, which show that each test reaches the
 // fault its defence is for. The zero value, every defence on, is the only
-// one a Pool made by Redis or Postgres has; only this package's tests
-// change it (export_test.go).
+// one a Pool made by Redis or Postgres has; only export_test.go passes
+// another, to newPool, when the pool is made.
 type defences struct {
 	// noStartFloor: a renewal that finds the lease held does not raise
 	// the lease's floor to the mark the ownership started after.
@@ -183,7 +180,6 @@ func (p *Pool) Acquire(ctx context.Context) (l *Lease, err error) {
 	waiting := false
 	for {
 		now := p.nowMs()
-		p.takes.Add(1)
 		t, err := p.store.take(ctx, takeRequest{
 			token: token, holder: p.opts.Holder,
 			ttl: p.opts.TTL.Milliseconds(), reserve: p.reserve(now), now: now,
@@ -300,21 +296,20 @@ func (p *Pool) wrap(op string, err error) error {
 	return fmt.Errorf("%w: %s on %s: %w", ErrStore, op, p.store.kind(), err)
 }
 
-// newPool makes a pool on the store that newStore makes for the resolved
-// options; the store reads the pool's defences and counts its round trips
-// in trips.
-func newPool(opts Options, newStore func(o Options, reserved []int64, d *defences, trips *atomic.Int64) store) (*Pool, error) {
+// newPool makes a pool with the defences d on the store that newStore
+// makes for the resolved options; the store reads the pool's defences.
+func newPool(opts Options, d defences, newStore func(o Options, reserved []int64, d *defences) store) (*Pool, error) {
 	opts, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}
 	reserved := opts.reserved()
-	p := &Pool{opts: opts, reserved: reserved, size: int(opts.Layout.MaxWorker()+1) - len(reserved)}
+	p := &Pool{opts: opts, defences: d, reserved: reserved, size: int(opts.Layout.MaxWorker()+1) - len(reserved)}
 	if p.size == 0 {
 		return nil, fmt.Errorf("%w: Reserved leaves no worker number of %d to lease", idtype.ErrInvalidOptions,
 			opts.Layout.MaxWorker()+1)
 	}
-	p.store = newStore(opts, reserved, &p.defences, &p.trips)
+	p.store = newStore(opts, reserved, &p.defences)
 	return p, nil
 }
 

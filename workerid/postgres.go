@@ -46,12 +46,17 @@ import (
 // It reads the SQLSTATE from the driver's error through a
 // SQLState() string method, which pgx's and lib/pq's errors have.
 func Postgres(db *sql.DB, opts Options) (*Pool, error) {
+	return newPostgres(db, opts, defences{})
+}
+
+// newPostgres is Postgres with the defences d.
+func newPostgres(db *sql.DB, opts Options, d defences) (*Pool, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", idtype.ErrInvalidOptions)
 	}
-	return newPool(opts, func(o Options, reserved []int64, d *defences, trips *atomic.Int64) store {
+	return newPool(opts, d, func(o Options, reserved []int64, d *defences) store {
 		return &pgStore{db: db, ns: o.Namespace, max: o.Layout.MaxWorker(), reserved: intArray(reserved),
-			growLock: growLockKey(o.Namespace), d: d, trips: trips, sem: make(chan struct{}, o.MaxConns)}
+			growLock: growLockKey(o.Namespace), d: d, sem: make(chan struct{}, o.MaxConns)}
 	})
 }
 
@@ -236,7 +241,6 @@ type pgStore struct {
 	reserved string        // an array literal of the pool's reserved numbers
 	sem      chan struct{} // one token per statement running: MaxConns
 	d        *defences
-	trips    *atomic.Int64
 }
 
 // growLockKey is the advisory lock key that serializes the making of a
@@ -273,7 +277,6 @@ func (s *pgStore) do(ctx context.Context, f func() error) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		s.trips.Add(1)
 		err := f()
 		<-s.sem
 		if err == nil || s.d.noSerialRetry || retry == serialRetries || !serialFailure(err) {

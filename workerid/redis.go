@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -37,13 +36,18 @@ import (
 //
 // Redis can lose data; see the package doc for what a pool does about it.
 func Redis(client redis.UniversalClient, opts Options) (*Pool, error) {
+	return newRedis(client, opts, defences{})
+}
+
+// newRedis is Redis with the defences d.
+func newRedis(client redis.UniversalClient, opts Options, d defences) (*Pool, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil Redis client", idtype.ErrInvalidOptions)
 	}
-	return newPool(opts, func(o Options, reserved []int64, d *defences, trips *atomic.Int64) store {
+	return newPool(opts, d, func(o Options, reserved []int64, d *defences) store {
 		base := o.KeyPrefix + "{" + o.Namespace + "}:"
 		s := &redisStore{
-			c: client, base: base, d: d, trips: trips, max: o.Layout.MaxWorker(), win: o.TTL.Milliseconds(),
+			c: client, base: base, d: d, max: o.Layout.MaxWorker(), win: o.TTL.Milliseconds(),
 			meta: base + "meta", hw: base + "hw", leases: base + "leases", tokens: base + "tokens",
 			takeSc: redis.NewScript(takeScript), renewSc: redis.NewScript(renewScript), releaseSc: redis.NewScript(releaseScript),
 		}
@@ -383,7 +387,6 @@ type redisStore struct {
 	win                        int64  // the loss window (ms): the pool's TTL
 	reserved                   []string
 	d                          *defences
-	trips                      *atomic.Int64
 	takeSc, renewSc, releaseSc *redis.Script
 }
 
@@ -407,10 +410,8 @@ func (s *redisStore) checks() string {
 // run runs a script by its hash, sending its source only when the server
 // does not know it yet.
 func (s *redisStore) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
-	s.trips.Add(1)
 	v, err := sc.EvalSha(ctx, s.c, keys, args...).Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		s.trips.Add(1)
 		v, err = sc.Eval(ctx, s.c, keys, args...).Result()
 	}
 	return v, err

@@ -37,12 +37,9 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 				t.Fatal(err)
 			}
 			o.Holder = "B"
-			pb, err := Redis(cl.Client(), o)
+			pb, err := redisWithout(cl.Client(), o, defences{noDeclaredKeys: !defended})
 			if err != nil {
 				t.Fatal(err)
-			}
-			if !defended {
-				turnOff(t, pb, "declared-keys")
 			}
 			trustRecord(t, pa)
 			a := acquire(t, pa)

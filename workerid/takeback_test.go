@@ -101,14 +101,14 @@ func issueFor(t *testing.T, g *idtype.Generator, d time.Duration) []idtype.ID {
 // one-number pool behind a proxy, is cut off until its lease lapses in the
 // store; B, whose clock runs 600 ms ahead (inside Margin), takes the
 // number, issues for 600 ms and closes. Then the proxy lets A through
-// again, and the reply to A's take-back is lost (the take ran). It returns
-// B's IDs once A's take-back has run, with A's generator issuing into c
-// meanwhile. If lost.clock is set by tuneA, A's clock stands still from
+// again, and the reply to A's take-back is lost (the take ran). A's pool
+// has the defences in offA switched off. It returns B's IDs once A's
+// take-back has run, with A's generator issuing into c meanwhile. If lost.clock is set by tuneA, A's clock stands still from
 // B's take until A's first renewal after the lost reply succeeds.
-func takeBackScenario(t *testing.T, b backend, tuneA func(p *Pool)) (c *collector, a *Lease, pa *Pool, lost *replyLost, idsB []idtype.ID) {
+func takeBackScenario(t *testing.T, b backend, offA defences, tuneA func(p *Pool)) (c *collector, a *Lease, pa *Pool, lost *replyLost, idsB []idtype.ID) {
 	t.Helper()
 	px := startProxy(t, b.addr)
-	pa = b.pool(t, px.Addr(), takeBackOptions())
+	pa = b.poolWithout(t, px.Addr(), takeBackOptions(), offA)
 	lost = &replyLost{store: pa.store}
 	pa.store = lost
 	if tuneA != nil {
@@ -163,7 +163,7 @@ func TestTakeBackReplyLost(t *testing.T) {
 	// whether it reached its fault (see notMet).
 	run := func(t *testing.T, b backend, defended bool) (dups int, reached bool) {
 		logs := &logRecorder{}
-		c, a, _, _, idsB := takeBackScenario(t, b, func(p *Pool) {
+		c, a, _, _, idsB := takeBackScenario(t, b, defences{noStartFloor: !defended}, func(p *Pool) {
 			p.opts.Logger = slog.New(logs)
 			// A's clock stands still from B's take until A learns from a
 			// renewal that it holds the number again, as if that took no
@@ -177,9 +177,6 @@ func TestTakeBackReplyLost(t *testing.T) {
 			clock := &pausingClock{Clock: p.opts.Clock, step: time.Millisecond}
 			p.opts.Clock = clock
 			p.store.(*replyLost).clock = clock
-			if !defended {
-				turnOff(t, p, "start-floor")
-			}
 		})
 		waitFor(t, 30*time.Second, "A to be renewed", func() bool { return a.Status().State == Held })
 		// A issues until its clock has passed B's last ID, a millisecond
@@ -250,11 +247,8 @@ func TestCloseAfterTakeBackReplyLost(t *testing.T) {
 	// run runs the scenario and returns how many duplicates it found, and
 	// whether it reached its fault (see notMet).
 	run := func(t *testing.T, b backend, defended bool) (dups int, reached bool) {
-		c, a, _, _, idsB := takeBackScenario(t, b, func(p *Pool) {
+		c, a, _, _, idsB := takeBackScenario(t, b, defences{noReleaseClamp: !defended}, func(p *Pool) {
 			p.store.(*replyLost).stall = true
-			if !defended {
-				turnOff(t, p, "release-clamp")
-			}
 		})
 		closeLease(t, a)
 		lists := c.finish()
@@ -317,10 +311,8 @@ func TestCloseAfterTakeBackReplyLost(t *testing.T) {
 func TestRedisReleaseKeepsStart(t *testing.T) {
 	t.Parallel()
 	for _, defended := range []bool{true, false} {
-		p := redisPool(t, testenv.Redis(t), testenv.KeyPrefix(t)+fmt.Sprint(defended), oneNumber)
-		if !defended {
-			turnOff(t, p, "release-clamp")
-		}
+		p := redisPoolWithout(t, testenv.Redis(t), testenv.KeyPrefix(t)+fmt.Sprint(defended), oneNumber,
+			defences{noReleaseClamp: !defended})
 		s := p.store.(*redisStore)
 		rdb := redisClient(t, testenv.Redis(t))
 		const start = 1_700_000_000_000
@@ -383,12 +375,9 @@ func TestTakeBackResent(t *testing.T) {
 			t.Parallel()
 			forKinds(t, func(t *testing.T, b backend) {
 				px := startProxy(t, b.addr)
-				pa := b.pool(t, px.Addr(), takeBackOptions())
+				pa := b.poolWithout(t, px.Addr(), takeBackOptions(), defences{noOwnToken: !defended})
 				rs := &resent{store: pa.store}
 				pa.store = rs
-				if !defended {
-					turnOff(t, pa, "own-token")
-				}
 				ob := takeBackOptions()
 				ob.Clock = offsetClock{idtype.SystemClock(), 600 * time.Millisecond}
 				pb := b.pool(t, b.addr, ob)
@@ -469,12 +458,9 @@ func TestTakeBackRetriedByGoRedis(t *testing.T) {
 			px := startProxy(t, addr)
 			client := redis.NewClient(&redis.Options{Addr: px.Addr()}) // default retries
 			t.Cleanup(func() { _ = client.Close() })
-			pa, err := Redis(client, testOptions(t, withPrefix(takeBackOptions(), prefix)))
+			pa, err := redisWithout(client, testOptions(t, withPrefix(takeBackOptions(), prefix)), defences{noOwnToken: !defended})
 			if err != nil {
 				t.Fatal(err)
-			}
-			if !defended {
-				turnOff(t, pa, "own-token")
 			}
 			a := acquire(t, pa)
 			ga := generator(t, a)
