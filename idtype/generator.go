@@ -418,10 +418,8 @@ func (g *Generator) Next() (ID, error) {
 	}
 	observed := false
 	for {
-		old := g.state.Load()
-		gr := g.grant.Load()
-		oldMs := g.msOf(old)
-		if now != oldMs && !observed {
+		old, gr := g.state.Load(), g.grant.Load()
+		if now != g.msOf(old) && !observed {
 			g.observe(now)
 		}
 		observed = true
@@ -429,22 +427,14 @@ func (g *Generator) Next() (ID, error) {
 			g.raiseFloor(gr.floorState)
 			continue
 		}
-		if now > oldMs {
+		if now > g.msOf(old) {
 			// The clock has moved past the state: the crossing into its
 			// millisecond, once a millisecond, by compare-and-swap.
-			if now > gr.limit {
-				return 0, g.pastLimit(gr, now)
+			next, err := g.crossing(gr, old, now, nowNs)
+			if err != nil {
+				return 0, err
 			}
-			next := g.stateAt(now)
-			if g.spread != 0 {
-				next = g.firstOf(now, old, nowNs)
-			}
-			g.hookBefore()
-			if !g.state.CompareAndSwap(old, next) {
-				continue
-			}
-			g.hookAfter()
-			if ok, err := g.judge(old, next, next); !ok {
+			if ok, err := g.swap(old, next, next); !ok {
 				if err != nil {
 					return 0, err
 				}
@@ -501,18 +491,45 @@ func (g *Generator) Next() (ID, error) {
 	}
 }
 
-// hookBefore and hookAfter run a test's hooks around a compare-and-swap
-// that reserves state values (see hooks).
-func (g *Generator) hookBefore() {
-	if h := g.defences.hooks; h != nil {
-		h.before()
+// Next and NextN begin each turn of their loops alike: they read the
+// state and the grant in force, observe the clock's reading once, and
+// raise the state to the grant's floor when it is below it. Those few
+// lines are written out in both, not in a helper: with a call in it, no
+// helper is small enough for the compiler to inline, and every ID would
+// pay for the call (in burst mode, where the state runs ahead of the
+// clock, a call more per ID). What follows, a crossing into a new
+// millisecond and its reservation, is shared: crossing and swap.
+
+// crossing returns the first state value of millisecond now, which the
+// clock (read at nowNs) has reached and the state, old, has not: sequence
+// 0, or a random start (RandomSequenceStart). The error is the grant's
+// when now is past its limit.
+func (g *Generator) crossing(gr *grant, old, now, nowNs int64) (int64, error) {
+	if now > gr.limit {
+		return 0, g.pastLimit(gr, now)
 	}
+	if g.spread != 0 {
+		return g.firstOf(now, old, nowNs), nil
+	}
+	return g.stateAt(now), nil
 }
 
-func (g *Generator) hookAfter() {
-	if h := g.defences.hooks; h != nil {
+// swap reserves the state values first..last by moving the state from
+// old to last with compare-and-swap, between a test's hooks (see hooks),
+// and judges them (see judge). It returns false when the swap lost, which
+// means another call moved the state, or when judge refused them.
+func (g *Generator) swap(old, first, last int64) (bool, error) {
+	h := g.defences.hooks
+	if h != nil {
+		h.before()
+	}
+	if !g.state.CompareAndSwap(old, last) {
+		return false, nil
+	}
+	if h != nil {
 		h.after()
 	}
+	return g.judge(old, first, last)
 }
 
 // judge decides whether the state values first..last, reserved by moving
@@ -569,10 +586,8 @@ func (g *Generator) NextN(dst []ID) error {
 	now, nowNs := g.now() // reused, and observed once, as in Next
 	observed := false
 	for len(dst) > 0 {
-		old := g.state.Load()
-		gr := g.grant.Load()
-		oldMs := g.msOf(old)
-		if now != oldMs && !observed {
+		old, gr := g.state.Load(), g.grant.Load()
+		if now != g.msOf(old) && !observed {
 			g.observe(now)
 		}
 		observed = true
@@ -581,13 +596,10 @@ func (g *Generator) NextN(dst []ID) error {
 			continue
 		}
 		first := old + 1
-		if now > oldMs {
-			if now > gr.limit {
-				return g.pastLimit(gr, now)
-			}
-			first = g.stateAt(now)
-			if g.spread != 0 {
-				first = g.firstOf(now, old, nowNs)
+		if now > g.msOf(old) {
+			var err error
+			if first, err = g.crossing(gr, old, now, nowNs); err != nil {
+				return err
 			}
 		}
 		// The last state the clock allows: the end of the millisecond
@@ -608,12 +620,7 @@ func (g *Generator) NextN(dst []ID) error {
 		}
 		n := min(int64(len(dst)), limit-first+1)
 		last := first + n - 1
-		g.hookBefore()
-		if !g.state.CompareAndSwap(old, last) {
-			continue
-		}
-		g.hookAfter()
-		if ok, err := g.judge(old, first, last); !ok {
+		if ok, err := g.swap(old, first, last); !ok {
 			if err != nil {
 				return err
 			}
