@@ -1,6 +1,6 @@
 # Entry points of the repository. `make test` is what CI runs (.ci/run).
 
-.PHONY: test bench fuzz chaos loadproof run fmt vet lint generate-check
+.PHONY: test bench fuzz chaos loadproof run fmt vet lint generate-check api release
 
 # gofmt check, go vet, staticcheck, and go test -race of every module
 # against real PostgreSQL and Redis servers.
@@ -47,3 +47,14 @@ lint:
 # run on copies: fails if any would write other files.
 generate-check:
 	bash scripts/lib.sh generated_check
+
+# Writes api/*.txt, the exported API of every released module (see
+# internal/apifile); make test fails while they differ from the code.
+api:
+	GOWORK=off go run ./internal/apifile/cmd/apifile -w
+
+# The release commit and tags of every released module, in this working
+# tree, nothing pushed: a dry run unless APPLY=1 (or DRY_RUN=0). See
+# scripts/release.sh.
+release:
+	bash scripts/release.sh "$(VERSION)"

@@ -1,5 +1,8 @@
 module github.com/snowkeyhq/snowkey/examples/graphql
 
+// Not released: no user imports this module; it gets no tag and no API
+// file (see internal/apifile).
+
 go 1.26.0
 
 require (
