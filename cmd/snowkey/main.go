@@ -9,6 +9,7 @@
 //	snowkey at 2026-11-01T00:00:00Z
 //	snowkey adopt --dry-run users posts (see adopt.go)
 //	snowkey servers --redis redis://cache:6379 postgres://a/app postgres://b/app (see servers.go)
+//	snowkey version                  (or --version: the module version it was built from)
 //
 // Exit status: 0 on success, 1 when an input is bad, an ID cannot be
 // issued, adopt refuses, fails or is not confirmed, or servers finds two
@@ -25,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
@@ -41,6 +43,8 @@ Usage:
   snowkey servers [flags] <URL>...     the worker number each database's
                                        snowflake_id() issues on; fails when
                                        two would repeat each other's IDs
+  snowkey version                      the module version and Go release it
+                                       was built from (also --version)
 
 Layout flags (all commands; the default is 41/10/12 with Twitter's epoch):
   --epoch RFC3339|unix-ms   time zero of the layout
@@ -67,6 +71,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) == 0 {
 			return 2
 		}
+		return 0
+	}
+	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprint(stdout, version(debug.ReadBuildInfo()))
 		return 0
 	}
 	out := bufio.NewWriterSize(stdout, 64<<10)

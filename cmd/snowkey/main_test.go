@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -267,4 +268,32 @@ func TestGenWriteError(t *testing.T) {
 // times their usual time on a busy machine.
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, 3*time.Minute))
+}
+
+// TestVersion: `snowkey version` and `snowkey --version` print the module
+// version of the build information, "(devel)" without one. That `go
+// install .../cmd/snowkey@vX.Y.Z` records vX.Y.Z is shown by
+// internal/release's TestInstallFromTags.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"version", "--version"} {
+		code, out, errOut := runCLI(arg)
+		info, ok := debug.ReadBuildInfo()
+		if code != 0 || out != version(info, ok) || !strings.HasPrefix(out, "snowkey ") || errOut != "" {
+			t.Errorf("snowkey %s = %d, %q, %q", arg, code, out, errOut)
+		}
+	}
+	for _, c := range []struct {
+		info *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/snowkeyhq/snowkey", Version: "v0.1.0"}}, true, "snowkey v0.1.0 go1.26.8\n"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/snowkeyhq/snowkey", Version: "(devel)"}}, true, "snowkey (devel) go1.26.8\n"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8"}, true, "snowkey (devel) go1.26.8\n"},
+		{nil, false, "snowkey (devel)\n"},
+	} {
+		if got := version(c.info, c.ok); got != c.want {
+			t.Errorf("version(%+v) = %q, want %q", c.info, got, c.want)
+		}
+	}
 }
