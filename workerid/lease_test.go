@@ -825,3 +825,25 @@ func TestRenewalRetriesBackOff(t *testing.T) {
 		}
 	})
 }
+
+// TestDefaultLoggerQuiet: without Options.Logger a lease logs nothing at
+// info (acquired, released) and passes warnings and errors (a failed
+// renewal, an expiry, a loss) to the default logger. It reads the
+// resolved logger's levels, so it fails if the default were
+// slog.Default() itself, whose handler takes info.
+func TestDefaultLoggerQuiet(t *testing.T) {
+	o, err := Options{}.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if !slog.Default().Enabled(ctx, slog.LevelInfo) {
+		t.Fatal("the default logger takes no info lines: the test would show nothing")
+	}
+	if o.Logger.Enabled(ctx, slog.LevelInfo) {
+		t.Error("the default Logger takes info lines")
+	}
+	if !o.Logger.Enabled(ctx, slog.LevelWarn) || !o.Logger.With("worker", 1).Enabled(ctx, slog.LevelError) {
+		t.Error("the default Logger drops warnings or errors")
+	}
+}

@@ -1,6 +1,7 @@
 package workerid
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -88,7 +89,12 @@ type Options struct {
 	// on them. Nil means idtype.SystemClock().
 	Clock idtype.Clock
 	// Logger receives a line when a lease is acquired, expires, recovers,
-	// is re-acquired, lost or released. Nil means slog.Default().
+	// is re-acquired, lost or released. Nil means slog.Default() as it is
+	// when the options are used, at warn and error only: the lease says
+	// nothing while all is well, as pgx and go-redis do, but a renewal
+	// that fails, an expiry or a loss, which happen in the background
+	// with no caller to return an error to, still reach the default
+	// logger, as go-redis's background failures do.
 	Logger *slog.Logger
 	// Holder names this process to operators, in the store beside each
 	// lease it holds and in Status. Empty means "hostname:pid".
@@ -163,7 +169,7 @@ func (o Options) resolve() (Options, error) {
 		o.Clock = idtype.SystemClock()
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(warnAndUp{slog.Default().Handler()})
 	}
 	if o.Holder == "" {
 		host, err := os.Hostname()
@@ -190,3 +196,13 @@ func (o Options) reserved() []int64 {
 	slices.Sort(r)
 	return slices.Compact(r)
 }
+
+// warnAndUp passes a handler's warnings and errors, and drops the rest.
+type warnAndUp struct{ slog.Handler }
+
+func (h warnAndUp) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnAndUp) WithAttrs(as []slog.Attr) slog.Handler { return warnAndUp{h.Handler.WithAttrs(as)} }
+func (h warnAndUp) WithGroup(name string) slog.Handler    { return warnAndUp{h.Handler.WithGroup(name)} }

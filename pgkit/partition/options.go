@@ -79,6 +79,9 @@ type Options struct {
 	// idtype.SystemClock().
 	Clock idtype.Clock
 	// Logger gets what Run does and every error it meets. Nil means
-	// slog.Default().
+	// slog.Default() as it is when New is called, at warn and error
+	// only: Run says nothing about routine maintenance, as pgx and
+	// go-redis say nothing while all is well, but its failures, which no
+	// caller sees returned, still reach the default logger.
 	Logger *slog.Logger
 }

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -127,7 +128,7 @@ func New(table string, layout idtype.Layout, o Options) (*Table, error) {
 		p.clock = idtype.SystemClock()
 	}
 	if p.logger == nil {
-		p.logger = slog.Default()
+		p.logger = slog.New(warnAndUp{slog.Default().Handler()})
 	}
 	return p, nil
 }
@@ -161,3 +162,13 @@ func (p *Table) defaultName() string { return p.table + "_default" }
 
 // now reads the app's clock.
 func (p *Table) now() time.Time { return time.Unix(0, p.clock.UnixNano()).UTC() }
+
+// warnAndUp passes a handler's warnings and errors, and drops the rest.
+type warnAndUp struct{ slog.Handler }
+
+func (h warnAndUp) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnAndUp) WithAttrs(as []slog.Attr) slog.Handler { return warnAndUp{h.Handler.WithAttrs(as)} }
+func (h warnAndUp) WithGroup(name string) slog.Handler    { return warnAndUp{h.Handler.WithGroup(name)} }

@@ -1,8 +1,10 @@
 package partition
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -401,5 +403,26 @@ func TestCheckServer(t *testing.T) {
 	}
 	if err := checkServer(110000, referenced); !strings.Contains(fmt.Sprint(err), "children") {
 		t.Errorf("the error does not name the referencing table: %v", err)
+	}
+}
+
+// TestDefaultLoggerQuiet: without Options.Logger, Run logs nothing at info
+// (routine maintenance) and passes warnings and errors (a failed
+// maintenance, rows left in the default partition) to the default logger.
+// It fails if the default were slog.Default() itself, which takes info.
+func TestDefaultLoggerQuiet(t *testing.T) {
+	p, err := New("events", idtype.DefaultLayout, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if !slog.Default().Enabled(ctx, slog.LevelInfo) {
+		t.Fatal("the default logger takes no info lines: the test would show nothing")
+	}
+	if p.logger.Enabled(ctx, slog.LevelInfo) {
+		t.Error("the default Logger takes info lines")
+	}
+	if !p.logger.Enabled(ctx, slog.LevelWarn) || !p.logger.With("table", "events").Enabled(ctx, slog.LevelError) {
+		t.Error("the default Logger drops warnings or errors")
 	}
 }
