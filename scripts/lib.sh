@@ -339,7 +339,7 @@ GO_TEST_PARALLEL=4
 # (SLOW_PACKAGES) one after another. -p counts compiles and links too, and
 # each long package holds its slot for its whole run: -p must leave the
 # module's other packages several slots beside the long ones, or they are
-# built and run one at a time behind them. Eight leaves five.
+# built and run one at a time behind them. Eight leaves four.
 GO_TEST_P=8
 
 # The root module's packages whose tests take longest (minutes each),
@@ -347,7 +347,7 @@ GO_TEST_P=8
 # the order it is given them, GO_TEST_P at a time, and the slow ones
 # otherwise start last and run one after the other. A hint only: a package
 # no longer there is left out, and one missing here merely starts later.
-SLOW_PACKAGES=(./workerid ./tokens ./internal/readmecheck)
+SLOW_PACKAGES=(./workerid ./tokens ./internal/readmecheck ./internal/release)
 
 # The modules whose tests take longest, built first so that their tests
 # start first (go_test_all); the root module's are the longest. A hint
