@@ -1,12 +1,10 @@
-package migrations_test
+package migrations
 
 import (
 	"context"
 	"database/sql"
 	"testing"
 	"time"
-
-	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // benchRows is how many IDs each statement makes inside PostgreSQL.
@@ -20,7 +18,7 @@ const benchRows = 100_000
 // is reported ("snowflake_id/nextval"), with each one's rows/s. ns/op is
 // the time of both.
 func BenchmarkInPostgres(b *testing.B) {
-	db, _ := migrated(b, migrations.Options{})
+	db, _ := migrated(b, Options{})
 	ctx := b.Context()
 	for _, ddl := range []string{
 		"CREATE SEQUENCE bench_seq",

@@ -1,11 +1,10 @@
-package migrations_test
+package migrations
 
 import (
 	"context"
 	"testing"
 
 	"github.com/snowkeyhq/snowkey/internal/benchpair"
-	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // timeBenchRows is how many rows each statement of BenchmarkTimeFunction
@@ -21,7 +20,7 @@ const timeBenchRows = 1_000_000
 // the ratio of their times ("snowflake_time/to_timestamp"). "default" is
 // the one-argument form; "layout" the variant given the same layout.
 func BenchmarkTimeFunction(b *testing.B) {
-	db, _ := migrated(b, migrations.Options{})
+	db, _ := migrated(b, Options{})
 	ctx := b.Context()
 	conn, err := db.Conn(ctx)
 	if err != nil {

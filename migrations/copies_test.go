@@ -1,4 +1,4 @@
-package migrations_test
+package migrations
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/migrations"
 	"github.com/snowkeyhq/snowkey/workerid"
 )
 
@@ -78,18 +77,18 @@ func TestServerCopyPromoted(t *testing.T) {
 	orig := testenv.StartPostgres(t)
 	pool := redisFleet(t)
 	defended, control := createDB(t, ctx, orig.URL()), createDB(t, ctx, orig.URL())
-	if err := migrations.Up(ctx, openDB(t, defended), migrations.Options{WorkerPool: pool}); err != nil {
+	if err := Up(ctx, openDB(t, defended), Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations.UpWithoutTimeline(ctx, openDB(t, control), migrations.Options{WorkerPool: pool}); err != nil {
+	if err := UpWithoutTimeline(ctx, openDB(t, control), Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	cp := testenv.StartPostgresStandby(t, orig.Addr(), testenv.PostgresOptions{})
 	cp.Promote()
 
-	run := func(t *testing.T, dsn string, up func(context.Context, *sql.DB, migrations.Options) error, log *logBuffer) issued {
+	run := func(t *testing.T, dsn string, up func(context.Context, *sql.DB, Options) error, log *logBuffer) issued {
 		o, c := openDB(t, dsn), openDB(t, onServer(t, dsn, cp))
-		if err := up(ctx, c, migrations.Options{WorkerPool: pool, Logger: log.logger()}); err != nil {
+		if err := up(ctx, c, Options{WorkerPool: pool, Logger: log.logger()}); err != nil {
 			t.Fatalf("Up with the pool on the copy: %v", err)
 		}
 		got := issue(t, ctx, []*sql.DB{o, c}, []*idtype.Generator{fleetLease(t, ctx, pool)})
@@ -102,15 +101,15 @@ func TestServerCopyPromoted(t *testing.T) {
 
 	t.Run("defended", func(t *testing.T) {
 		c := openDB(t, onServer(t, defended, cp))
-		if _, err := c.ExecContext(ctx, "SELECT snowflake_id()"); sqlState(err) != migrations.SQLStateNoServerWorker {
-			t.Fatalf("snowflake_id() on the promoted copy before Up: %v, want SQLSTATE %s", err, migrations.SQLStateNoServerWorker)
+		if _, err := c.ExecContext(ctx, "SELECT snowflake_id()"); sqlState(err) != SQLStateNoServerWorker {
+			t.Fatalf("snowflake_id() on the promoted copy before Up: %v, want SQLSTATE %s", err, SQLStateNoServerWorker)
 		}
-		err := migrations.Up(ctx, c, migrations.Options{})
-		if !errors.Is(err, migrations.ErrNoServerWorker) || !strings.Contains(err.Error(), "timeline 2") {
+		err := Up(ctx, c, Options{})
+		if !errors.Is(err, ErrNoServerWorker) || !strings.Contains(err.Error(), "timeline 2") {
 			t.Fatalf("Up without the pool on the promoted copy: %v, want ErrNoServerWorker naming timeline 2", err)
 		}
 		var log logBuffer
-		got := run(t, defended, migrations.Up, &log)
+		got := run(t, defended, Up, &log)
 		if w0, w1 := got.workers[0], got.workers[1]; len(w0) != 1 || len(w1) != 1 || w0[0] == w1[0] {
 			t.Errorf("the original issued on %v and the copy on %v, want one number each, not the same", w0, w1)
 		} else if !strings.Contains(log.String(), fmt.Sprintf("previous_worker=%d", w0[0])) {
@@ -121,12 +120,12 @@ func TestServerCopyPromoted(t *testing.T) {
 		}
 		// The original's claim stays, for the server it was made for,
 		// and the namespace now holds both.
-		servers, err := migrations.Servers(ctx, pool)
+		servers, err := Servers(ctx, pool)
 		if err != nil {
 			t.Fatal(err)
 		}
-		superseded := migrations.Superseded(servers)
-		var mine []migrations.ServerClaim
+		superseded := Superseded(servers)
+		var mine []ServerClaim
 		for _, s := range servers {
 			if s.Database == strings.TrimPrefix(mustParse(t, defended).Path, "/") {
 				mine = append(mine, s)
@@ -143,7 +142,7 @@ func TestServerCopyPromoted(t *testing.T) {
 	})
 
 	t.Run("control: no timeline", func(t *testing.T) {
-		got := run(t, control, migrations.UpWithoutTimeline, new(logBuffer))
+		got := run(t, control, UpWithoutTimeline, new(logBuffer))
 		if w0, w1 := got.workers[0], got.workers[1]; len(w0) != 1 || len(w1) != 1 || w0[0] != w1[0] {
 			t.Fatalf("control: the original issued on %v and the copy on %v, not on one number", w0, w1)
 		}
@@ -167,13 +166,13 @@ func TestServerCopySameTimeline(t *testing.T) {
 	pool := redisFleet(t)
 	dsn := createDB(t, ctx, orig.URL())
 	o := openDB(t, dsn)
-	if err := migrations.Up(ctx, o, migrations.Options{WorkerPool: pool}); err != nil {
+	if err := Up(ctx, o, Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	cp := testenv.StartPostgresCopy(t, orig.Addr(), testenv.PostgresOptions{})
 	c := openDB(t, onServer(t, dsn, cp))
 	// Every app start runs Up: it finds the claim its bytes carry.
-	if err := migrations.Up(ctx, c, migrations.Options{WorkerPool: pool}); err != nil {
+	if err := Up(ctx, c, Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -184,9 +183,9 @@ func TestServerCopySameTimeline(t *testing.T) {
 		t.Fatal("a copy on its original's timeline and number issued no duplicate: the test does not reach the fault")
 	}
 
-	var servers []migrations.Server
+	var servers []Server
 	for _, db := range []*sql.DB{o, c} {
-		s, err := migrations.ServerOf(ctx, db)
+		s, err := ServerOf(ctx, db)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,23 +195,23 @@ func TestServerCopySameTimeline(t *testing.T) {
 		a.Worker != b.Worker || !a.Issues || !b.Issues || a.Started.Equal(b.Started) {
 		t.Fatalf("ServerOf: %+v and %+v; want one system identifier, timeline and number, both issuing, two start times", a, b)
 	}
-	claims, err := migrations.Servers(ctx, pool)
+	claims, err := Servers(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = migrations.CheckServers(servers, claims)
-	if !errors.Is(err, migrations.ErrWorkerConflict) || !strings.Contains(err.Error(), "Fork") {
+	err = CheckServers(servers, claims)
+	if !errors.Is(err, ErrWorkerConflict) || !strings.Contains(err.Error(), "Fork") {
 		t.Errorf("CheckServers: %v, want ErrWorkerConflict that says to Fork the copy", err)
 	}
-	if err := migrations.CheckServersWithoutCopyCheck(servers, claims); err != nil {
+	if err := CheckServersWithoutCopyCheck(servers, claims); err != nil {
 		t.Errorf("control: CheckServers without the start times found %v: the test would not see the copy go unnoticed", err)
 	}
 
-	if err := migrations.Fork(ctx, c, migrations.Options{WorkerPool: pool}); err != nil {
+	if err := Fork(ctx, c, Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	// The copy keeps its own number at every later Up.
-	if err := migrations.Up(ctx, c, migrations.Options{WorkerPool: pool}); err != nil {
+	if err := Up(ctx, c, Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	after := issue(t, ctx, []*sql.DB{o, c}, nil)
@@ -224,7 +223,7 @@ func TestServerCopySameTimeline(t *testing.T) {
 	if dups := duplicates(after.all); dups != 0 {
 		t.Errorf("after Fork: %d duplicate IDs", dups)
 	}
-	if err := migrations.Fork(ctx, c, migrations.Options{}); !errors.Is(err, idtype.ErrInvalidOptions) {
+	if err := Fork(ctx, c, Options{}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("Fork without a pool: %v, want ErrInvalidOptions", err)
 	}
 }
@@ -370,7 +369,7 @@ func TestServerFailoverClockBehind(t *testing.T) {
 	primary := testenv.StartPostgres(t)
 	redisPool := redisFleet(t)
 	storeDB := openDB(t, testenv.Postgres(t))
-	if err := migrations.Up(ctx, storeDB, migrations.Options{}); err != nil {
+	if err := Up(ctx, storeDB, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	pgPool := postgresFleet(t, storeDB)
@@ -379,20 +378,20 @@ func TestServerFailoverClockBehind(t *testing.T) {
 		name    string
 		dsn     string
 		pool    *workerid.Pool
-		up      func(context.Context, *sql.DB, migrations.Options) error
+		up      func(context.Context, *sql.DB, Options) error
 		control bool
 		old     []idtype.ID // what the old primary returned
 		lagged  time.Time   // its first ID's time after the cut: the standby never saw it
 	}
 	sides := []*side{
-		{name: "defended, Redis", pool: redisPool, up: migrations.Up},
-		{name: "defended, PostgreSQL pool", pool: pgPool, up: migrations.Up},
-		{name: "control: no timeline", pool: redisPool, up: migrations.UpWithoutTimeline, control: true},
+		{name: "defended, Redis", pool: redisPool, up: Up},
+		{name: "defended, PostgreSQL pool", pool: pgPool, up: Up},
+		{name: "control: no timeline", pool: redisPool, up: UpWithoutTimeline, control: true},
 	}
 	for _, s := range sides {
 		s.dsn = createDB(t, ctx, primary.URL())
 		db := openDB(t, s.dsn)
-		if err := s.up(ctx, db, migrations.Options{WorkerPool: s.pool}); err != nil {
+		if err := s.up(ctx, db, Options{WorkerPool: s.pool}); err != nil {
 			t.Fatal(err)
 		}
 		s.old = idSpan(t, ctx, db, 0) // the state the standby will have
@@ -413,12 +412,12 @@ func TestServerFailoverClockBehind(t *testing.T) {
 			old, promoted := openDB(t, s.dsn), openDB(t, onServer(t, s.dsn, standby))
 			steppingClock(t, ctx, promoted, s.lagged.UnixMilli())
 			if !s.control {
-				if _, err := promoted.ExecContext(ctx, "SELECT snowflake_id()"); sqlState(err) != migrations.SQLStateNoServerWorker {
+				if _, err := promoted.ExecContext(ctx, "SELECT snowflake_id()"); sqlState(err) != SQLStateNoServerWorker {
 					t.Fatalf("snowflake_id() on the promoted standby before Up: %v, want SQLSTATE %s",
-						err, migrations.SQLStateNoServerWorker)
+						err, SQLStateNoServerWorker)
 				}
 			}
-			if err := s.up(ctx, promoted, migrations.Options{WorkerPool: s.pool}); err != nil {
+			if err := s.up(ctx, promoted, Options{WorkerPool: s.pool}); err != nil {
 				t.Fatalf("Up with the pool on the promoted standby: %v", err)
 			}
 			// The old primary takes writes still, while the promoted

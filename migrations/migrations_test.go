@@ -1,4 +1,4 @@
-package migrations_test
+package migrations
 
 import (
 	"context"
@@ -20,7 +20,6 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/migrations"
 	"github.com/snowkeyhq/snowkey/workerid"
 )
 
@@ -36,11 +35,11 @@ func openDB(t testing.TB, url string) *sql.DB {
 }
 
 // migrated returns a pool on a fresh, migrated database and its URL.
-func migrated(t testing.TB, opts migrations.Options) (*sql.DB, string) {
+func migrated(t testing.TB, opts Options) (*sql.DB, string) {
 	t.Helper()
 	url := testenv.Postgres(t)
 	db := openDB(t, url)
-	if err := migrations.Up(context.Background(), db, opts); err != nil {
+	if err := Up(context.Background(), db, opts); err != nil {
 		t.Fatal(err)
 	}
 	return db, url
@@ -49,7 +48,7 @@ func migrated(t testing.TB, opts migrations.Options) (*sql.DB, string) {
 // TestFS checks the folder's conventions: NNNNN_name.sql, numbered from 1
 // without gaps, each with an Up and a Down section.
 func TestFS(t *testing.T) {
-	names, err := fs.Glob(migrations.FS, "*")
+	names, err := fs.Glob(FS, "*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +66,7 @@ func TestFS(t *testing.T) {
 		if n, _ := strconv.Atoi(m[1]); n != i+1 {
 			t.Errorf("%s: number %d, want %d (no gaps)", name, n, i+1)
 		}
-		b, err := fs.ReadFile(migrations.FS, name)
+		b, err := fs.ReadFile(FS, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,27 +83,27 @@ func TestOptions(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, "postgres://nowhere.invalid/x") // never reached: options fail first
 	for _, tc := range []struct {
-		opts migrations.Options
+		opts Options
 		want string // the field named
 	}{
-		{migrations.Options{ReservedWorker: -1}, "ReservedWorker -1"},
-		{migrations.Options{ReservedWorker: 1024}, "ReservedWorker 1024"},
-		{migrations.Options{LockTimeout: time.Millisecond}, "LockTimeout 1ms is under 1s"},
-		{migrations.Options{LockTimeout: -time.Second}, "LockTimeout -1s is negative"},
-		{migrations.Options{LockTimeout: -1}, "LockTimeout -1ns is negative"},
-		{migrations.Options{IDSpace: "has space"}, "IDSpace"},
-		{migrations.Options{IDSpace: "quote'"}, "IDSpace"},
-		{migrations.Options{IDSpace: strings.Repeat("x", 64)}, "IDSpace"},
+		{Options{ReservedWorker: -1}, "ReservedWorker -1"},
+		{Options{ReservedWorker: 1024}, "ReservedWorker 1024"},
+		{Options{LockTimeout: time.Millisecond}, "LockTimeout 1ms is under 1s"},
+		{Options{LockTimeout: -time.Second}, "LockTimeout -1s is negative"},
+		{Options{LockTimeout: -1}, "LockTimeout -1ns is negative"},
+		{Options{IDSpace: "has space"}, "IDSpace"},
+		{Options{IDSpace: "quote'"}, "IDSpace"},
+		{Options{IDSpace: strings.Repeat("x", 64)}, "IDSpace"},
 	} {
-		err := migrations.Up(ctx, db, tc.opts)
+		err := Up(ctx, db, tc.opts)
 		if !errors.Is(err, idtype.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Up with %+v: %v, want idtype.ErrInvalidOptions naming %q", tc.opts, err, tc.want)
 		}
 	}
-	if err := migrations.Up(ctx, nil, migrations.Options{}); !errors.Is(err, idtype.ErrInvalidOptions) {
+	if err := Up(ctx, nil, Options{}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("Up(nil): %v, want idtype.ErrInvalidOptions", err)
 	}
-	if _, err := migrations.Version(ctx, nil); !errors.Is(err, idtype.ErrInvalidOptions) {
+	if _, err := Version(ctx, nil); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("Version(nil): %v, want idtype.ErrInvalidOptions", err)
 	}
 }
@@ -115,29 +114,29 @@ func TestUp(t *testing.T) {
 	url := testenv.Postgres(t)
 	db := openDB(t, url)
 
-	if v, err := migrations.Version(ctx, db); err != nil || v != 0 {
+	if v, err := Version(ctx, db); err != nil || v != 0 {
 		t.Fatalf("Version before Up = %d, %v; want 0", v, err)
 	}
-	if _, err := migrations.ReservedWorkerOf(ctx, db); !errors.Is(err, migrations.ErrNotMigrated) {
+	if _, err := ReservedWorkerOf(ctx, db); !errors.Is(err, ErrNotMigrated) {
 		t.Fatalf("ReservedWorkerOf before Up: %v, want ErrNotMigrated", err)
 	}
 	for range 2 { // the second run finds nothing to do
-		if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
+		if err := Up(ctx, db, Options{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	names, _ := fs.Glob(migrations.FS, "*.sql")
-	if v, err := migrations.Version(ctx, db); err != nil || v != int64(len(names)) {
+	names, _ := fs.Glob(FS, "*.sql")
+	if v, err := Version(ctx, db); err != nil || v != int64(len(names)) {
 		t.Fatalf("Version after Up = %d, %v; want %d", v, err, len(names))
 	}
 	var applied int
-	if err := db.QueryRow("SELECT count(*) FROM " + migrations.VersionTable + " WHERE version_id > 0").Scan(&applied); err != nil {
+	if err := db.QueryRow("SELECT count(*) FROM " + VersionTable + " WHERE version_id > 0").Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
 	if applied != len(names) {
-		t.Errorf("%s records %d migrations, want %d", migrations.VersionTable, applied, len(names))
+		t.Errorf("%s records %d migrations, want %d", VersionTable, applied, len(names))
 	}
-	if w, err := migrations.ReservedWorkerOf(ctx, db); err != nil || w != workerid.SQLWorker {
+	if w, err := ReservedWorkerOf(ctx, db); err != nil || w != workerid.SQLWorker {
 		t.Errorf("ReservedWorkerOf = %d, %v; want %d", w, err, workerid.SQLWorker)
 	}
 
@@ -177,7 +176,7 @@ func TestUpConcurrent(t *testing.T) {
 	for i, db := range dbs {
 		wg.Go(func() {
 			<-start
-			errs[i] = migrations.Up(context.Background(), db, migrations.Options{LockTimeout: 30 * time.Second})
+			errs[i] = Up(context.Background(), db, Options{LockTimeout: 30 * time.Second})
 		})
 	}
 	close(start)
@@ -188,7 +187,7 @@ func TestUpConcurrent(t *testing.T) {
 		}
 	}
 	var runs, distinct int
-	if err := dbs[0].QueryRow("SELECT count(*), count(DISTINCT version_id) FROM "+migrations.VersionTable).Scan(&runs, &distinct); err != nil {
+	if err := dbs[0].QueryRow("SELECT count(*), count(DISTINCT version_id) FROM "+VersionTable).Scan(&runs, &distinct); err != nil {
 		t.Fatal(err)
 	}
 	if runs != distinct {
@@ -199,7 +198,7 @@ func TestUpConcurrent(t *testing.T) {
 func TestReservedWorker(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
-	db, _ := migrated(t, migrations.Options{})
+	db, _ := migrated(t, Options{})
 
 	// A session that has used snowflake_id() already, and so has the
 	// reserved worker folded into its cached plan.
@@ -220,10 +219,10 @@ func TestReservedWorker(t *testing.T) {
 		t.Fatalf("worker %d before the change, want 1023", w)
 	}
 
-	if err := migrations.Up(ctx, db, migrations.Options{ReservedWorker: 1000}); err != nil {
+	if err := Up(ctx, db, Options{ReservedWorker: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	if w, err := migrations.ReservedWorkerOf(ctx, db); err != nil || w != 1000 {
+	if w, err := ReservedWorkerOf(ctx, db); err != nil || w != 1000 {
 		t.Errorf("ReservedWorkerOf = %d, %v; want 1000", w, err)
 	}
 	if w := worker(); w != 1000 {
@@ -233,16 +232,16 @@ func TestReservedWorker(t *testing.T) {
 	// Up without the option keeps the number; with the same number it
 	// changes nothing; concurrent instances with the option do not trip
 	// over each other.
-	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
+	if err := Up(ctx, db, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if w, _ := migrations.ReservedWorkerOf(ctx, db); w != 1000 {
+	if w, _ := ReservedWorkerOf(ctx, db); w != 1000 {
 		t.Errorf("Up without Options.ReservedWorker reset the number to %d", w)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
-		wg.Go(func() { errs[i] = migrations.Up(ctx, db, migrations.Options{ReservedWorker: int64(7 + i%2)}) })
+		wg.Go(func() { errs[i] = Up(ctx, db, Options{ReservedWorker: int64(7 + i%2)}) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -250,7 +249,7 @@ func TestReservedWorker(t *testing.T) {
 			t.Errorf("concurrent Options.ReservedWorker: %v", err)
 		}
 	}
-	if w, _ := migrations.ReservedWorkerOf(ctx, db); w != 7 && w != 8 {
+	if w, _ := ReservedWorkerOf(ctx, db); w != 7 && w != 8 {
 		t.Errorf("after concurrent changes the number is %d, want 7 or 8", w)
 	}
 }
@@ -262,7 +261,7 @@ func TestReservedWorker(t *testing.T) {
 func TestReservedWorkerSkipped(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	ctx := t.Context()
-	db, _ := migrated(t, migrations.Options{ReservedWorker: 2})
+	db, _ := migrated(t, Options{ReservedWorker: 2})
 	o := fleetOptions(t, "fleet")
 	o.Layout = idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 2, SequenceBits: 12}
 	pool, err := workerid.Postgres(db, o)
@@ -311,7 +310,7 @@ func ids(ctx context.Context, conn *sql.Conn, n int) ([]idtype.ID, error) {
 // than all of them.
 func TestSnowflakeIDConcurrent(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t, migrations.Options{})
+	db, _ := migrated(t, Options{})
 	ctx := t.Context()
 	const sessions, calls = 8, 1500
 	got := make([][]idtype.ID, sessions)
@@ -397,7 +396,7 @@ func TestSnowflakeIDStateCheck(t *testing.T) {
 			name = "control: no state check"
 		}
 		t.Run(name, func(t *testing.T) {
-			db, _ := migrated(t, migrations.Options{})
+			db, _ := migrated(t, Options{})
 			for try := 1; ; try++ {
 				if stateCheckRun(ctx, t, db, control) {
 					return
@@ -528,7 +527,7 @@ func epochMs(t time.Time) int64 {
 // fail the test after 6 runs.
 func TestSnowflakeIDWaitsForNextMillisecond(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t, migrations.Options{})
+	db, _ := migrated(t, Options{})
 	ahead := 80 * time.Millisecond
 	for try := 1; ; try++ {
 		full := epochMs(time.Now().Add(ahead))
@@ -578,14 +577,14 @@ func TestSnowflakeIDWaitsForNextMillisecond(t *testing.T) {
 // reaches the state it would have waited for.
 func TestSnowflakeIDClockBehind(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t, migrations.Options{})
+	db, _ := migrated(t, Options{})
 	state := time.Now().Add(time.Minute)
 	setState(t, db, epochMs(state), 0)
 	_, err := db.ExecContext(ctx, "SELECT snowflake_id()")
 	returned := time.Now()
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != migrations.SQLStateClockBehind {
-		t.Fatalf("with the clock a minute behind: %v, want SQLSTATE %s", err, migrations.SQLStateClockBehind)
+	if !errors.As(err, &pgErr) || pgErr.Code != SQLStateClockBehind {
+		t.Fatalf("with the clock a minute behind: %v, want SQLSTATE %s", err, SQLStateClockBehind)
 	}
 	if !returned.Before(state) {
 		t.Errorf("the refusal came at %v, after the clock reached the state at %v: it waited", returned, state)
@@ -601,7 +600,7 @@ func TestSnowflakeIDClockBehind(t *testing.T) {
 // IDs out again.
 func TestSnowflakeIDNoLockHeld(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t, migrations.Options{})
+	db, _ := migrated(t, Options{})
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -672,7 +671,7 @@ func issueUnblocked(ctx context.Context, t *testing.T, db *sql.DB, what string) 
 // checks that nothing is left locked behind them.
 func TestSnowflakeIDCancel(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t, migrations.Options{})
+	db, _ := migrated(t, Options{})
 	// Each call waits for a state 900 ms ahead, set by the statement
 	// before it on the server's own clock, and is cancelled by
 	// statement_timeout after 30 ms. A call that found the clock already
@@ -716,7 +715,7 @@ func TestSnowflakeIDCancel(t *testing.T) {
 // decodes to the worker that made it.
 func TestSnowflakeIDWithApp(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	db, _ := migrated(t, migrations.Options{})
+	db, _ := migrated(t, Options{})
 	ctx := t.Context()
 	if _, err := db.Exec("CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_id(), source text NOT NULL)"); err != nil {
 		t.Fatal(err)

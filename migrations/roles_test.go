@@ -1,4 +1,4 @@
-package migrations_test
+package migrations
 
 import (
 	"context"
@@ -11,13 +11,12 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/migrations"
 	"github.com/snowkeyhq/snowkey/workerid"
 )
 
-// upFunc is migrations.Up or a control run's Up without one of its
+// upFunc is Up or a control run's Up without one of its
 // defences.
-type upFunc func(context.Context, *sql.DB, migrations.Options) error
+type upFunc func(context.Context, *sql.DB, Options) error
 
 // newRole makes a role that may log in (password "pw") and nothing more,
 // under a name no other run on the shared server uses; when the test
@@ -112,7 +111,7 @@ var stateMovers = []string{
 func TestSnowflakeIDRoles(t *testing.T) {
 	ctx := testenv.Deadline(t, 3*time.Minute)
 	store := openDB(t, testenv.Postgres(t))
-	if err := migrations.Up(ctx, store, migrations.Options{}); err != nil {
+	if err := Up(ctx, store, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	pool := postgresFleet(t, store)
@@ -128,9 +127,9 @@ func TestSnowflakeIDRoles(t *testing.T) {
 		{name: "server's own number", pool: pool},
 	} {
 		for _, control := range []bool{false, true} {
-			name, up := flavour.name, upFunc(migrations.Up)
+			name, up := flavour.name, upFunc(Up)
 			if control {
-				name, up = flavour.name+"/control: no privileges migration", migrations.UpWithoutPrivileges
+				name, up = flavour.name+"/control: no privileges migration", UpWithoutPrivileges
 			}
 			t.Run(name, func(t *testing.T) {
 				base, admin, ownerName := ownedDB(t, ctx)
@@ -145,7 +144,7 @@ func TestSnowflakeIDRoles(t *testing.T) {
 				if flavour.noPublic {
 					mustExec(t, ctx, owner, "ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC")
 				}
-				if err := up(ctx, owner, migrations.Options{WorkerPool: flavour.pool}); err != nil {
+				if err := up(ctx, owner, Options{WorkerPool: flavour.pool}); err != nil {
 					t.Fatal(err)
 				}
 				mustExec(t, ctx, owner,
@@ -267,9 +266,9 @@ func TestSnowflakeIDStateOwnerOnly(t *testing.T) {
 	ctx := testenv.Deadline(t, 3*time.Minute)
 	for _, how := range []string{"default privileges", "grants of earlier docs"} {
 		for _, control := range []bool{false, true} {
-			name, up := how, upFunc(migrations.Up)
+			name, up := how, upFunc(Up)
 			if control {
-				name, up = how+"/control: no privileges migration", migrations.UpWithoutPrivileges
+				name, up = how+"/control: no privileges migration", UpWithoutPrivileges
 			}
 			t.Run(name, func(t *testing.T) {
 				base, admin, ownerName := ownedDB(t, ctx)
@@ -281,12 +280,12 @@ func TestSnowflakeIDStateOwnerOnly(t *testing.T) {
 				case "default privileges":
 					mustExec(t, ctx, owner, "ALTER DEFAULT PRIVILEGES GRANT ALL ON SEQUENCES TO "+appIdent)
 				case "grants of earlier docs":
-					if err := migrations.UpWithoutPrivileges(ctx, owner, migrations.Options{}); err != nil {
+					if err := UpWithoutPrivileges(ctx, owner, Options{}); err != nil {
 						t.Fatal(err)
 					}
 					mustExec(t, ctx, owner, "GRANT USAGE, UPDATE ON SEQUENCE snowflake_id_state, snowflake_id_seq TO "+appIdent)
 				}
-				if err := up(ctx, owner, migrations.Options{}); err != nil {
+				if err := up(ctx, owner, Options{}); err != nil {
 					t.Fatal(err)
 				}
 				mustExec(t, ctx, owner,
@@ -363,7 +362,7 @@ func TestSnowflakeIDStateOwnerOnly(t *testing.T) {
 func TestSnowflakeIDPinnedPath(t *testing.T) {
 	ctx := testenv.Deadline(t, 3*time.Minute)
 	store := openDB(t, testenv.Postgres(t))
-	if err := migrations.Up(ctx, store, migrations.Options{}); err != nil {
+	if err := Up(ctx, store, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	pool := postgresFleet(t, store)
@@ -390,13 +389,13 @@ BEGIN
 END$$`, live: "SELECT pg_is_in_recovery() IS NULL", call: "SELECT snowflake_id()"},
 	} {
 		for _, control := range []bool{false, true} {
-			name, up := c.name, upFunc(migrations.Up)
+			name, up := c.name, upFunc(Up)
 			if control {
-				name, up = c.name+"/control: caller's search_path", migrations.UpWithoutPinnedPath
+				name, up = c.name+"/control: caller's search_path", UpWithoutPinnedPath
 			}
 			t.Run(name, func(t *testing.T) {
 				base, admin, ownerName := ownedDB(t, ctx)
-				if err := up(ctx, openDB(t, withParams(t, base, ownerName, nil)), migrations.Options{WorkerPool: c.pool}); err != nil {
+				if err := up(ctx, openDB(t, withParams(t, base, ownerName, nil)), Options{WorkerPool: c.pool}); err != nil {
 					t.Fatal(err)
 				}
 				attacker := newRole(t, ctx, admin, "attacker_")

@@ -1,4 +1,4 @@
-package migrations_test
+package migrations
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/migrations"
 	"github.com/snowkeyhq/snowkey/workerid"
 )
 
@@ -235,17 +234,17 @@ func TestServerWorkers(t *testing.T) {
 			} else {
 				// The fleet's leases live in the first server's database,
 				// which must hold the lease table before it can claim.
-				if err := migrations.Up(ctx, dbs[0], migrations.Options{}); err != nil {
+				if err := Up(ctx, dbs[0], Options{}); err != nil {
 					t.Fatal(err)
 				}
 				pool = postgresFleet(t, dbs[0])
 			}
 			var claimed []int64
 			for i, db := range dbs {
-				if err := migrations.Up(ctx, db, migrations.Options{WorkerPool: pool}); err != nil {
+				if err := Up(ctx, db, Options{WorkerPool: pool}); err != nil {
 					t.Fatalf("server %d: Up: %v", i, err)
 				}
-				w, err := migrations.ReservedWorkerOf(ctx, db)
+				w, err := ReservedWorkerOf(ctx, db)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -293,7 +292,7 @@ func TestServerWorkers(t *testing.T) {
 		var dbs []*sql.DB
 		for _, s := range servers[:2] {
 			db := openDB(t, createDB(t, ctx, s.URL()))
-			if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
+			if err := Up(ctx, db, Options{}); err != nil {
 				t.Fatal(err)
 			}
 			dbs = append(dbs, db)
@@ -317,8 +316,8 @@ func TestServerWorkers(t *testing.T) {
 func TestServerWorkerAgain(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	pool := redisFleet(t)
-	db, _ := migrated(t, migrations.Options{WorkerPool: pool})
-	first, err := migrations.ReservedWorkerOf(ctx, db)
+	db, _ := migrated(t, Options{WorkerPool: pool})
+	first, err := ReservedWorkerOf(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,18 +325,18 @@ func TestServerWorkerAgain(t *testing.T) {
 		t.Fatalf("snowflake_id() kept worker %d", first)
 	}
 	for range 2 {
-		if err := migrations.Up(ctx, db, migrations.Options{WorkerPool: pool}); err != nil {
+		if err := Up(ctx, db, Options{WorkerPool: pool}); err != nil {
 			t.Fatal(err)
 		}
-		if w, err := migrations.ReservedWorkerOf(ctx, db); err != nil || w != first {
+		if w, err := ReservedWorkerOf(ctx, db); err != nil || w != first {
 			t.Fatalf("Up again: worker %d, %v; want %d", w, err, first)
 		}
 	}
 	// Up without the pool leaves the number.
-	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
+	if err := Up(ctx, db, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if w, err := migrations.ReservedWorkerOf(ctx, db); err != nil || w != first {
+	if w, err := ReservedWorkerOf(ctx, db); err != nil || w != first {
 		t.Fatalf("Up without the pool: worker %d, %v; want %d", w, err, first)
 	}
 	var id idtype.ID
@@ -356,8 +355,8 @@ func TestServerWorkerAgain(t *testing.T) {
 func TestServerWorkerCopy(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	pool := redisFleet(t)
-	db, dsn := migrated(t, migrations.Options{WorkerPool: pool})
-	orig, err := migrations.ReservedWorkerOf(ctx, db)
+	db, dsn := migrated(t, Options{WorkerPool: pool})
+	orig, err := ReservedWorkerOf(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,13 +385,13 @@ func TestServerWorkerCopy(t *testing.T) {
 
 	var pgErr *pgconn.PgError
 	if err := cp.QueryRowContext(ctx, "SELECT snowflake_id()").Scan(new(int64)); !errors.As(err, &pgErr) ||
-		pgErr.Code != migrations.SQLStateNoServerWorker {
-		t.Fatalf("snowflake_id() in the copy: %v, want SQLSTATE %s", err, migrations.SQLStateNoServerWorker)
+		pgErr.Code != SQLStateNoServerWorker {
+		t.Fatalf("snowflake_id() in the copy: %v, want SQLSTATE %s", err, SQLStateNoServerWorker)
 	}
-	if err := migrations.Up(ctx, cp, migrations.Options{}); !errors.Is(err, migrations.ErrNoServerWorker) {
+	if err := Up(ctx, cp, Options{}); !errors.Is(err, ErrNoServerWorker) {
 		t.Fatalf("Up without the pool in the copy: %v, want ErrNoServerWorker", err)
 	}
-	if err := migrations.Up(ctx, cp, migrations.Options{WorkerPool: pool}); err != nil {
+	if err := Up(ctx, cp, Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	var id idtype.ID
@@ -422,7 +421,7 @@ func TestServerWorkerAfterMark(t *testing.T) {
 	}
 	db := openDB(t, testenv.Postgres(t))
 	before := time.Now()
-	if err := migrations.Up(ctx, db, migrations.Options{WorkerPool: pool}); err != nil {
+	if err := Up(ctx, db, Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	var id idtype.ID
@@ -441,7 +440,7 @@ func TestServerWorkerOptions(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	db := openDB(t, testenv.Postgres(t))
 	pool := redisFleet(t)
-	if err := migrations.Up(ctx, db, migrations.Options{WorkerPool: pool, ReservedWorker: 5}); !errors.Is(err, idtype.ErrInvalidOptions) {
+	if err := Up(ctx, db, Options{WorkerPool: pool, ReservedWorker: 5}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("WorkerPool with ReservedWorker: %v, want ErrInvalidOptions", err)
 	}
 	o := fleetOptions(t, "fleet")
@@ -450,10 +449,10 @@ func TestServerWorkerOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations.Up(ctx, db, migrations.Options{WorkerPool: wide}); !errors.Is(err, idtype.ErrInvalidOptions) {
+	if err := Up(ctx, db, Options{WorkerPool: wide}); !errors.Is(err, idtype.ErrInvalidOptions) {
 		t.Errorf("a pool of 13 worker bits: %v, want ErrInvalidOptions", err)
 	}
-	if v, err := migrations.Version(ctx, db); err != nil || v != 0 {
+	if v, err := Version(ctx, db); err != nil || v != 0 {
 		t.Errorf("after refused options the database has version %d (%v), want 0", v, err)
 	}
 }

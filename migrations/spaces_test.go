@@ -1,4 +1,4 @@
-package migrations_test
+package migrations
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // withParams returns the URL with query parameters added (pgx passes
@@ -100,7 +99,7 @@ func exists(t *testing.T, db *sql.DB, regclass string) bool {
 // of mention.
 func wantConflict(t *testing.T, err error, mention ...string) {
 	t.Helper()
-	if !errors.Is(err, migrations.ErrWorkerConflict) {
+	if !errors.Is(err, ErrWorkerConflict) {
 		t.Fatalf("Up: %v; want ErrWorkerConflict", err)
 	}
 	for _, m := range mention {
@@ -119,7 +118,7 @@ func TestUpTwoSchemas(t *testing.T) {
 	ctx := t.Context()
 	base := testenv.Postgres(t)
 	db := openDB(t, base)
-	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
+	if err := Up(ctx, db, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, "CREATE SCHEMA tenant"); err != nil {
@@ -127,30 +126,30 @@ func TestUpTwoSchemas(t *testing.T) {
 	}
 	tenant := openDB(t, withParams(t, base, "", map[string]string{"search_path": "tenant"}))
 
-	err := migrations.Up(ctx, tenant, migrations.Options{})
+	err := Up(ctx, tenant, Options{})
 	if err == nil {
 		// What the refusal prevents: two streams of one worker.
 		twoStreams(t, db, "public.snowflake_id()", "tenant.snowflake_id()", 1023, 1023)
 	}
 	wantConflict(t, err, "public", "1023", "Options{ReservedWorker: ", "search_path")
-	if exists(t, db, "tenant.snowflake_id()") || exists(t, db, "tenant."+migrations.VersionTable) {
+	if exists(t, db, "tenant.snowflake_id()") || exists(t, db, "tenant."+VersionTable) {
 		t.Fatal("the refused Up created objects in schema tenant")
 	}
 
-	if err := migrations.Up(ctx, tenant, migrations.Options{ReservedWorker: 1000}); err != nil {
+	if err := Up(ctx, tenant, Options{ReservedWorker: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	twoStreams(t, db, "public.snowflake_id()", "tenant.snowflake_id()", 1023, 1000)
 	// Both keep working without options, at every start.
-	if err := migrations.Up(ctx, tenant, migrations.Options{}); err != nil {
+	if err := Up(ctx, tenant, Options{}); err != nil {
 		t.Errorf("Up again in tenant: %v", err)
 	}
-	if err := migrations.Up(ctx, db, migrations.Options{}); err != nil {
+	if err := Up(ctx, db, Options{}); err != nil {
 		t.Errorf("Up again in public: %v", err)
 	}
 	// Moving public onto tenant's number is refused too.
-	wantConflict(t, migrations.Up(ctx, db, migrations.Options{ReservedWorker: 1000}), "tenant", "1000")
-	if w, _ := migrations.ReservedWorkerOf(ctx, db); w != 1023 {
+	wantConflict(t, Up(ctx, db, Options{ReservedWorker: 1000}), "tenant", "1000")
+	if w, _ := ReservedWorkerOf(ctx, db); w != 1023 {
 		t.Errorf("the refused Up changed public's worker to %d", w)
 	}
 }
@@ -163,7 +162,7 @@ func TestUpUserSchema(t *testing.T) {
 	ctx := t.Context()
 	base := testenv.Postgres(t)
 	admin := openDB(t, base)
-	if err := migrations.Up(ctx, admin, migrations.Options{}); err != nil {
+	if err := Up(ctx, admin, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	role := randomName("app_")
@@ -189,7 +188,7 @@ func TestUpUserSchema(t *testing.T) {
 	})
 	app := openDB(t, withParams(t, base, role, nil))
 	// Before the role has a schema of its own, Up finds public.
-	if err := migrations.Up(ctx, app, migrations.Options{}); err != nil {
+	if err := Up(ctx, app, Options{}); err != nil {
 		t.Fatalf("Up as %s with public migrated: %v", role, err)
 	}
 	// The role gets its schema, as CREATE SCHEMA AUTHORIZATION makes it.
@@ -200,7 +199,7 @@ func TestUpUserSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	app = openDB(t, withParams(t, base, role, nil))
-	wantConflict(t, migrations.Up(ctx, app, migrations.Options{}), "public", role)
+	wantConflict(t, Up(ctx, app, Options{}), "public", role)
 	if exists(t, admin, role+".snowflake_id()") {
 		t.Fatal("the refused Up created snowflake_id() in the role's schema")
 	}
@@ -225,30 +224,30 @@ func TestUpTwoDatabases(t *testing.T) {
 	db1, db2, db3 := openDB(t, url1), openDB(t, url2), openDB(t, url3)
 	name1 := strings.TrimPrefix(mustParse(t, url1).Path, "/")
 
-	if err := migrations.Up(ctx, db1, migrations.Options{IDSpace: space}); err != nil {
+	if err := Up(ctx, db1, Options{IDSpace: space}); err != nil {
 		t.Fatal(err)
 	}
-	wantConflict(t, migrations.Up(ctx, db2, migrations.Options{IDSpace: space}), name1, "1023", space, "Options{ReservedWorker: ")
+	wantConflict(t, Up(ctx, db2, Options{IDSpace: space}), name1, "1023", space, "Options{ReservedWorker: ")
 	if exists(t, db2, "snowflake_id()") {
 		t.Fatal("the refused Up created snowflake_id()")
 	}
-	if err := migrations.Up(ctx, db2, migrations.Options{IDSpace: space, ReservedWorker: 1000}); err != nil {
+	if err := Up(ctx, db2, Options{IDSpace: space, ReservedWorker: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	// Once recorded, a database stays in its space: Up without the option
 	// still checks, and refuses what it refused before.
-	if err := migrations.Up(ctx, db2, migrations.Options{}); err != nil {
+	if err := Up(ctx, db2, Options{}); err != nil {
 		t.Errorf("Up again without Options.IDSpace: %v", err)
 	}
-	wantConflict(t, migrations.Up(ctx, db2, migrations.Options{ReservedWorker: 1023}), name1, space)
+	wantConflict(t, Up(ctx, db2, Options{ReservedWorker: 1023}), name1, space)
 	// Another space, or none, is another matter.
-	if err := migrations.Up(ctx, db3, migrations.Options{IDSpace: randomName("billing_")}); err != nil {
+	if err := Up(ctx, db3, Options{IDSpace: randomName("billing_")}); err != nil {
 		t.Errorf("Up in another ID space with worker 1023: %v", err)
 	}
 
 	// The two streams of the space, side by side.
-	w1, _ := migrations.ReservedWorkerOf(ctx, db1)
-	w2, _ := migrations.ReservedWorkerOf(ctx, db2)
+	w1, _ := ReservedWorkerOf(ctx, db1)
+	w2, _ := ReservedWorkerOf(ctx, db2)
 	if w1 == w2 {
 		t.Fatalf("both databases of the space use worker %d", w1)
 	}
@@ -269,7 +268,7 @@ func TestUpTwoDatabasesRace(t *testing.T) {
 		for i, db := range dbs {
 			wg.Go(func() {
 				<-start
-				errs[i] = migrations.Up(ctx, db, migrations.Options{IDSpace: space})
+				errs[i] = Up(ctx, db, Options{IDSpace: space})
 			})
 		}
 		close(start)
@@ -281,7 +280,7 @@ func TestUpTwoDatabasesRace(t *testing.T) {
 			if err == nil {
 				continue
 			}
-			if !errors.Is(err, migrations.ErrWorkerConflict) {
+			if !errors.Is(err, ErrWorkerConflict) {
 				t.Fatalf("round %d: database %d: %v; want ErrWorkerConflict", round, i, err)
 			}
 			if exists(t, dbs[i], "snowflake_id()") {
@@ -291,7 +290,7 @@ func TestUpTwoDatabasesRace(t *testing.T) {
 		if errs[0] != nil && errs[1] != nil {
 			// Both saw each other's record: both must have taken theirs
 			// back, or neither could ever migrate.
-			if err := migrations.Up(ctx, dbs[0], migrations.Options{IDSpace: space}); err != nil {
+			if err := Up(ctx, dbs[0], Options{IDSpace: space}); err != nil {
 				t.Fatalf("round %d: after both were refused, Up alone: %v", round, err)
 			}
 		}
@@ -322,7 +321,7 @@ func TestUpIDSpacePrivileges(t *testing.T) {
 		cctx := context.WithoutCancel(ctx)
 		for _, q := range []string{
 			"ALTER DATABASE " + dbIdent + " OWNER TO CURRENT_USER",
-			"REVOKE SET ON PARAMETER " + migrations.SpaceSetting + " FROM " + ident,
+			"REVOKE SET ON PARAMETER " + SpaceSetting + " FROM " + ident,
 			"DROP OWNED BY " + ident + " CASCADE",
 			"DROP ROLE " + ident,
 		} {
@@ -334,20 +333,20 @@ func TestUpIDSpacePrivileges(t *testing.T) {
 	owner := openDB(t, withParams(t, base, role, nil))
 	space := randomName("priv_")
 
-	err := migrations.Up(ctx, owner, migrations.Options{IDSpace: space})
-	if !errors.Is(err, migrations.ErrIDSpace) || !strings.Contains(err.Error(), "GRANT SET ON PARAMETER "+migrations.SpaceSetting) {
+	err := Up(ctx, owner, Options{IDSpace: space})
+	if !errors.Is(err, ErrIDSpace) || !strings.Contains(err.Error(), "GRANT SET ON PARAMETER "+SpaceSetting) {
 		t.Fatalf("Up as a database owner without the grant: %v; want ErrIDSpace saying what to grant", err)
 	}
 	if exists(t, admin, "snowflake_id()") {
 		t.Fatal("the refused Up created snowflake_id()")
 	}
-	if _, err := admin.ExecContext(ctx, "GRANT SET ON PARAMETER "+migrations.SpaceSetting+" TO "+ident); err != nil {
+	if _, err := admin.ExecContext(ctx, "GRANT SET ON PARAMETER "+SpaceSetting+" TO "+ident); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations.Up(ctx, owner, migrations.Options{IDSpace: space}); err != nil {
+	if err := Up(ctx, owner, Options{IDSpace: space}); err != nil {
 		t.Fatalf("Up with the grant: %v", err)
 	}
-	res, err := migrations.ReservedWorkers(ctx, owner)
+	res, err := ReservedWorkers(ctx, owner)
 	if err != nil || len(res) != 1 || res[0].Worker != 1023 || res[0].Schema != "public" {
 		t.Errorf("ReservedWorkers = %+v, %v", res, err)
 	}
@@ -381,7 +380,7 @@ func TestUpWithoutIDSpaceNeedsNoGrant(t *testing.T) {
 			}
 		}
 	})
-	if err := migrations.Up(ctx, openDB(t, withParams(t, base, role, nil)), migrations.Options{}); err != nil {
+	if err := Up(ctx, openDB(t, withParams(t, base, role, nil)), Options{}); err != nil {
 		t.Fatalf("Up as the database's owner, without an ID space: %v", err)
 	}
 }
@@ -394,10 +393,10 @@ func TestReservedWorkers(t *testing.T) {
 	space := randomName("list_")
 	url1, url2 := testenv.Postgres(t), testenv.Postgres(t)
 	db1, db2 := openDB(t, url1), openDB(t, url2)
-	if err := migrations.Up(ctx, db1, migrations.Options{IDSpace: space}); err != nil {
+	if err := Up(ctx, db1, Options{IDSpace: space}); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations.Up(ctx, db2, migrations.Options{IDSpace: space, ReservedWorker: 1000}); err != nil {
+	if err := Up(ctx, db2, Options{IDSpace: space, ReservedWorker: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	// A name that needs quoting, in SQL and in the record's literal.
@@ -406,28 +405,28 @@ func TestReservedWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenant := openDB(t, withParams(t, url2, "", map[string]string{"search_path": pgx.Identifier{odd}.Sanitize()}))
-	if err := migrations.Up(ctx, tenant, migrations.Options{ReservedWorker: 999}); err != nil {
+	if err := Up(ctx, tenant, Options{ReservedWorker: 999}); err != nil {
 		t.Fatal(err)
 	}
 	name1 := strings.TrimPrefix(mustParse(t, url1).Path, "/")
 	name2 := strings.TrimPrefix(mustParse(t, url2).Path, "/")
-	got, err := migrations.ReservedWorkers(ctx, db2)
+	got, err := ReservedWorkers(ctx, db2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []migrations.Reservation{{name2, "public", 1000}, {name2, odd, 999}, {name1, "public", 1023}}
+	want := []Reservation{{name2, "public", 1000}, {name2, odd, 999}, {name1, "public", 1023}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ReservedWorkers = %+v; want %+v", got, want)
 	}
 	// db1 sees tenant too: db2's record was rewritten by the Up in tenant.
-	got, err = migrations.ReservedWorkers(ctx, db1)
+	got, err = ReservedWorkers(ctx, db1)
 	if err != nil || len(got) != 3 {
 		t.Errorf("ReservedWorkers from db1 = %+v, %v; want 3", got, err)
 	}
 	// A third database of the space cannot take any of them.
 	db3 := openDB(t, testenv.Postgres(t))
-	wantConflict(t, migrations.Up(ctx, db3, migrations.Options{IDSpace: space, ReservedWorker: 999}), name2, "te'n")
-	if err := migrations.Up(ctx, db3, migrations.Options{IDSpace: space, ReservedWorker: 998}); err != nil {
+	wantConflict(t, Up(ctx, db3, Options{IDSpace: space, ReservedWorker: 999}), name2, "te'n")
+	if err := Up(ctx, db3, Options{IDSpace: space, ReservedWorker: 998}); err != nil {
 		t.Fatal(err)
 	}
 }

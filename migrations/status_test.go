@@ -1,4 +1,4 @@
-package migrations_test
+package migrations
 
 import (
 	"bytes"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/migrations"
 	"github.com/snowkeyhq/snowkey/workerid"
 )
 
@@ -27,7 +26,7 @@ func TestServerRestart(t *testing.T) {
 	pool := redisFleet(t)
 	dsn := createDB(t, ctx, srv.URL())
 	db := openDB(t, dsn)
-	if err := migrations.Up(ctx, db, migrations.Options{WorkerPool: pool}); err != nil {
+	if err := Up(ctx, db, Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	w := issuedWorker(t, ctx, db)
@@ -43,11 +42,11 @@ func TestServerRestart(t *testing.T) {
 		if got := issuedWorker(t, ctx, db); got != w {
 			t.Fatalf("after a %s snowflake_id() issues on worker %d, want %d", restart.name, got, w)
 		}
-		s, err := migrations.ServerOf(ctx, db)
+		s, err := ServerOf(ctx, db)
 		if err != nil || !s.Issues || s.Timeline != 1 || s.Worker != w {
 			t.Fatalf("ServerOf after a %s: %+v, %v; want timeline 1, worker %d, issuing", restart.name, s, err, w)
 		}
-		if err := migrations.Up(ctx, db, migrations.Options{WorkerPool: pool}); err != nil {
+		if err := Up(ctx, db, Options{WorkerPool: pool}); err != nil {
 			t.Fatal(err)
 		}
 		if got := issuedWorker(t, ctx, db); got != w {
@@ -68,7 +67,7 @@ func TestServerStandby(t *testing.T) {
 	primary := testenv.StartPostgres(t)
 	pool := redisFleet(t)
 	dsn := createDB(t, ctx, primary.URL())
-	if err := migrations.Up(ctx, openDB(t, dsn), migrations.Options{WorkerPool: pool}); err != nil {
+	if err := Up(ctx, openDB(t, dsn), Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	w := issuedWorker(t, ctx, openDB(t, dsn))
@@ -78,10 +77,10 @@ func TestServerStandby(t *testing.T) {
 	if _, err := sb.ExecContext(ctx, "SELECT snowflake_id()"); sqlState(err) != "25006" {
 		t.Errorf("snowflake_id() on the standby: %v, want SQLSTATE 25006", err)
 	}
-	if got, err := migrations.ReservedWorkerOf(ctx, sb); err != nil || got != w {
+	if got, err := ReservedWorkerOf(ctx, sb); err != nil || got != w {
 		t.Errorf("ReservedWorkerOf on the standby = %d, %v; want %d", got, err, w)
 	}
-	if s, err := migrations.ServerOf(ctx, sb); err != nil || !s.Standby || s.Issues || s.Worker != w || s.Refusal == "" {
+	if s, err := ServerOf(ctx, sb); err != nil || !s.Standby || s.Issues || s.Worker != w || s.Refusal == "" {
 		t.Errorf("ServerOf on the standby = %+v, %v; want a standby on worker %d that does not issue, and why", s, err, w)
 	}
 
@@ -101,8 +100,8 @@ func TestServerStandby(t *testing.T) {
 	}
 	standby.Promote()
 	var got int64
-	if err := conn.QueryRowContext(ctx, "EXECUTE next_id").Scan(&got); sqlState(err) != migrations.SQLStateNoServerWorker {
-		t.Errorf("the standby's session after the promotion: %v (ID %d), want SQLSTATE %s", err, got, migrations.SQLStateNoServerWorker)
+	if err := conn.QueryRowContext(ctx, "EXECUTE next_id").Scan(&got); sqlState(err) != SQLStateNoServerWorker {
+		t.Errorf("the standby's session after the promotion: %v (ID %d), want SQLSTATE %s", err, got, SQLStateNoServerWorker)
 	}
 }
 
@@ -136,25 +135,25 @@ func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 func TestUpWarnsSharedServer(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
-		up := migrations.Up
+		up := Up
 		name := "defended"
 		if control {
-			up, name = migrations.UpWithoutSharedWarning, "control: no warning"
+			up, name = UpWithoutSharedWarning, "control: no warning"
 		}
 		t.Run(name, func(t *testing.T) {
 			var alone, published, claimed logBuffer
-			db, _ := migrated(t, migrations.Options{})
-			if err := up(ctx, db, migrations.Options{Logger: alone.logger()}); err != nil {
+			db, _ := migrated(t, Options{})
+			if err := up(ctx, db, Options{Logger: alone.logger()}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := db.ExecContext(ctx, "CREATE PUBLICATION to_reports FOR ALL TABLES"); err != nil {
 				t.Fatal(err)
 			}
-			if err := up(ctx, db, migrations.Options{Logger: published.logger()}); err != nil {
+			if err := up(ctx, db, Options{Logger: published.logger()}); err != nil {
 				t.Fatal(err)
 			}
 
-			other, _ := migrated(t, migrations.Options{})
+			other, _ := migrated(t, Options{})
 			leases, err := workerid.Postgres(other, workerid.Options{Namespace: "api", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
 				t.Fatal(err)
@@ -162,7 +161,7 @@ func TestUpWarnsSharedServer(t *testing.T) {
 			if _, err := leases.Claim(ctx, "postgres:7000000000000000001:1/shard2/public"); err != nil {
 				t.Fatal(err)
 			}
-			if err := up(ctx, other, migrations.Options{Logger: claimed.logger()}); err != nil {
+			if err := up(ctx, other, Options{Logger: claimed.logger()}); err != nil {
 				t.Fatal(err)
 			}
 
@@ -195,13 +194,13 @@ func TestUpWarnsSharedServer(t *testing.T) {
 // claimed its number from the fleet's pool, CheckServers finds nothing.
 func TestCheckServers(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
-	a, aDSN := migrated(t, migrations.Options{})
-	b, _ := migrated(t, migrations.Options{})
-	status := func(dbs ...*sql.DB) []migrations.Server {
+	a, aDSN := migrated(t, Options{})
+	b, _ := migrated(t, Options{})
+	status := func(dbs ...*sql.DB) []Server {
 		t.Helper()
-		var out []migrations.Server
+		var out []Server
 		for _, db := range dbs {
-			s, err := migrations.ServerOf(ctx, db)
+			s, err := ServerOf(ctx, db)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,8 +209,8 @@ func TestCheckServers(t *testing.T) {
 		return out
 	}
 	servers := status(a, b, openDB(t, aDSN))
-	err := migrations.CheckServers(servers, nil)
-	if !errors.Is(err, migrations.ErrWorkerConflict) || !strings.Contains(err.Error(), "worker 1023") ||
+	err := CheckServers(servers, nil)
+	if !errors.Is(err, ErrWorkerConflict) || !strings.Contains(err.Error(), "worker 1023") ||
 		!strings.Contains(err.Error(), servers[0].Database) || !strings.Contains(err.Error(), servers[1].Database) {
 		t.Fatalf("CheckServers on two databases on worker 1023: %v; want ErrWorkerConflict naming both and the number", err)
 	}
@@ -227,22 +226,22 @@ func TestCheckServers(t *testing.T) {
 
 	pool := redisFleet(t)
 	for _, db := range []*sql.DB{a, b} {
-		if err := migrations.Up(ctx, db, migrations.Options{WorkerPool: pool}); err != nil {
+		if err := Up(ctx, db, Options{WorkerPool: pool}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	claims, err := migrations.Servers(ctx, pool)
+	claims, err := Servers(ctx, pool)
 	if err != nil || len(claims) != 2 {
 		t.Fatalf("Servers = %+v, %v; want the two claims", claims, err)
 	}
-	if err := migrations.CheckServers(status(a, b), claims); err != nil {
+	if err := CheckServers(status(a, b), claims); err != nil {
 		t.Errorf("CheckServers on two databases with numbers of their own: %v", err)
 	}
 
 	// A copy of a claimed database refuses until it claims its own.
 	copyDSN := templateCopy(t, ctx, aDSN)
-	err = migrations.CheckServers(status(b, openDB(t, copyDSN)), claims)
-	if !errors.Is(err, migrations.ErrNoServerWorker) {
+	err = CheckServers(status(b, openDB(t, copyDSN)), claims)
+	if !errors.Is(err, ErrNoServerWorker) {
 		t.Errorf("CheckServers with a copy that refuses: %v, want ErrNoServerWorker", err)
 	}
 }

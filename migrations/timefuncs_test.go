@@ -1,4 +1,4 @@
-package migrations_test
+package migrations
 
 import (
 	"database/sql"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testenv"
-	"github.com/snowkeyhq/snowkey/migrations"
 )
 
 // timeLayouts are the layouts the time functions are checked on: the
@@ -67,7 +66,7 @@ func ints(ids []idtype.ID) []int64 {
 // snowflake_sequence against Layout.Decode on the same IDs, in both forms
 // for the default layout and through the variant for every other.
 func TestTimeFunctions(t *testing.T) {
-	db, _ := migrated(t, migrations.Options{})
+	db, _ := migrated(t, Options{})
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	check := func(t *testing.T, l idtype.Layout, query string, args ...any) {
 		t.Helper()
@@ -153,7 +152,7 @@ func edgeTimes(l idtype.Layout) []time.Time {
 // TestFirstID checks snowflake_first_id against Layout.FirstID, which
 // gives 0 before the epoch and MaxID past the last time.
 func TestFirstID(t *testing.T) {
-	db, _ := migrated(t, migrations.Options{})
+	db, _ := migrated(t, Options{})
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	check := func(t *testing.T, l idtype.Layout, query string, args ...any) {
 		t.Helper()
@@ -211,21 +210,21 @@ func wantSQLState(t *testing.T, what string, err error, code string) {
 // idtype refuses, are errors with their own SQLSTATE, never a made-up
 // answer; NULL gives NULL.
 func TestTimeFunctionsRefuse(t *testing.T) {
-	db, _ := migrated(t, migrations.Options{})
+	db, _ := migrated(t, Options{})
 	ctx := testenv.Deadline(t, time.Minute)
 	epoch := idtype.DefaultLayout.Epoch
 	for _, id := range []int64{0, -1, math.MinInt64} {
 		for _, f := range []string{"snowflake_time", "snowflake_worker", "snowflake_sequence"} {
 			var x any
 			err := db.QueryRowContext(ctx, "SELECT "+f+"($1::bigint)", id).Scan(&x)
-			wantSQLState(t, fmt.Sprintf("%s(%d)", f, id), err, migrations.SQLStateInvalidID)
+			wantSQLState(t, fmt.Sprintf("%s(%d)", f, id), err, SQLStateInvalidID)
 			err = db.QueryRowContext(ctx, "SELECT "+f+"($1::bigint, $2, 10, 12)", id, epoch).Scan(&x)
-			wantSQLState(t, fmt.Sprintf("%s(%d, layout)", f, id), err, migrations.SQLStateInvalidID)
+			wantSQLState(t, fmt.Sprintf("%s(%d, layout)", f, id), err, SQLStateInvalidID)
 		}
 	}
 	// A column of IDs with one bad one fails the whole statement.
 	_, err := db.ExecContext(ctx, "SELECT snowflake_time(x) FROM unnest(ARRAY[5, 0, 7]::bigint[]) x")
-	wantSQLState(t, "a column with a 0", err, migrations.SQLStateInvalidID)
+	wantSQLState(t, "a column with a 0", err, SQLStateInvalidID)
 
 	badLayouts := []struct {
 		epoch  time.Time
@@ -240,7 +239,7 @@ func TestTimeFunctionsRefuse(t *testing.T) {
 			var x any
 			err := db.QueryRowContext(ctx, q, bl.epoch, bl.wb, bl.sb).Scan(&x)
 			wantSQLState(t, fmt.Sprintf("%s with (%s, %d, %d)", q, bl.epoch.Format(time.RFC3339Nano), bl.wb, bl.sb),
-				err, migrations.SQLStateInvalidLayout)
+				err, SQLStateInvalidLayout)
 		}
 		// Every layout idtype refuses, SQL refuses, and the other way round.
 		l := idtype.Layout{Epoch: bl.epoch, WorkerBits: uint(max(bl.wb, 0)), SequenceBits: uint(max(bl.sb, 0))}
@@ -273,7 +272,7 @@ func TestTimeFunctionsRefuse(t *testing.T) {
 // calling them row by row, and they work for a caller whose search_path
 // does not hold their schema.
 func TestTimeFunctionsImmutable(t *testing.T) {
-	db, url := migrated(t, migrations.Options{})
+	db, url := migrated(t, Options{})
 	ctx := testenv.Deadline(t, time.Minute)
 	for _, ddl := range []string{
 		`CREATE TABLE events (
@@ -335,7 +334,7 @@ func TestTimeFunctionsImmutable(t *testing.T) {
 	other := openDB(t, withParams(t, url, "", map[string]string{"search_path": "pg_catalog"}))
 	var x any
 	err := other.QueryRowContext(ctx, "SELECT public.snowflake_time(0)").Scan(&x)
-	wantSQLState(t, "public.snowflake_time(0) with search_path pg_catalog", err, migrations.SQLStateInvalidID)
+	wantSQLState(t, "public.snowflake_time(0) with search_path pg_catalog", err, SQLStateInvalidID)
 	if err := other.QueryRowContext(ctx, "SELECT public.snowflake_time($1::bigint)", id).Scan(&created); err != nil || !created.Equal(at) {
 		t.Errorf("public.snowflake_time with search_path pg_catalog = %v, %v; want %v", created, err, at)
 	}
