@@ -80,15 +80,15 @@ func TestServerCopyPromoted(t *testing.T) {
 	if err := Up(ctx, openDB(t, defended), Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
-	if err := UpWithoutTimeline(ctx, openDB(t, control), Options{WorkerPool: pool}); err != nil {
+	if err := upWithout(ctx, openDB(t, control), Options{WorkerPool: pool}, defences{noTimeline: true}); err != nil {
 		t.Fatal(err)
 	}
 	cp := testenv.StartPostgresStandby(t, orig.Addr(), testenv.PostgresOptions{})
 	cp.Promote()
 
-	run := func(t *testing.T, dsn string, up func(context.Context, *sql.DB, Options) error, log *logBuffer) issued {
+	run := func(t *testing.T, dsn string, off defences, log *logBuffer) issued {
 		o, c := openDB(t, dsn), openDB(t, onServer(t, dsn, cp))
-		if err := up(ctx, c, Options{WorkerPool: pool, Logger: log.logger()}); err != nil {
+		if err := upWithout(ctx, c, Options{WorkerPool: pool, Logger: log.logger()}, off); err != nil {
 			t.Fatalf("Up with the pool on the copy: %v", err)
 		}
 		got := issue(t, ctx, []*sql.DB{o, c}, []*idtype.Generator{fleetLease(t, ctx, pool)})
@@ -109,7 +109,7 @@ func TestServerCopyPromoted(t *testing.T) {
 			t.Fatalf("Up without the pool on the promoted copy: %v, want ErrNoServerWorker naming timeline 2", err)
 		}
 		var log logBuffer
-		got := run(t, defended, Up, &log)
+		got := run(t, defended, defences{}, &log)
 		if w0, w1 := got.workers[0], got.workers[1]; len(w0) != 1 || len(w1) != 1 || w0[0] == w1[0] {
 			t.Errorf("the original issued on %v and the copy on %v, want one number each, not the same", w0, w1)
 		} else if !strings.Contains(log.String(), fmt.Sprintf("previous_worker=%d", w0[0])) {
@@ -142,7 +142,7 @@ func TestServerCopyPromoted(t *testing.T) {
 	})
 
 	t.Run("control: no timeline", func(t *testing.T) {
-		got := run(t, control, UpWithoutTimeline, new(logBuffer))
+		got := run(t, control, defences{noTimeline: true}, new(logBuffer))
 		if w0, w1 := got.workers[0], got.workers[1]; len(w0) != 1 || len(w1) != 1 || w0[0] != w1[0] {
 			t.Fatalf("control: the original issued on %v and the copy on %v, not on one number", w0, w1)
 		}
@@ -203,7 +203,7 @@ func TestServerCopySameTimeline(t *testing.T) {
 	if !errors.Is(err, ErrWorkerConflict) || !strings.Contains(err.Error(), "Fork") {
 		t.Errorf("CheckServers: %v, want ErrWorkerConflict that says to Fork the copy", err)
 	}
-	if err := CheckServersWithoutCopyCheck(servers, claims); err != nil {
+	if err := checkServersWithout(servers, claims, defences{noCopyCheck: true}); err != nil {
 		t.Errorf("control: CheckServers without the start times found %v: the test would not see the copy go unnoticed", err)
 	}
 
@@ -378,20 +378,20 @@ func TestServerFailoverClockBehind(t *testing.T) {
 		name    string
 		dsn     string
 		pool    *workerid.Pool
-		up      func(context.Context, *sql.DB, Options) error
+		off     defences // zero but in the control
 		control bool
 		old     []idtype.ID // what the old primary returned
 		lagged  time.Time   // its first ID's time after the cut: the standby never saw it
 	}
 	sides := []*side{
-		{name: "defended, Redis", pool: redisPool, up: Up},
-		{name: "defended, PostgreSQL pool", pool: pgPool, up: Up},
-		{name: "control: no timeline", pool: redisPool, up: UpWithoutTimeline, control: true},
+		{name: "defended, Redis", pool: redisPool},
+		{name: "defended, PostgreSQL pool", pool: pgPool},
+		{name: "control: no timeline", pool: redisPool, off: defences{noTimeline: true}, control: true},
 	}
 	for _, s := range sides {
 		s.dsn = createDB(t, ctx, primary.URL())
 		db := openDB(t, s.dsn)
-		if err := s.up(ctx, db, Options{WorkerPool: s.pool}); err != nil {
+		if err := upWithout(ctx, db, Options{WorkerPool: s.pool}, s.off); err != nil {
 			t.Fatal(err)
 		}
 		s.old = idSpan(t, ctx, db, 0) // the state the standby will have
@@ -417,7 +417,7 @@ func TestServerFailoverClockBehind(t *testing.T) {
 						err, SQLStateNoServerWorker)
 				}
 			}
-			if err := s.up(ctx, promoted, Options{WorkerPool: s.pool}); err != nil {
+			if err := upWithout(ctx, promoted, Options{WorkerPool: s.pool}, s.off); err != nil {
 				t.Fatalf("Up with the pool on the promoted standby: %v", err)
 			}
 			// The old primary takes writes still, while the promoted

@@ -14,10 +14,6 @@ import (
 	"github.com/snowkeyhq/snowkey/workerid"
 )
 
-// upFunc is Up or a control run's Up without one of its
-// defences.
-type upFunc func(context.Context, *sql.DB, Options) error
-
 // newRole makes a role that may log in (password "pw") and nothing more,
 // under a name no other run on the shared server uses; when the test
 // ends, what it owns and was granted in the database of admin, a
@@ -127,9 +123,9 @@ func TestSnowflakeIDRoles(t *testing.T) {
 		{name: "server's own number", pool: pool},
 	} {
 		for _, control := range []bool{false, true} {
-			name, up := flavour.name, upFunc(Up)
+			name, off := flavour.name, defences{}
 			if control {
-				name, up = flavour.name+"/control: no privileges migration", UpWithoutPrivileges
+				name, off = flavour.name+"/control: no privileges migration", defences{noPrivileges: true}
 			}
 			t.Run(name, func(t *testing.T) {
 				base, admin, ownerName := ownedDB(t, ctx)
@@ -144,7 +140,7 @@ func TestSnowflakeIDRoles(t *testing.T) {
 				if flavour.noPublic {
 					mustExec(t, ctx, owner, "ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC")
 				}
-				if err := up(ctx, owner, Options{WorkerPool: flavour.pool}); err != nil {
+				if err := upWithout(ctx, owner, Options{WorkerPool: flavour.pool}, off); err != nil {
 					t.Fatal(err)
 				}
 				mustExec(t, ctx, owner,
@@ -266,9 +262,9 @@ func TestSnowflakeIDStateOwnerOnly(t *testing.T) {
 	ctx := testenv.Deadline(t, 3*time.Minute)
 	for _, how := range []string{"default privileges", "grants of earlier docs"} {
 		for _, control := range []bool{false, true} {
-			name, up := how, upFunc(Up)
+			name, off := how, defences{}
 			if control {
-				name, up = how+"/control: no privileges migration", UpWithoutPrivileges
+				name, off = how+"/control: no privileges migration", defences{noPrivileges: true}
 			}
 			t.Run(name, func(t *testing.T) {
 				base, admin, ownerName := ownedDB(t, ctx)
@@ -280,12 +276,12 @@ func TestSnowflakeIDStateOwnerOnly(t *testing.T) {
 				case "default privileges":
 					mustExec(t, ctx, owner, "ALTER DEFAULT PRIVILEGES GRANT ALL ON SEQUENCES TO "+appIdent)
 				case "grants of earlier docs":
-					if err := UpWithoutPrivileges(ctx, owner, Options{}); err != nil {
+					if err := upWithout(ctx, owner, Options{}, defences{noPrivileges: true}); err != nil {
 						t.Fatal(err)
 					}
 					mustExec(t, ctx, owner, "GRANT USAGE, UPDATE ON SEQUENCE snowflake_id_state, snowflake_id_seq TO "+appIdent)
 				}
-				if err := up(ctx, owner, Options{}); err != nil {
+				if err := upWithout(ctx, owner, Options{}, off); err != nil {
 					t.Fatal(err)
 				}
 				mustExec(t, ctx, owner,
@@ -389,13 +385,13 @@ BEGIN
 END$$`, live: "SELECT pg_is_in_recovery() IS NULL", call: "SELECT snowflake_id()"},
 	} {
 		for _, control := range []bool{false, true} {
-			name, up := c.name, upFunc(Up)
+			name, off := c.name, defences{}
 			if control {
-				name, up = c.name+"/control: caller's search_path", UpWithoutPinnedPath
+				name, off = c.name+"/control: caller's search_path", defences{noPinnedPath: true}
 			}
 			t.Run(name, func(t *testing.T) {
 				base, admin, ownerName := ownedDB(t, ctx)
-				if err := up(ctx, openDB(t, withParams(t, base, ownerName, nil)), Options{WorkerPool: c.pool}); err != nil {
+				if err := upWithout(ctx, openDB(t, withParams(t, base, ownerName, nil)), Options{WorkerPool: c.pool}, off); err != nil {
 					t.Fatal(err)
 				}
 				attacker := newRole(t, ctx, admin, "attacker_")

@@ -135,21 +135,20 @@ func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 func TestUpWarnsSharedServer(t *testing.T) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
-		up := Up
-		name := "defended"
+		name, off := "defended", defences{}
 		if control {
-			up, name = UpWithoutSharedWarning, "control: no warning"
+			name, off = "control: no warning", defences{noSharedWarning: true}
 		}
 		t.Run(name, func(t *testing.T) {
 			var alone, published, claimed logBuffer
 			db, _ := migrated(t, Options{})
-			if err := up(ctx, db, Options{Logger: alone.logger()}); err != nil {
+			if err := upWithout(ctx, db, Options{Logger: alone.logger()}, off); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := db.ExecContext(ctx, "CREATE PUBLICATION to_reports FOR ALL TABLES"); err != nil {
 				t.Fatal(err)
 			}
-			if err := up(ctx, db, Options{Logger: published.logger()}); err != nil {
+			if err := upWithout(ctx, db, Options{Logger: published.logger()}, off); err != nil {
 				t.Fatal(err)
 			}
 
@@ -161,7 +160,7 @@ func TestUpWarnsSharedServer(t *testing.T) {
 			if _, err := leases.Claim(ctx, "postgres:7000000000000000001:1/shard2/public"); err != nil {
 				t.Fatal(err)
 			}
-			if err := up(ctx, other, Options{Logger: claimed.logger()}); err != nil {
+			if err := upWithout(ctx, other, Options{Logger: claimed.logger()}, off); err != nil {
 				t.Fatal(err)
 			}
 
