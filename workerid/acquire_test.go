@@ -20,10 +20,10 @@ var sixBits = idtype.Layout{Epoch: idtype.DefaultLayout.Epoch, WorkerBits: 6, Se
 
 func TestAcquireAllNumbers(t *testing.T) {
 	forKinds(t, func(t *testing.T, b backend) {
-		// A TTL twice the default: under heavy load (load average 35 was
-		// seen) a lease of 10 s lapsed before the 65th Acquire, which then
-		// rightly found its number free. The namespace's record is old, so
-		// that Redis has no loss window to wait out.
+		// A TTL twice the default: a starved CPU can hold the 64
+		// Acquires past a lease of 10 s, and a lease that lapsed leaves
+		// its number rightly free to a later Acquire. The namespace's
+		// record is old, so that Redis has no loss window to wait out.
 		p := b.pool(t, b.addr, Options{Layout: sixBits, TTL: 20 * time.Second})
 		trustRecord(t, p)
 		if p.Size() != 64 {

@@ -616,12 +616,13 @@ var chaosSpecs = map[string]*chaosSpec{
 		},
 	},
 	"lost reply": {
-		// The issue's scenario, drawn at random: A (slot 0) keeps the only
-		// number and is cut off until its lease lapses; B, whose clock is
-		// ahead within Margin, takes it, issues and gives it back; A's
-		// take-back runs but its reply, and go-redis's resends, are lost
-		// (some renewals' replies too). Met when B held the number while A
-		// was cut off, and the proxy dropped the reply to A's take-back.
+		// The take-back scenario of TestTakeBackReplyLost, drawn at
+		// random: A (slot 0) keeps the only number and is cut off until
+		// its lease lapses; B, whose clock is ahead within Margin, takes
+		// it, issues and gives it back; A's take-back runs but its reply,
+		// and go-redis's resends, are lost (some renewals' replies too).
+		// Met when B held the number while A was cut off, and the proxy
+		// dropped the reply to A's take-back.
 		// Control: renewals do not raise the floor to the ownership's
 		// start, and release may lower the mark.
 		fault:  "reply dropped after delivery (take-back)",

@@ -463,7 +463,7 @@ func (f *fleet) renewedOnce(ctx context.Context) {
 }
 
 // coldTiming is the lease timing of the cold-start fleets: renewals every
-// 20 s, so that the simulated instances, which share the machine's two
+// 20 s, so that the simulated instances, which share the machine's
 // cores with the server, are not what runs out of time. (A fleet of 65,535
 // at the default 3.3 s sends 20,000 renewals a second; the steady
 // benchmark measures that load at 1,023 and 8,191 instances.)

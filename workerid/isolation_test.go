@@ -80,7 +80,8 @@ func TestPostgresIsolation(t *testing.T) {
 					// Let every lease renew twice, then close them all at once. A
 					// lease whose renewals a busy machine timed out until it
 					// expired has had its renewals too (the timeouts are only
-					// logged, below): a stressed run once waited 30 s for one.
+					// logged, below). A starved CPU may hold a renewal well past
+					// RenewEvery, so the wait is 30 s.
 					waitFor(t, 30*time.Second, "every lease to renew twice or expire", func() bool {
 						for _, l := range leases {
 							if s := l.Status(); s.State == Held && s.Renewals < 2 {

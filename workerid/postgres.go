@@ -366,13 +366,12 @@ func (s *pgStore) take(ctx context.Context, r takeRequest) (taken, error) {
 // the lock, which then is making them.
 //
 // Neither the making nor the takers that find it under way hold a
-// snapshot for long. Made in one transaction that the other takers
-// queued behind (pg_advisory_xact_lock), a 16-bit namespace's 65,536 rows
-// took 6 to 18 s, and the queued statements' snapshots kept PostgreSQL
-// from marking dead the index entries every take leaves behind, so that
-// each take read all those before it: 25 to 112 s to the last of 65,535
-// leases, in runs that differed in how many takers queued
-// (BenchmarkFleetColdStart).
+// snapshot for long: a statement queued behind the making
+// (pg_advisory_xact_lock) would hold its snapshot as long as the making
+// lasts, and while any snapshot that old is held PostgreSQL cannot mark
+// dead the index entries every take leaves behind, so that each take
+// reads all those before it and a fleet's cold start grows with the
+// square of its size (BenchmarkFleetColdStart measures it).
 func (s *pgStore) makeRows(ctx context.Context, upTo int64) (done bool, err error) {
 	for {
 		var got bool

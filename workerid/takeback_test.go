@@ -60,17 +60,18 @@ func (s *replyLost) renew(ctx context.Context, worker int64, token string, ttl, 
 // outlast returns a context for a take that the test's store wrapper
 // decides the outcome of: ctx's values without its deadline, for 30 s.
 // The lease gives a renewal and the take-back it sends half of what a
-// lease lasts (650 ms here); a machine under stress-ng --cpu 8 made a
-// take-back that had run on PostgreSQL miss that, so that its reply was
-// lost to the deadline instead of to the wrapper, which then never saw
-// its fault while the lease learned of the take-back from its next
-// renewal (the case the reply-lost test is about, met unseen).
+// lease lasts (650 ms with takeBackOptions), which a starved CPU can make
+// a take-back that has run miss: its reply would then be lost to the
+// deadline instead of to the wrapper, which would never see its fault
+// while the lease learned of the take-back from its next renewal (the
+// case the reply-lost test is about, met unseen). So the wrapper, not a
+// deadline, decides: 30 s is far past any lease of these tests.
 func outlast(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 }
 
-// takeBackOptions are the timings of the issue's scenario: TTL 2 s, Margin
-// 700 ms, one number.
+// takeBackOptions are the timings of the take-back scenario
+// (takeBackScenario): TTL 2 s, Margin 700 ms, one number.
 func takeBackOptions() Options {
 	o := oneNumber
 	o.TTL, o.Margin, o.RenewEvery = 2*time.Second, 700*time.Millisecond, 400*time.Millisecond
@@ -97,14 +98,15 @@ func issueFor(t *testing.T, g *idtype.Generator, d time.Duration) []idtype.ID {
 	return ids
 }
 
-// takeBackScenario is the issue's scenario up to A's take-back: A, on a
+// takeBackScenario is the take-back scenario up to A's take-back: A, on a
 // one-number pool behind a proxy, is cut off until its lease lapses in the
 // store; B, whose clock runs 600 ms ahead (inside Margin), takes the
 // number, issues for 600 ms and closes. Then the proxy lets A through
 // again, and the reply to A's take-back is lost (the take ran). A's pool
 // has the defences in offA switched off. It returns B's IDs once A's
-// take-back has run, with A's generator issuing into c meanwhile. If lost.clock is set by tuneA, A's clock stands still from
-// B's take until A's first renewal after the lost reply succeeds.
+// take-back has run, with A's generator issuing into c meanwhile. If
+// lost.clock is set by tuneA, A's clock stands still from B's take until
+// A's first renewal after the lost reply succeeds.
 func takeBackScenario(t *testing.T, b backend, offA defences, tuneA func(p *Pool)) (c *collector, a *Lease, pa *Pool, lost *replyLost, idsB []idtype.ID) {
 	t.Helper()
 	px := startProxy(t, b.addr)
@@ -144,14 +146,15 @@ func takeBackScenario(t *testing.T, b backend, offA defences, tuneA func(p *Pool
 	lost.drop.Store(1)
 	px.Restore()
 	if !waitUntil(30*time.Second, func() bool { return lost.dropped.Load() == 1 }) {
-		// A's lease ended instead, or its renewals failed all along (a
-		// machine under stress-ng --cpu 8 once did this, on PostgreSQL).
+		// A's lease ended instead, or its renewals failed all along,
+		// as a starved CPU can make them: the run did not reach its
+		// fault.
 		notMet(t, "A's take-back did not run in 30 s (A's lease: %+v)", a.Status())
 	}
 	return c, a, pa, lost, idsB
 }
 
-// TestTakeBackReplyLost is the issue's scenario: A's take-back runs but its
+// TestTakeBackReplyLost is the take-back scenario: A's take-back runs but its
 // reply is lost, so A learns that it holds the number again only from its
 // next renewal. That renewal must raise A's floor to the mark B left, as
 // the take-back's reply would have: A's IDs must not repeat B's. The
@@ -170,10 +173,9 @@ func TestTakeBackReplyLost(t *testing.T) {
 			// time: A then reads 600 ms before B's first ID however busy
 			// the machine, and from then on moves by at most a millisecond
 			// a reading, so that a generator whose floor stayed low goes
-			// through every millisecond B used however seldom it issues
-			// (under stress-ng --cpu 8 with make test beside it, a control
-			// whose clock ran freely met none of B's milliseconds in 5
-			// runs, B having issued 29-53 IDs in its 600 ms).
+			// through every millisecond B used however seldom it issues:
+			// on a busy machine B's IDs are few and far apart in its
+			// 600 ms, and a clock that ran freely would step over them.
 			clock := &pausingClock{Clock: p.opts.Clock, step: time.Millisecond}
 			p.opts.Clock = clock
 			p.store.(*replyLost).clock = clock
@@ -181,8 +183,7 @@ func TestTakeBackReplyLost(t *testing.T) {
 		waitFor(t, 30*time.Second, "A to be renewed", func() bool { return a.Status().State == Held })
 		// A issues until its clock has passed B's last ID, a millisecond
 		// a reading through B's: a busy machine can make that take many
-		// seconds (a stressed run's A issued 1,217 IDs in 30 s), so the
-		// wait fails only once A stops issuing.
+		// seconds, so the wait fails only once A stops issuing.
 		lastB := a.pool.Layout().Decode(idsB[len(idsB)-1]).Time
 		c.waitWhileIssuing(t, "A", 30*time.Second, "A to issue past B's last ID", func() bool {
 			return a.pool.Layout().Decode(c.lastID("A")).Time.After(lastB)
