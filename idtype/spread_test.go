@@ -124,7 +124,7 @@ func shardCounts(ids []ID, n int) []int {
 }
 
 // TestRandomSequenceStartShards: at one ID every 5 ms, id % n is uniform
-// for every n of the issue by a chi-square test at p > 0.01 with
+// for every n of shardNs by a chi-square test at p > 0.01 with
 // RandomSequenceStart, and far from it without (the control): there every
 // ID has sequence 0, so id % 2^k is 0 and id % 10 and id % 100 are even.
 // (id % 3 is uniform even without the option: 2^12 and 2^22 are 1 modulo

@@ -520,9 +520,9 @@ func epochMs(t time.Time) int64 {
 // call, says whether the call started before the spent millisecond, and
 // an ID past the next millisecond says that snowflake_id() itself read
 // the clock after it: only a run that did neither meets the fault. A busy
-// machine can delay the statement past it (seen under stress-ng --cpu 8,
-// before the statement and inside it); that run is repeated with a longer
-// lead, and the call's result is still checked against the clock. A
+// machine can delay the statement past it, before the statement or inside
+// it; that run is repeated with a longer lead, and the call's result is
+// still checked against the clock. A
 // snowflake_id() that issued past the next millisecond in every run would
 // fail the test after 6 runs.
 func TestSnowflakeIDWaitsForNextMillisecond(t *testing.T) {
@@ -554,7 +554,7 @@ func TestSnowflakeIDWaitsForNextMillisecond(t *testing.T) {
 		// An ID past full+1 (and not past the clock, checked above) is
 		// in the clock's millisecond as snowflake_id() read it, so that
 		// read came after the spent millisecond: the statement stalled
-		// between the two readings (seen under stress, 91 ms).
+		// between the two readings.
 		if before >= full || got > full+1 {
 			t.Logf("run %d: the call read the clock at %d and then at %d (the millisecond it issued in), not both before the spent millisecond %d: the fault was not reached",
 				try, before, got, full)

@@ -94,8 +94,8 @@ func TestTelemetry(t *testing.T) {
 	if _, err := m.Validate(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
-	// Another last digit: "0", or "1" if it was "0" (the token was valid
-	// again in one run of 62).
+	// Another last digit: "0", or "1" if it was "0" already, which would
+	// leave the token valid.
 	bad := tok[:len(tok)-1] + "0"
 	if bad == tok {
 		bad = tok[:len(tok)-1] + "1"

@@ -78,8 +78,8 @@ func TestCollector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Another last digit: "0", or "1" if it was "0" (the token was valid
-	// again in one run of 62).
+	// Another last digit: "0", or "1" if it was "0" already, which would
+	// leave the token valid.
 	bad := tok[:len(tok)-1] + "0"
 	if bad == tok {
 		bad = tok[:len(tok)-1] + "1"
