@@ -56,8 +56,8 @@ func (e idElem) Int64Value() (pgtype.Int8, error) {
 }
 
 // RegisterPgx makes pgx read and write bigint columns as idtype.ID and
-// NullID in its binary format directly, without the allocation of the
-// generic Scan path (about 12% of the time of scanning 100,000 keys; see
+// NullID in its binary format directly, without the allocations of the
+// generic Scan path (BENCHMARKS.md gives their cost, from
 // BenchmarkPgxScanRows). Call it once per connection, before the
 // connection's first query, for example in pgxpool.Config.AfterConnect:
 //

@@ -67,18 +67,18 @@
 // again under the locks (ErrChanged if the schema moved meanwhile),
 // checks the keys again, runs the statements and commits. Nothing reads or
 // writes those tables until it commits: widening a column rewrites its
-// table and rebuilds its indexes, a time that grows with the table (about
-// 3 s for a 1,000,000-row table and a 1,000,000-row table that refers to
-// it, on 2 cores), while a key that is bigint already only changes its
-// default, in milliseconds. Writers that arrive meanwhile wait; when a long
-// transaction holds a table, Apply gives up after the lock timeout instead
-// of making every query on the table queue behind it. After a widening,
-// each pooled connection's cached prepared statements that return the
-// widened columns fail once with "cached plan must not change result type"
-// (SQLSTATE 0A000), and work again from the next call: retry such
-// statements, or restart the app's pools after adopting. The same holds
-// for PL/pgSQL functions that read the widened columns (triggers, say):
-// each session's cached plan of them fails once.
+// table and rebuilds its indexes, a time that grows with the table
+// (BENCHMARKS.md gives it for a 1,000,000-row table and a 1,000,000-row
+// table that refers to it), while a key that is bigint already only
+// changes its default, in milliseconds. Writers that arrive meanwhile
+// wait; when a long transaction holds a table, Apply gives up after the
+// lock timeout instead of making every query on the table queue behind
+// it. After a widening, each pooled connection's cached prepared
+// statements that return the widened columns fail once with "cached plan
+// must not change result type" (SQLSTATE 0A000), and work again from the
+// next call: retry such statements, or restart the app's pools after
+// adopting. The same holds for PL/pgSQL functions that read the widened
+// columns (triggers, say): each session's cached plan of them fails once.
 //
 // The script SQL prints sets search_path to pg_catalog alone, as Apply
 // does, and every name in it is schema-qualified (view definitions too),
