@@ -329,8 +329,9 @@ ensure_all() {
 GO_TEST_TIMEOUT=30m
 
 # How many tests of one package run at once (go test -parallel): the
-# default is the number of cores, 2 here, while the parallel tests mostly
-# wait on servers, proxies and clocks, not the CPU.
+# default is the number of cores, as few as 2 on a small machine, while
+# the parallel tests mostly wait on servers, proxies and clocks, not the
+# CPU.
 GO_TEST_PARALLEL=4
 
 # How many packages' test binaries of one module run at once (go test -p).
