@@ -9,7 +9,6 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/intfield"
 )
 
 // assign is the create callback. It finds every zero key the statement is
@@ -63,7 +62,7 @@ func (p *Plugin) assign(db *gorm.DB) {
 			return
 		}
 		for i, fv := range slots {
-			intfield.Set(fv, int64(ids[i]))
+			setKey(fv, int64(ids[i]))
 		}
 	}
 	p.upsertReturning(stmt, fields)
@@ -92,7 +91,7 @@ func collect(stmt *gorm.Statement, fields []*schema.Field) (slots []reflect.Valu
 				}
 				continue
 			}
-			if fv := f.ReflectValueOf(stmt.Context, rv); intfield.IsZero(fv) {
+			if fv := f.ReflectValueOf(stmt.Context, rv); keyIsZero(fv) {
 				slots = append(slots, fv)
 			}
 		}

@@ -3,8 +3,6 @@ package idtype
 import (
 	"errors"
 	"fmt"
-
-	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // The kinds of bad input. Every error this package returns for bad input is
@@ -59,5 +57,5 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 func newError(op string, input []byte, err error) *Error {
-	return &Error{Op: op, Input: describe.Text(string(input)), Err: err}
+	return &Error{Op: op, Input: quoteInput(string(input)), Err: err}
 }

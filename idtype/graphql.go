@@ -6,8 +6,6 @@ import (
 	"io"
 	"math"
 	"strconv"
-
-	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // An ID is GraphQL's ID scalar as gqlgen binds a Go type to a scalar: by
@@ -75,7 +73,7 @@ func fromGQL(v any) (ID, error) {
 		return fromInt(int64(v), v)
 	case uint64:
 		if v > math.MaxInt64 {
-			return 0, &Error{Op: opGQL, Input: describe.Value(v), Err: ErrRange}
+			return 0, &Error{Op: opGQL, Input: typedInput(v), Err: ErrRange}
 		}
 		return ID(v), nil
 	case uint:
@@ -87,17 +85,17 @@ func fromGQL(v any) (ID, error) {
 	case uint8:
 		return ID(v), nil
 	case float64, float32:
-		return 0, &Error{Op: opGQL, Input: describe.Value(v), Err: errFloatGQL}
+		return 0, &Error{Op: opGQL, Input: typedInput(v), Err: errFloatGQL}
 	case nil:
 		return 0, &Error{Op: opGQL, Input: "null", Err: ErrNull}
 	case bool, map[string]any, []any:
-		return 0, &Error{Op: opGQL, Input: describe.Value(v), Err: fmt.Errorf("%w: a %T", ErrKind, v)}
+		return 0, &Error{Op: opGQL, Input: typedInput(v), Err: fmt.Errorf("%w: a %T", ErrKind, v)}
 	default:
-		return 0, &Error{Op: opGQL, Input: describe.Value(v), Err: ErrUnsupportedType}
+		return 0, &Error{Op: opGQL, Input: typedInput(v), Err: ErrUnsupportedType}
 	}
 	id, err := parseDigits(text)
 	if err != nil {
-		return 0, &Error{Op: opGQL, Input: describe.Text(text), Err: err}
+		return 0, &Error{Op: opGQL, Input: quoteInput(text), Err: err}
 	}
 	return id, nil
 }
@@ -105,7 +103,7 @@ func fromGQL(v any) (ID, error) {
 // fromInt reads an integer literal, n being v as an int64.
 func fromInt(n int64, v any) (ID, error) {
 	if n < 0 {
-		return 0, &Error{Op: opGQL, Input: describe.Value(v), Err: ErrNegative}
+		return 0, &Error{Op: opGQL, Input: typedInput(v), Err: ErrNegative}
 	}
 	return ID(n), nil
 }

@@ -5,8 +5,6 @@ import (
 	"math"
 	"strconv"
 	"time"
-
-	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // ID is a 64-bit Snowflake ID. The zero value means "not assigned yet":
@@ -37,7 +35,7 @@ const MaxID ID = math.MaxInt64
 func Parse(s string) (ID, error) {
 	id, err := parseDigits(s)
 	if err != nil {
-		return 0, &Error{Op: "parse", Input: describe.Text(s), Err: err}
+		return 0, &Error{Op: "parse", Input: quoteInput(s), Err: err}
 	}
 	return id, nil
 }

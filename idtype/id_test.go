@@ -5,8 +5,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-
-	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // Boundary values every encoding is checked with: 2^53±1 is where a
@@ -78,7 +76,7 @@ func TestParse(t *testing.T) {
 		if !errors.As(err, &e) || e.Op != "parse" {
 			t.Errorf("Parse(%q) error %#v is not an *Error for op parse", tc.in, err)
 		}
-		if !strings.Contains(err.Error(), describe.Text(tc.in)) {
+		if !strings.Contains(err.Error(), quoteInput(tc.in)) {
 			t.Errorf("Parse(%q) error %q does not name the input", tc.in, err)
 		}
 	}

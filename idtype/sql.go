@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-
-	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // Scan reads an ID from a database column (sql.Scanner). It accepts int64,
@@ -42,7 +40,7 @@ func (id *ID) Scan(src any) error {
 	case string:
 		n, err := parseDigits(v)
 		if err != nil {
-			return &Error{Op: "scan", Input: describe.Text(v), Err: err}
+			return &Error{Op: "scan", Input: quoteInput(v), Err: err}
 		}
 		*id = n
 		return nil
@@ -53,7 +51,7 @@ func (id *ID) Scan(src any) error {
 	case float32:
 		return floatError(float64(v), 32)
 	default:
-		return &Error{Op: "scan", Input: describe.Value(src), Err: ErrUnsupportedType}
+		return &Error{Op: "scan", Input: typedInput(src), Err: ErrUnsupportedType}
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // This file is the text form of a PostgreSQL bigint[]: what database/sql
@@ -43,7 +42,7 @@ func (ids *IDs) Scan(src any) error {
 			out, err = parseArray(v)
 		}
 	default:
-		return &idtype.Error{Op: "scan sqltype.IDs", Input: describe.Input(src), Err: idtype.ErrUnsupportedType}
+		return &idtype.Error{Op: "scan sqltype.IDs", Input: describeInput(src), Err: idtype.ErrUnsupportedType}
 	}
 	if err != nil {
 		return err
@@ -88,7 +87,7 @@ type arrayParser[T string | []byte] struct {
 
 func (p *arrayParser[T]) fail(kind error, format string, args ...any) error {
 	detail := fmt.Sprintf(format, args...)
-	return &idtype.Error{Op: "scan sqltype.IDs", Input: describe.Input(p.src),
+	return &idtype.Error{Op: "scan sqltype.IDs", Input: describeInput(p.src),
 		Err: fmt.Errorf("%w: %s", kind, detail)}
 }
 
@@ -248,20 +247,20 @@ func (p *arrayParser[T]) element(i int) (idtype.ID, error) {
 		}
 		raw := p.src[start:p.pos]
 		if len(raw) == 4 && (raw[0]|0x20) == 'n' && (raw[1]|0x20) == 'u' && (raw[2]|0x20) == 'l' && (raw[3]|0x20) == 'l' {
-			return 0, &idtype.Error{Op: "scan sqltype.IDs", Input: describe.Input(p.src),
+			return 0, &idtype.Error{Op: "scan sqltype.IDs", Input: describeInput(p.src),
 				Err: fmt.Errorf("element %d: %w", i, idtype.ErrNull)}
 		}
 		var id idtype.ID
 		if err := unmarshalElement(&id, raw); err != nil {
-			return 0, &idtype.Error{Op: "scan sqltype.IDs", Input: describe.Input(p.src),
-				Err: fmt.Errorf("element %d %s: %w", i, describe.Input(raw), kindOf(err))}
+			return 0, &idtype.Error{Op: "scan sqltype.IDs", Input: describeInput(p.src),
+				Err: fmt.Errorf("element %d %s: %w", i, describeInput(raw), kindOf(err))}
 		}
 		return id, nil
 	}
 	var id idtype.ID
 	if err := id.UnmarshalText(text); err != nil {
-		return 0, &idtype.Error{Op: "scan sqltype.IDs", Input: describe.Input(p.src),
-			Err: fmt.Errorf("element %d %s: %w", i, describe.Input(text), kindOf(err))}
+		return 0, &idtype.Error{Op: "scan sqltype.IDs", Input: describeInput(p.src),
+			Err: fmt.Errorf("element %d %s: %w", i, describeInput(text), kindOf(err))}
 	}
 	return id, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // This file reads PostgreSQL's binary array format, which pgx hands to
@@ -117,7 +116,7 @@ func parseBinaryArray(src []byte) (IDs, error) {
 		rest = rest[size:]
 		if width == 0 {
 			if err := out[i].UnmarshalText(elem); err != nil {
-				return nil, fail(kindOf(err), "element %d %s", i, describe.Input(elem))
+				return nil, fail(kindOf(err), "element %d %s", i, describeInput(elem))
 			}
 			continue
 		}

@@ -2,6 +2,7 @@ package sqltype
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/snowkeyhq/snowkey/idtype"
 )
@@ -27,4 +28,38 @@ func kindOf(err error) error {
 		return e.Err
 	}
 	return err
+}
+
+// maxInput bounds how much of a bad input an *idtype.Error's Input
+// repeats, as idtype's own errors do (TestInputLikeIdtype keeps them
+// alike).
+const maxInput = 64
+
+// describeInput renders bad input for an *idtype.Error's Input as idtype
+// does: text (a string or []byte) quoted and cut to maxInput bytes with
+// its length when cut; any other value as describeValue does.
+func describeInput(v any) string {
+	var s string
+	switch v := v.(type) {
+	case string:
+		s = v
+	case []byte:
+		s = string(v)
+	default:
+		return describeValue(v)
+	}
+	if len(s) > maxInput {
+		return fmt.Sprintf("%q... (%d bytes)", s[:maxInput], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// describeValue renders a bad non-text value as idtype does: its Go type
+// and value, as in "float64(1.5)", cut to maxInput bytes.
+func describeValue(v any) string {
+	s := fmt.Sprintf("%T(%v)", v, v)
+	if len(s) > maxInput {
+		s = s[:maxInput] + "..."
+	}
+	return s
 }

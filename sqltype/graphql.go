@@ -6,7 +6,6 @@ import (
 	"reflect"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // NullID and IDs are GraphQL values as gqlgen binds Go types to scalars,
@@ -91,10 +90,10 @@ func (ids *IDs) UnmarshalGQL(v any) error {
 	out := make(IDs, len(list))
 	for i, elem := range list {
 		if elem == nil {
-			return &idtype.Error{Op: op, Input: describe.Value(v), Err: fmt.Errorf("element %d: %w: null", i, idtype.ErrKind)}
+			return &idtype.Error{Op: op, Input: describeValue(v), Err: fmt.Errorf("element %d: %w: null", i, idtype.ErrKind)}
 		}
 		if err := out[i].UnmarshalGQL(elem); err != nil {
-			return &idtype.Error{Op: op, Input: describe.Value(v), Err: fmt.Errorf("element %d %s: %w", i, describe.Value(elem), kindOf(err))}
+			return &idtype.Error{Op: op, Input: describeValue(v), Err: fmt.Errorf("element %d %s: %w", i, describeValue(elem), kindOf(err))}
 		}
 	}
 	*ids = out

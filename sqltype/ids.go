@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // IDs is a list of IDs stored in one PostgreSQL bigint[] column, or passed
@@ -48,23 +47,23 @@ func (ids *IDs) UnmarshalJSON(b []byte) error {
 		*ids = nil
 		return nil
 	case len(t) == 0:
-		return &idtype.Error{Op: op, Input: describe.Input(b), Err: idtype.ErrEmpty}
+		return &idtype.Error{Op: op, Input: describeInput(b), Err: idtype.ErrEmpty}
 	case t[0] != '[':
-		return &idtype.Error{Op: op, Input: describe.Input(b), Err: fmt.Errorf("%w: want an array", idtype.ErrKind)}
+		return &idtype.Error{Op: op, Input: describeInput(b), Err: fmt.Errorf("%w: want an array", idtype.ErrKind)}
 	}
 	var raw []json.RawMessage
 	if err := json.Unmarshal(t, &raw); err != nil {
-		return &idtype.Error{Op: op, Input: describe.Input(b), Err: fmt.Errorf("%w: %v", idtype.ErrSyntax, err)}
+		return &idtype.Error{Op: op, Input: describeInput(b), Err: fmt.Errorf("%w: %v", idtype.ErrSyntax, err)}
 	}
 	out := make(IDs, len(raw))
 	for i, elem := range raw {
 		if string(elem) == "null" {
-			return &idtype.Error{Op: op, Input: describe.Input(b),
+			return &idtype.Error{Op: op, Input: describeInput(b),
 				Err: fmt.Errorf("element %d: %w: null", i, idtype.ErrKind)}
 		}
 		if err := out[i].UnmarshalJSON(elem); err != nil {
-			return &idtype.Error{Op: op, Input: describe.Input(b),
-				Err: fmt.Errorf("element %d %s: %w", i, describe.Input([]byte(elem)), kindOf(err))}
+			return &idtype.Error{Op: op, Input: describeInput(b),
+				Err: fmt.Errorf("element %d %s: %w", i, describeInput([]byte(elem)), kindOf(err))}
 		}
 	}
 	*ids = out

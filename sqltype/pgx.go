@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/describe"
 )
 
 // This file is what pgx, used natively, needs beyond sql.Scanner and
@@ -117,7 +116,7 @@ func (c int8Codec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any
 // binaryInt8 reads an int8 in PostgreSQL's binary format.
 func binaryInt8(src []byte) (int64, error) {
 	if len(src) != 8 {
-		return 0, &idtype.Error{Op: "scan", Input: describe.Input(src),
+		return 0, &idtype.Error{Op: "scan", Input: describeInput(src),
 			Err: fmt.Errorf("%w: a binary int8 has 8 bytes, not %d", idtype.ErrSyntax, len(src))}
 	}
 	return int64(binary.BigEndian.Uint64(src)), nil

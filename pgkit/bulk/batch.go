@@ -12,7 +12,6 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/intfield"
 )
 
 // batch is BatchSize input rows and every row they reach, on their
@@ -242,7 +241,7 @@ func (b *batch) fill(from int32) error {
 				continue
 			}
 			for _, f := range n.keys {
-				if fv, ok := fieldAt(b.rows[i].v, f); !ok || intfield.IsZero(fv) {
+				if fv, ok := fieldAt(b.rows[i].v, f); !ok || keyIsZero(fv) {
 					total++
 				}
 			}
@@ -265,12 +264,12 @@ func (b *batch) fill(from int32) error {
 				continue
 			}
 			for k, f := range n.keys {
-				if fv, ok := fieldAt(b.rows[i].v, f); !ok || intfield.IsZero(fv) {
+				if fv, ok := fieldAt(b.rows[i].v, f); !ok || keyIsZero(fv) {
 					b.noteBit(i, f, k) // keys come first in node.writes
 					if !ok {
 						fv = f.ReflectValueOf(l.ctx, b.rows[i].v) // makes the embedded struct
 					}
-					intfield.Set(fv, int64(ids[next]))
+					setKey(fv, int64(ids[next]))
 					next++
 				}
 			}

@@ -252,3 +252,27 @@ func (u *undoLog) restore() {
 	}
 	*u = undoLog{streamed: u.streamed, input: u.input}
 }
+
+// keyIsZero reports whether an integer key field, or a pointer (of any
+// depth) to one, holds no key yet: zero or nil.
+func keyIsZero(v reflect.Value) bool {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return true
+		}
+		v = v.Elem()
+	}
+	return v.Int() == 0
+}
+
+// setKey stores n in an integer key field, allocating through nil
+// pointers.
+func setKey(v reflect.Value, n int64) {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		v = v.Elem()
+	}
+	v.SetInt(n)
+}

@@ -1,11 +1,11 @@
-package intfield
+package gormplugin
 
 import (
 	"reflect"
 	"testing"
 )
 
-func TestIsZeroAndSet(t *testing.T) {
+func TestKeyIsZeroAndSetKey(t *testing.T) {
 	var s struct {
 		A int64
 		B *int64
@@ -14,12 +14,12 @@ func TestIsZeroAndSet(t *testing.T) {
 	v := reflect.ValueOf(&s).Elem()
 	for i := range 3 {
 		f := v.Field(i)
-		if !IsZero(f) {
-			t.Fatalf("field %d: not zero before Set", i)
+		if !keyIsZero(f) {
+			t.Fatalf("field %d: not zero before setKey", i)
 		}
-		Set(f, 42)
-		if IsZero(f) {
-			t.Fatalf("field %d: zero after Set", i)
+		setKey(f, 42)
+		if keyIsZero(f) {
+			t.Fatalf("field %d: zero after setKey", i)
 		}
 	}
 	if s.A != 42 || *s.B != 42 || **s.C != 42 {
