@@ -49,9 +49,9 @@ generate-check:
 	bash scripts/lib.sh generated_check
 
 # Writes api/*.txt, the exported API of every released module (see
-# internal/apifile); make test fails while they differ from the code.
+# internal/checks/apifile); make test fails while they differ from the code.
 api:
-	GOWORK=off go run ./internal/apifile/cmd/apifile -w
+	GOWORK=off go run ./internal/checks/apifile/cmd/apifile -w
 
 # The release commit and tags of every released module, in this working
 # tree, nothing pushed: a dry run unless APPLY=1 (or DRY_RUN=0). See

@@ -7,7 +7,7 @@ import (
 
 	"github.com/bwmarrin/snowflake"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/benchpair"
+	"github.com/snowkeyhq/snowkey/internal/bench/benchpair"
 )
 
 // wideLayout is a layout whose sequence is not the limit: 2,097,152 IDs per

@@ -10,7 +10,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // errSourceDown is what failingSource returns once it has failed.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/internal/benchpair"
+	"github.com/snowkeyhq/snowkey/internal/bench/benchpair"
 )
 
 // msClock is a Clock that is a millisecond later at every reading, so
@@ -16,7 +16,7 @@ func (c *msClock) UnixNano() int64       { c.ns += int64(time.Millisecond); retu
 func (c *msClock) Sleep(d time.Duration) { c.ns += int64(d) }
 
 // BenchmarkRandomSequenceStart compares generators with and without
-// RandomSequenceStart, side by side in every op (internal/benchpair), so
+// RandomSequenceStart, side by side in every op (internal/bench/benchpair), so
 // the ratios compare the same moments of a noisy machine:
 //
 //   - "saturation": each issues 102,400 IDs (25 ms of the default

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/snowkeyhq/snowkey/internal/benchpair"
+	"github.com/snowkeyhq/snowkey/internal/bench/benchpair"
 )
 
 // The generator benchmarks that compare with other libraries live in the
@@ -83,7 +83,7 @@ func benchJSON(b *testing.B) {
 			}
 		}
 	})
-	// The paired runs time both sides in every op (see internal/benchpair):
+	// The paired runs time both sides in every op (see internal/bench/benchpair):
 	// on a noisy machine two separate runs do not compare within 20%.
 	b.Run("marshal/paired", func(b *testing.B) {
 		tx, ty := benchpair.Times(b, func() { _, _ = json.Marshal(&ids) }, func() { _, _ = json.Marshal(&ints) })

@@ -29,7 +29,7 @@ func newTestGenerator(t testing.TB, cfg GeneratorOptions) (*Generator, *fakeCloc
 
 // watchdog ends the test binary, with every goroutine's stack, if t has
 // not finished within d: the bound on a test that waits for goroutines.
-// (internal/testenv's Deadline does this elsewhere; idtype's tests use the
+// (internal/testing/testenv's Deadline does this elsewhere; idtype's tests use the
 // standard library alone, so that a module importing only idtype needs no
 // other module.)
 func watchdog(t *testing.T, d time.Duration) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/snowkeyhq/snowkey/internal/benchpair"
+	"github.com/snowkeyhq/snowkey/internal/bench/benchpair"
 )
 
 // timeBenchRows is how many rows each statement of BenchmarkTimeFunction

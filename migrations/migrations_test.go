@@ -19,7 +19,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/workerid"
 )
 

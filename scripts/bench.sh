@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What `make bench` runs: every benchmark of every module of the repository,
-# against real servers started by internal/testenv/cmd/testservers, then the
-# ratios of every *.ratios spec in the tree (see internal/benchratio).
+# against real servers started by internal/cmd/testservers, then the
+# ratios of every *.ratios spec in the tree (see internal/bench/benchratio).
 #
 # Output: bench-results/raw.txt (the go test output) and
 # bench-results/ratios.md (the tables, also printed).
@@ -25,7 +25,7 @@ ensure_all
 mkdir -p "$out"
 : >"$raw"
 testservers=$(build_testservers)
-go build -o bin/benchratio ./internal/benchratio/cmd/benchratio
+go build -o bin/benchratio ./internal/cmd/benchratio
 
 status=0
 "$testservers" -- bash scripts/lib.sh bench_all "$raw" || status=$?

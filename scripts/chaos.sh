@@ -2,8 +2,8 @@
 # What `make chaos` runs: the long randomized schedule of the fault-injection
 # suite. Every package with a `func TestChaos…` test runs those
 # tests with -race against real PostgreSQL, Redis and Redis Cluster started
-# by internal/testenv/cmd/testservers; each test appends its rows to
-# CHAOS_REPORT (see internal/faults), and internal/faults/cmd/chaosreport
+# by internal/cmd/testservers; each test appends its rows to
+# CHAOS_REPORT (see internal/testing/faults), and internal/cmd/chaosreport
 # prints the table and decides the exit status.
 #
 # Environment: CHAOS_TIME (each package's time budget, a Go duration,
@@ -31,7 +31,7 @@ case "$CHAOS_REPORT" in /*) ;; *) CHAOS_REPORT="$PWD/$CHAOS_REPORT" ;; esac
 : >"$CHAOS_REPORT"
 table="${CHAOS_REPORT%.jsonl}.md"
 testservers=$(build_testservers)
-go build -o bin/chaosreport ./internal/faults/cmd/chaosreport
+go build -o bin/chaosreport ./internal/cmd/chaosreport
 
 start=$SECONDS
 status=0

@@ -6,7 +6,7 @@
 #           example gofmt_check, vet_all, staticcheck_all, go_test_all)
 #
 # The scripts never re-run themselves: what must run under the test servers
-# is a function here, run by internal/testenv/cmd/testservers as
+# is a function here, run by internal/cmd/testservers as
 # `bash scripts/lib.sh FUNCTION`.
 
 # Each module is built and tested with exactly the versions its own go.mod
@@ -212,12 +212,12 @@ staticcheck_all() {
 	fi
 }
 
-# Builds internal/testenv/cmd/testservers to bin/testservers and prints its
+# Builds internal/cmd/testservers to bin/testservers and prints its
 # path. A built binary passes on the command's exit status and signals,
 # which `go run` would not do as faithfully. It is built with -race like
 # the tests, which then find its dependencies compiled.
 build_testservers() {
-	go build -race -o bin/testservers ./internal/testenv/cmd/testservers >&2 || return 1
+	go build -race -o bin/testservers ./internal/cmd/testservers >&2 || return 1
 	echo "$PWD/bin/testservers"
 }
 
@@ -348,7 +348,7 @@ GO_TEST_P=8
 # the order it is given them, GO_TEST_P at a time, and the slow ones
 # otherwise start last and run one after the other. A hint only: a package
 # no longer there is left out, and one missing here merely starts later.
-SLOW_PACKAGES=(./workerid ./tokens ./internal/readmecheck ./internal/release)
+SLOW_PACKAGES=(./workerid ./tokens ./internal/checks/readmecheck ./internal/release)
 
 # The modules whose tests take longest, built first so that their tests
 # start first (go_test_all); the root module's are the longest. A hint

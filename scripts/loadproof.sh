@@ -10,7 +10,7 @@
 # the five slowest top-level tests (parallel, so each includes waiting);
 # then where the fault suite's table of the run is (the short schedule's
 # rows, which each chaos test appends to CHAOS_REPORT, printed by
-# internal/faults/cmd/chaosreport).
+# internal/cmd/chaosreport).
 #
 # LOADPROOF_COLD=1 runs each as on a new machine: with a Go build cache,
 # module cache and staticcheck cache (GOCACHE, GOMODCACHE and
@@ -104,7 +104,7 @@ one() {
 	fi
 }
 
-go build -o "$work/chaosreport" ./internal/faults/cmd/chaosreport
+go build -o "$work/chaosreport" ./internal/cmd/chaosreport
 for ((i = 1; i <= runs; i++)); do
 	one "stress$i" stress
 done

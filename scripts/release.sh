@@ -9,7 +9,7 @@
 #     not above the root module's last tag, or already a tag;
 #   - a CHANGELOG.md without a section "## [X.Y.Z] - Unreleased";
 #   - an API change not written down: api/*.txt not what the code exports
-#     (internal/apifile), or, against each module's last tag, a change
+#     (internal/checks/apifile), or, against each module's last tag, a change
 #     that apidiff finds and VERSION does not allow (an incompatible one
 #     needs a new major version, or a new minor one before v1; any change
 #     needs at least a new minor version). A module without an earlier
@@ -20,7 +20,7 @@
 # version as a tag) and dates the CHANGELOG section, then tags it for
 # every released module: VERSION for the root, DIR/VERSION for the module
 # in DIR. The modules are the go.mod files of the tree; one whose go.mod
-# has a line "// Not released" gets no tag (see internal/apifile).
+# has a line "// Not released" gets no tag (see internal/checks/apifile).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
@@ -161,7 +161,7 @@ want="## [${version#v}] - Unreleased"
 grep -qxF "$want" CHANGELOG.md || die "CHANGELOG.md has no line \"$want\": write down what the release changes"
 
 echo "checking api/*.txt against the code"
-GOWORK=off go run ./internal/apifile/cmd/apifile || die "api/*.txt are not current: review the difference above and run make api"
+GOWORK=off go run ./internal/checks/apifile/cmd/apifile || die "api/*.txt are not current: review the difference above and run make api"
 
 # apidiff of each released module against its own last tag.
 tmp=$(mktemp -d)

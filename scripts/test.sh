@@ -2,7 +2,7 @@
 # What `make test` runs: installs the servers and tools the tests need if
 # they are missing, checks formatting, then compiles each module once and
 # runs its tests with -race against real PostgreSQL, Redis and Redis
-# Cluster started by internal/testenv/cmd/testservers (go_test_all in
+# Cluster started by internal/cmd/testservers (go_test_all in
 # lib.sh), with go vet and staticcheck of each module beside them once it
 # is compiled, and the Redis-backed tests of workerid and tokens once
 # more against Valkey (go_test_valkey in lib.sh). Every step runs even when an
@@ -12,7 +12,7 @@
 #
 # Environment: GOTESTFLAGS adds flags to go test (e.g. GOTESTFLAGS=-v);
 # SNOWKEY_TEST_* point the tests at servers of one's own instead (see
-# internal/testenv); SNOWKEY_TEST_VALKEY_SERVER names the valkey-server of
+# internal/testing/testenv); SNOWKEY_TEST_VALKEY_SERVER names the valkey-server of
 # the Valkey pass. CI=true makes tests that lack a server fail, not skip.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -50,7 +50,7 @@ vetlog=$(mktemp)
 	step "go vet" vet_all
 ) >"$vetlog" 2>&1 &
 vetpid=$!
-step testservers go build -race -o bin/testservers ./internal/testenv/cmd/testservers || failed+=(testservers)
+step testservers go build -race -o bin/testservers ./internal/cmd/testservers || failed+=(testservers)
 step "go test" bin/testservers -- bash scripts/lib.sh go_test_all || failed+=("go test")
 # Whatever became of go_test_all, go vet and staticcheck wait no longer.
 touch "$built/all"

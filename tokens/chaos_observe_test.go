@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/internal/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/faults"
 )
 
 // The chaos scenarios observe their faults in the history as it grows

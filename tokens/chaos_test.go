@@ -19,8 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/faults"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // The chaos suite: several Managers (some with a cache) send random

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // recorder is an Observer that keeps what it heard, and checks that End

@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/benchpair"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/bench/benchpair"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // wideLayout is 41/1/21: a sequence so wide that one goroutine never spends
@@ -81,7 +81,7 @@ func BenchmarkNext(b *testing.B) {
 // BenchmarkNextPaired is Next on a leased generator against Next on a
 // fixed-worker one under contention: in every op, G goroutines take IDs
 // from one and then G from the other, in alternating order
-// (internal/benchpair), so the ratio compares the same moments of a noisy
+// (internal/bench/benchpair), so the ratio compares the same moments of a noisy
 // machine. "leased/fixed-ids/s" is the leased generator's IDs a second
 // over the fixed one's. Each side issues a few milliseconds' worth of IDs
 // an op (on 41/10/12 both run at the layout's ceiling).

@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/faults"
 )
 
 // The chaos helper is a generator process of the chaos tests: this test

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 func claim(t testing.TB, ctx context.Context, p *Pool, claimant string) Claim {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // TestRedisCluster runs leases on a Redis Cluster: every key of a

@@ -20,8 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/faults"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // The fleet helper is one process of TestPostgresConnectionBudget: this

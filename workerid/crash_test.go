@@ -22,8 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/faults"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // The crash test runs this test binary as worker processes: with

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/migrations"
 )
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/examples/bunkeys"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/sqltype"
 )
 

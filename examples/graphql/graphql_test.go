@@ -17,7 +17,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/examples/graphql"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -1,7 +1,7 @@
 module github.com/snowkeyhq/snowkey/examples/openapi
 
 // Not released: no user imports this module; it gets no tag and no API
-// file (see internal/apifile).
+// file (see internal/checks/apifile).
 
 go 1.26.0
 

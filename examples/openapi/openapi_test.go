@@ -19,7 +19,7 @@ import (
 	"github.com/snowkeyhq/snowkey/examples/openapi/oapigen"
 	"github.com/snowkeyhq/snowkey/examples/openapi/ogenapi"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // twoTo53 is where JavaScript numbers stop holding every integer.

@@ -21,7 +21,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // envChromium names a Chromium or Chrome binary for the browser test;

@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // occupy holds n of p's slots, as known devices' jobs (the class that may

@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/tokens"
 	"github.com/snowkeyhq/snowkey/workerid"
 )

@@ -17,7 +17,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/extra/snowkeyotel"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // scrape reads /metrics and parses it as the Prometheus text format.

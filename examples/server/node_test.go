@@ -13,7 +13,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // findNode returns the node binary, 18 or later (built-in fetch), or

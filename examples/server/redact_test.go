@@ -14,7 +14,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // secretForms are DATABASE_URL and REDIS_URL values with their secrets:

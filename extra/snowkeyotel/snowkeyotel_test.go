@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/snowkeyhq/snowkey/extra/snowkeyotel"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/tokens"
 	"github.com/snowkeyhq/snowkey/workerid"
 )

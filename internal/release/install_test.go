@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/internal/apifile"
-	"github.com/snowkeyhq/snowkey/internal/readmecheck"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/checks/apifile"
+	"github.com/snowkeyhq/snowkey/internal/checks/readmecheck"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // TestReleaseRefuses: scripts/release.sh, applied, refuses a dirty

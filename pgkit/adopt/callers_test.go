@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // TestAdoptCallers: a role that may insert into a table to adopt, and may

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // partitionedSchema is a store whose payments are partitioned by date,

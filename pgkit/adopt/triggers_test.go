@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // triggerSchema has BEFORE INSERT row triggers of every kind: one that

@@ -14,7 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/sqltype"
 )
 

@@ -24,8 +24,8 @@ import (
 
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/faults"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // The models of the retry tests: an author with an association of every

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/faults"
-	"github.com/snowkeyhq/snowkey/internal/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // The fault kinds of decisions on hidden rows: the role that maintains

@@ -1,0 +1,253 @@
+package faults
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
+)
+
+// recorder is a testing.TB that keeps what a helper reports, to test
+// helpers that fail their test.
+type recorder struct {
+	testing.TB
+	mu       sync.Mutex
+	errs     []string
+	logs     []string
+	cleanups []func()
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Logf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.logs = append(r.logs, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	panic(r) // stands for runtime.Goexit
+}
+func (r *recorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.errs) > 0
+}
+func (r *recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+func (r *recorder) Name() string     { return "TestX/sub" }
+
+// fatal runs f and reports whether it called Fatalf.
+func (r *recorder) fatal(f func()) (fataled bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != any(r) {
+				panic(v)
+			}
+			fataled = true
+		}
+	}()
+	f()
+	return false
+}
+
+// replayByHand sets CHAOS_SEED as someone replaying a failure does, away
+// from CI (which refuses a seed).
+func replayByHand(t *testing.T, seed string) {
+	t.Setenv("CI", "")
+	t.Setenv(EnvSeed, seed)
+}
+
+func TestSeed(t *testing.T) {
+	replayByHand(t, "12345")
+	r := &recorder{TB: t}
+	if got := Seed(r); got != 12345 {
+		t.Fatalf("Seed = %d with %s=12345", got, EnvSeed)
+	}
+	r.Errorf("the test failed")
+	for _, f := range r.cleanups {
+		f()
+	}
+	if got := strings.Join(r.logs, "\n"); !strings.Contains(got, "rerun with CHAOS_SEED=12345 go test -race -run '^TestX$/^sub$'") {
+		t.Errorf("logs lack the rerun line:\n%s", got)
+	}
+
+	t.Setenv(EnvSeed, "")
+	a, b := Seed(t), Seed(t)
+	if a == b || a < 0 || b < 0 {
+		t.Errorf("two random seeds %d, %d", a, b)
+	}
+
+	replayByHand(t, "x1")
+	r = &recorder{TB: t}
+	if !r.fatal(func() { Seed(r) }) || !strings.Contains(r.errs[0], `CHAOS_SEED="x1"`) {
+		t.Errorf("bad CHAOS_SEED: %v", r.errs)
+	}
+}
+
+func TestRandDeterministic(t *testing.T) {
+	a, b := Rand(42), Rand(42)
+	for range 100 {
+		if a.Uint64() != b.Uint64() {
+			t.Fatal("one seed, two sequences")
+		}
+	}
+	if Rand(42).Uint64() == Rand(43).Uint64() {
+		t.Error("seeds 42 and 43 begin alike")
+	}
+}
+
+func TestBudget(t *testing.T) {
+	t.Setenv(EnvTime, "")
+	if got := Budget(t); got != ShortBudget || Long() {
+		t.Errorf("Budget %v, Long %v without %s", got, Long(), EnvTime)
+	}
+	t.Setenv(EnvTime, "10m")
+	if got := Budget(t); got != 10*time.Minute || !Long() {
+		t.Errorf("Budget %v, Long %v with 10m", got, Long())
+	}
+	for _, bad := range []string{"10", "-1m", "0s", "soon"} {
+		t.Setenv(EnvTime, bad)
+		r := &recorder{TB: t}
+		if !r.fatal(func() { Budget(r) }) || !strings.Contains(r.errs[0], bad) {
+			t.Errorf("%s=%q: %v", EnvTime, bad, r.errs)
+		}
+	}
+}
+
+func TestRepeat(t *testing.T) {
+	testenv.Deadline(t, 2*time.Minute)
+	replayByHand(t, "99")
+	draws := func() []uint64 {
+		var got []uint64
+		n := Repeat(t, "on", 0, 3, func(t *testing.T, rng *rand.Rand) { got = append(got, rng.Uint64()) })
+		if n != 3 {
+			t.Errorf("Repeat ran %d times, want 3", n)
+		}
+		return got
+	}
+	a := draws()
+	if b := draws(); !reflect.DeepEqual(a, b) {
+		t.Errorf("one seed, two schedules: %v, %v", a, b)
+	}
+	if a[0] != Rand(99).Uint64() {
+		t.Error("run0 does not use CHAOS_SEED")
+	}
+	if a[1] != Rand(nextSeed(99)).Uint64() || a[1] == a[2] {
+		t.Errorf("later runs do not follow the seed chain: %v", a)
+	}
+
+	start := time.Now()
+	n := Repeat(t, "off", 100*time.Millisecond, 1, func(t *testing.T, rng *rand.Rand) { time.Sleep(20 * time.Millisecond) })
+	if took := time.Since(start); n < 2 || took < 100*time.Millisecond {
+		t.Errorf("budget 100ms: %d runs in %v", n, took)
+	}
+}
+
+func TestReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "chaos.jsonl")
+	t.Setenv(EnvReport, path)
+	t.Setenv(EnvSeed, "")
+	t.Setenv(testenv.EnvRedisServer, "")
+	good := Row{Package: "p", Fault: "lost reply", Runs: 3, IDs: 1000, Violations: 0, ControlRuns: 2,
+		ControlViolations: 7, Seed: 5, Seconds: 1.5}
+	rows := []struct {
+		row  Row
+		errs string
+	}{
+		{good, ""},
+		{Row{Package: "p", Fault: "bad", Runs: 1, Violations: 2, ControlRuns: 1, ControlViolations: 1}, "2 violations with the defence on"},
+		{Row{Package: "p", Fault: "no control", Runs: 1}, "no control run"},
+		{Row{Package: "p", Fault: "blind control", Runs: 1, ControlRuns: 4}, "4 control runs found no violation"},
+	}
+	for _, seed := range []string{"", "1"} {
+		// A seed replays a schedule; it never turns a check off.
+		replayByHand(t, seed)
+		for _, tt := range rows {
+			r := &recorder{TB: t}
+			Report(r, tt.row)
+			got := strings.Join(r.errs, "\n")
+			if (tt.errs == "") != (got == "") || !strings.Contains(got, tt.errs) {
+				t.Errorf("CHAOS_SEED=%q, %s: errors %q, want %q", seed, tt.row.Fault, got, tt.errs)
+			}
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []Row
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var row Row
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, row)
+	}
+	if len(lines) != 8 || !reflect.DeepEqual(lines[0], good) {
+		t.Errorf("report file holds %+v", lines)
+	}
+}
+
+// TestSeedRefusedInCI: CHAOS_SEED replays a failure by hand; with CI set
+// it fails the test instead of running one schedule for ever.
+func TestSeedRefusedInCI(t *testing.T) {
+	t.Setenv("CI", "true")
+	t.Setenv(EnvSeed, "42")
+	for name, f := range map[string]func(testing.TB){
+		"Seed":   func(tb testing.TB) { Seed(tb) },
+		"Repeat": func(tb testing.TB) { baseSeed(tb) },
+	} {
+		r := &recorder{TB: t}
+		if !r.fatal(func() { f(r) }) || !strings.Contains(strings.Join(r.errs, ""), "CI=true") {
+			t.Errorf("%s with CHAOS_SEED and CI=true: %v; want it refused", name, r.errs)
+		}
+	}
+	t.Setenv("CI", "")
+	r := &recorder{TB: t}
+	if got := Seed(r); got != 42 || r.Failed() {
+		t.Errorf("CHAOS_SEED=42 outside CI: %d, %v", got, r.errs)
+	}
+}
+
+// TestRepeatFiltered: when -run picks one run, Repeat runs it and stops,
+// instead of spinning through the budget. The test runs itself again
+// with such a -run, and a budget of an hour: a Repeat that spun through
+// it would meet the test's deadline instead of returning.
+func TestRepeatFiltered(t *testing.T) {
+	if os.Getenv("FAULTS_TEST_FILTERED") != "" {
+		var ran []string
+		n := Repeat(t, "on", time.Hour, 1, func(t *testing.T, _ *rand.Rand) { ran = append(ran, t.Name()) })
+		t.Logf("Repeat returned %d after %v", n, ran)
+		return
+	}
+	ctx := testenv.Deadline(t, time.Minute)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, self, "-test.run=^TestRepeatFiltered$/^on2$", "-test.v")
+	cmd.Env = append(os.Environ(), "FAULTS_TEST_FILTERED=1", EnvSeed+"=5", "CI=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the filtered run, with an hour of budget: %v (the test's context: %v)\n%s", err, ctx.Err(), out)
+	}
+	if !strings.Contains(string(out), "Repeat returned 1 after [TestRepeatFiltered/on2]") {
+		t.Errorf("output:\n%s", out)
+	}
+}
