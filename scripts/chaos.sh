@@ -3,7 +3,7 @@
 # suite. Every package with a `func TestChaos…` test runs those
 # tests with -race against real PostgreSQL, Redis and Redis Cluster started
 # by internal/cmd/testservers; each test appends its rows to
-# CHAOS_REPORT (see internal/testing/faults), and internal/cmd/chaosreport
+# CHAOS_REPORT (see internal/testing/chaos), and internal/cmd/chaosreport
 # prints the table and decides the exit status.
 #
 # Environment: CHAOS_TIME (each package's time budget, a Go duration,
@@ -13,7 +13,7 @@
 #
 # Exits non-zero when a chaos test fails, or when a row of the table (a
 # fault kind on one store, against one defence) breaks the rules of
-# faults.Row.Problems: a violation with the defence on, no control run
+# chaos.Row.Problems: a violation with the defence on, no control run
 # that met its fault and found a violation, or fewer defended runs that
 # met the fault than the control needed.
 set -euo pipefail

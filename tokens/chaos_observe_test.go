@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
+	"github.com/snowkeyhq/snowkey/internal/testing/history"
 )
 
 // The chaos scenarios observe their faults in the history as it grows
@@ -17,34 +18,34 @@ import (
 // that the faster ones find the same.
 
 // cacheRacesReference is cacheRaces as first written.
-func cacheRacesReference(ops []faults.Op) int {
+func cacheRacesReference(ops []history.Op) int {
 	made, byUser := sessionsOf(ops)
 	type key struct {
 		m int
 		s int64
 	}
-	revs := map[key][]faults.Op{}
-	validates := map[key][]faults.Op{}
+	revs := map[key][]history.Op{}
+	validates := map[key][]history.Op{}
 	for _, op := range ops {
-		if op.Outcome == faults.OK && isRevocation(op) && chaosTTLs[op.Manager] > 0 {
+		if op.Outcome == history.OK && isRevocation(op) && chaosTTLs[op.Manager] > 0 {
 			for _, s := range covered(op, made, byUser) {
 				revs[key{op.Manager, s}] = append(revs[key{op.Manager, s}], op)
 			}
 		}
-		if op.Kind == faults.Validate && chaosTTLs[op.Manager] > 0 {
+		if op.Kind == history.Validate && chaosTTLs[op.Manager] > 0 {
 			validates[key{op.Manager, op.Session}] = append(validates[key{op.Manager, op.Session}], op)
 		}
 	}
 	n := 0
 	for _, v := range ops {
-		if v.Kind != faults.Validate || v.Outcome != faults.OK || v.Served != 0 || chaosTTLs[v.Manager] == 0 {
+		if v.Kind != history.Validate || v.Outcome != history.OK || v.Served != 0 || chaosTTLs[v.Manager] == 0 {
 			continue
 		}
 		k := key{v.Manager, v.Session}
-		spanned := slices.ContainsFunc(revs[k], func(r faults.Op) bool {
+		spanned := slices.ContainsFunc(revs[k], func(r history.Op) bool {
 			return v.Start.Before(r.Start) && r.End.Before(v.End)
 		})
-		if spanned && slices.ContainsFunc(validates[k], func(w faults.Op) bool {
+		if spanned && slices.ContainsFunc(validates[k], func(w history.Op) bool {
 			return w.Start.After(v.End) && w.Start.Before(v.Start.Add(chaosTTLs[v.Manager]))
 		}) {
 			n++
@@ -54,12 +55,12 @@ func cacheRacesReference(ops []faults.Op) int {
 }
 
 // revokedByRevokeAllReference is revokedByRevokeAll as first written.
-func revokedByRevokeAllReference(ops []faults.Op) []int64 {
+func revokedByRevokeAllReference(ops []history.Op) []int64 {
 	made, byUser := sessionsOf(ops)
 	seen := map[int64]bool{}
 	var out []int64
 	for _, op := range ops {
-		if op.Kind != faults.RevokeAll || op.Outcome != faults.OK {
+		if op.Kind != history.RevokeAll || op.Outcome != history.OK {
 			continue
 		}
 		for _, s := range covered(op, made, byUser) {
@@ -79,7 +80,7 @@ func revokedByRevokeAllReference(ops []faults.Op) []int64 {
 // History records them; a tenth fail, now and then an Issue repeats a
 // session ID, and within a rotation's grace window a Validate serves the
 // successor and a Rotate returns it again.
-func randomOps(rng *rand.Rand, n, users int) []faults.Op {
+func randomOps(rng *rand.Rand, n, users int) []history.Op {
 	t0 := time.Now()
 	at := func(us int) time.Time { return t0.Add(time.Duration(us) * time.Microsecond) }
 	var sessions []int64
@@ -87,16 +88,16 @@ func randomOps(rng *rand.Rand, n, users int) []faults.Op {
 	successor := map[int64]int64{} // the session a Rotate of each made
 	next := int64(100)
 	clock := 0
-	var ops []faults.Op
+	var ops []history.Op
 	for i := range n {
 		clock += rng.IntN(3) * 100
 		dur := rng.IntN(200) * 100
 		if rng.IntN(2) == 0 {
 			dur = rng.IntN(30000)
 		}
-		op := faults.Op{Index: i, Manager: rng.IntN(len(chaosTTLs)), Start: at(clock), End: at(clock + dur), Outcome: faults.OK}
+		op := history.Op{Index: i, Manager: rng.IntN(len(chaosTTLs)), Start: at(clock), End: at(clock + dur), Outcome: history.OK}
 		if rng.IntN(10) == 0 {
-			op.Outcome = faults.Unavailable
+			op.Outcome = history.Unavailable
 		}
 		known := func() int64 {
 			if len(sessions) == 0 {
@@ -110,7 +111,7 @@ func randomOps(rng *rand.Rand, n, users int) []faults.Op {
 		u := 1 + rng.Int64N(int64(users))
 		switch k := rng.IntN(10); {
 		case k < 2 || len(sessions) == 0:
-			op.Kind, op.User = faults.Issue, u
+			op.Kind, op.User = history.Issue, u
 			next++
 			if rng.IntN(30) == 0 && len(sessions) > 0 {
 				next--
@@ -121,21 +122,21 @@ func randomOps(rng *rand.Rand, n, users int) []faults.Op {
 			sessions = append(sessions, op.Session)
 			owner[op.Session] = u
 		case k < 6:
-			op.Kind, op.Session = faults.Validate, known()
+			op.Kind, op.Session = history.Validate, known()
 			if next, ok := successor[op.Session]; ok && rng.IntN(4) == 0 {
 				op.Served = next
 			}
 		case k == 6:
-			op.Kind, op.Session = faults.Revoke, known()
+			op.Kind, op.Session = history.Revoke, known()
 		case k == 7:
-			op.Kind, op.User = faults.RevokeAll, u
+			op.Kind, op.User = history.RevokeAll, u
 			for range rng.IntN(3) {
 				op.Keep = append(op.Keep, known())
 			}
 		case k == 8:
-			op.Kind, op.Session = faults.RevokeSession, known()
+			op.Kind, op.Session = history.RevokeSession, known()
 		default:
-			op.Kind, op.Session = faults.Rotate, known()
+			op.Kind, op.Session = history.Rotate, known()
 			if s, ok := successor[op.Session]; ok && rng.IntN(3) == 0 {
 				op.NewSession = s // a Rotate within the grace window
 				break
@@ -154,7 +155,7 @@ func randomOps(rng *rand.Rand, n, users int) []faults.Op {
 // counts the races its reference counts, and revokedByRevokeAll lists the
 // sessions its reference lists, in the same order.
 func TestObserversAgainstReference(t *testing.T) {
-	rng := faults.Rand(faults.Seed(t))
+	rng := chaos.Rand(chaos.Seed(t))
 	races, revoked := 0, 0
 	for range 2000 {
 		ops := randomOps(rng, 1+rng.IntN(400), 1+rng.IntN(5))

@@ -19,15 +19,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
+	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
+	"github.com/snowkeyhq/snowkey/internal/testing/history"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // The chaos suite: several Managers (some with a cache) send random
 // Issue, Validate, Revoke, RevokeSession, RevokeAll and Rotate calls to
 // real Redis deployments while a fault is injected; every call is recorded
-// in a faults.History and faults.CheckTokens judges the history against
-// the promise (see the package doc). Each fault kind is a faults.Scenario
+// in a history.History and history.CheckTokens judges the history against
+// the promise (see the package doc). Each fault kind is a chaos.Scenario
 // against one defence: it runs with the defence switched off (the
 // control), which must find violations, and on, which must find none.
 // Every run records whether it met its fault, from what it observed;
@@ -35,7 +37,7 @@ import (
 // driving the calls that the fault breaks (validating the sessions that
 // outlived their index, say), recorded like the rest, so that a run that
 // met the fault also puts the defence to work. The five kinds share
-// faults.Budget: about 45 s in `make test`, CHAOS_TIME in `make chaos`.
+// chaos.Budget: about 45 s in `make test`, CHAOS_TIME in `make chaos`.
 
 // chaosKinds is the number of TestChaos tests that share the budget.
 const chaosKinds = 5
@@ -53,7 +55,7 @@ var chaosTTLs = []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecon
 // chaosScenario runs one fault kind once, with the defence off when
 // r.Control, records in r whether the run met its fault, and returns the
 // recorded history.
-type chaosScenario func(t *testing.T, r *faults.Run) *faults.History
+type chaosScenario func(t *testing.T, r *chaos.Run) *history.History
 
 // runChaos runs a fault kind's scenario, on store against defence, for
 // its share of the budget: every run's history is checked, and Scenario
@@ -63,21 +65,21 @@ type chaosScenario func(t *testing.T, r *faults.Run) *faults.History
 // budget, so that they add little to the package's time; in the long
 // schedule (CHAOS_TIME) one after another, so that together they fill it.
 func runChaos(t *testing.T, fault, store, defence string, scenario chaosScenario) {
-	if !faults.Long() {
+	if !chaos.Long() {
 		t.Parallel()
 	}
 	// A side may run past its share by Scenario.Retries runs of a few
 	// seconds each.
-	budget := faults.Budget(t) / chaosKinds
+	budget := chaos.Budget(t) / chaosKinds
 	testenv.Deadline(t, budget+5*time.Minute)
-	faults.Scenario{Package: "tokens", Fault: fault, Store: store, Defence: defence,
-		Budget: budget}.Run(t, func(t *testing.T, r *faults.Run) {
+	chaos.Scenario{Package: "tokens", Fault: fault, Store: store, Defence: defence,
+		Budget: budget}.Run(t, func(t *testing.T, r *chaos.Run) {
 		h := scenario(t, r)
-		vs := faults.CheckTokens(h, func(m int) time.Duration { return chaosTTLs[m] })
+		vs := history.CheckTokens(h, func(m int) time.Duration { return chaosTTLs[m] })
 		r.CountTokens(h.Sessions())
 		other := 0
 		for _, op := range h.Ops() {
-			if op.Outcome == faults.OtherError {
+			if op.Outcome == history.OtherError {
 				other++
 				if other <= 5 {
 					t.Errorf("unexpected error: m%d %v: %s", op.Manager, op.Kind, op.Err)
@@ -98,18 +100,18 @@ func runChaos(t *testing.T, fault, store, defence string, scenario chaosScenario
 }
 
 // outcomes summarizes a history: per kind of call, its outcomes.
-func outcomes(h *faults.History) string {
-	counts := map[faults.OpKind]map[faults.Outcome]int{}
+func outcomes(h *history.History) string {
+	counts := map[history.OpKind]map[history.Outcome]int{}
 	for _, op := range h.Ops() {
 		if counts[op.Kind] == nil {
-			counts[op.Kind] = map[faults.Outcome]int{}
+			counts[op.Kind] = map[history.Outcome]int{}
 		}
 		counts[op.Kind][op.Outcome]++
 	}
 	var parts []string
-	for k := faults.Issue; k <= faults.Rotate; k++ {
+	for k := history.Issue; k <= history.Rotate; k++ {
 		var o []string
-		for out := faults.Pending; out <= faults.OtherError; out++ {
+		for out := history.Pending; out <= history.OtherError; out++ {
 			if n := counts[k][out]; n > 0 {
 				o = append(o, fmt.Sprintf("%v %d", out, n))
 			}
@@ -147,7 +149,7 @@ type chaosToken struct {
 
 // traffic sends random calls to managers and records them in h.
 type traffic struct {
-	h        *faults.History
+	h        *history.History
 	managers []*Manager
 	users    []idtype.ID
 	// hot is the chance that a call picks one of the 3 newest tokens,
@@ -165,7 +167,7 @@ type traffic struct {
 }
 
 func newTraffic(managers []*Manager, users []idtype.ID) *traffic {
-	return &traffic{h: faults.NewHistory(classifyTokenError), managers: managers, users: users,
+	return &traffic{h: history.New(classifyTokenError), managers: managers, users: users,
 		mix: [6]int{14, 66, 6, 5, 3, 6}}
 }
 
@@ -185,14 +187,14 @@ func weighted(r *rand.Rand, weights []int) int {
 	return len(weights) - 1
 }
 
-func classifyTokenError(err error) faults.Outcome {
+func classifyTokenError(err error) history.Outcome {
 	switch {
 	case errors.Is(err, ErrInvalidToken):
-		return faults.Invalid
+		return history.Invalid
 	case errors.Is(err, ErrUnavailable):
-		return faults.Unavailable
+		return history.Unavailable
 	}
-	return faults.OtherError
+	return history.OtherError
 }
 
 // run starts workers goroutines, each with its own random source drawn
@@ -247,7 +249,7 @@ func (tr *traffic) seed(t *testing.T, perUser int) {
 	t.Helper()
 	for range perUser {
 		for _, user := range tr.users {
-			c := tr.h.Begin(faults.Op{Kind: faults.Issue, User: int64(user)})
+			c := tr.h.Begin(history.Op{Kind: history.Issue, User: int64(user)})
 			tok, s, err := tr.managers[0].Issue(t.Context(), user, Metadata{})
 			if err != nil {
 				t.Fatalf("seed: %v", err)
@@ -276,7 +278,7 @@ func (tr *traffic) call(r *rand.Rand) {
 	switch kind {
 	case 0:
 		user := tr.users[r.IntN(len(tr.users))]
-		c := tr.h.Begin(faults.Op{Kind: faults.Issue, Manager: mi, User: int64(user)})
+		c := tr.h.Begin(history.Op{Kind: history.Issue, Manager: mi, User: int64(user)})
 		tok, s, err := m.Issue(ctx, user, Metadata{})
 		if err == nil {
 			c.SetSession(int64(s.ID))
@@ -286,10 +288,10 @@ func (tr *traffic) call(r *rand.Rand) {
 	case 1:
 		tr.validate(ctx, mi, x)
 	case 2:
-		c := tr.h.Begin(faults.Op{Kind: faults.Revoke, Manager: mi, Session: int64(x.sid)})
+		c := tr.h.Begin(history.Op{Kind: history.Revoke, Manager: mi, Session: int64(x.sid)})
 		c.End(m.Revoke(ctx, x.tok))
 	case 3:
-		c := tr.h.Begin(faults.Op{Kind: faults.RevokeSession, Manager: mi, Session: int64(x.sid), User: int64(x.user)})
+		c := tr.h.Begin(history.Op{Kind: history.RevokeSession, Manager: mi, Session: int64(x.sid), User: int64(x.user)})
 		_, err := m.RevokeSession(ctx, x.user, x.sid)
 		c.End(err)
 	case 4:
@@ -299,7 +301,7 @@ func (tr *traffic) call(r *rand.Rand) {
 		}
 		tr.revokeAll(ctx, mi, x.user, keep...)
 	default:
-		c := tr.h.Begin(faults.Op{Kind: faults.Rotate, Manager: mi, Session: int64(x.sid)})
+		c := tr.h.Begin(history.Op{Kind: history.Rotate, Manager: mi, Session: int64(x.sid)})
 		tok, s, err := m.Rotate(ctx, x.tok)
 		if err == nil {
 			c.SetNewSession(int64(s.ID))
@@ -313,7 +315,7 @@ func (tr *traffic) call(r *rand.Rand) {
 // validate validates x through Manager mi, recorded; it returns whether
 // the token was accepted.
 func (tr *traffic) validate(ctx context.Context, mi int, x chaosToken) bool {
-	c := tr.h.Begin(faults.Op{Kind: faults.Validate, Manager: mi, Session: int64(x.sid)})
+	c := tr.h.Begin(history.Op{Kind: history.Validate, Manager: mi, Session: int64(x.sid)})
 	s, err := tr.managers[mi].Validate(ctx, x.tok)
 	if err == nil {
 		c.SetUser(int64(s.UserID))
@@ -328,7 +330,7 @@ func (tr *traffic) validate(ctx context.Context, mi int, x chaosToken) bool {
 // revokeAll revokes the user's sessions but keep through Manager mi,
 // recorded.
 func (tr *traffic) revokeAll(ctx context.Context, mi int, user idtype.ID, keep ...idtype.ID) error {
-	c := tr.h.Begin(faults.Op{Kind: faults.RevokeAll, Manager: mi, User: int64(user), Keep: toInt64s(keep)})
+	c := tr.h.Begin(history.Op{Kind: history.RevokeAll, Manager: mi, User: int64(user), Keep: toInt64s(keep)})
 	_, err := tr.managers[mi].RevokeAll(ctx, user, keep...)
 	c.End(err)
 	return err
@@ -359,16 +361,16 @@ func (tr *traffic) waitCalls(ctx context.Context, t *testing.T, n int) {
 }
 
 // isRevocation reports whether op may end sessions.
-func isRevocation(op faults.Op) bool {
+func isRevocation(op history.Op) bool {
 	switch op.Kind {
-	case faults.Revoke, faults.RevokeSession, faults.RevokeAll, faults.Rotate:
+	case history.Revoke, history.RevokeSession, history.RevokeAll, history.Rotate:
 		return true
 	}
 	return false
 }
 
 // revocationsSince counts the revocations that began after from.
-func revocationsSince(ops []faults.Op, from time.Time) int {
+func revocationsSince(ops []history.Op, from time.Time) int {
 	n := 0
 	for _, op := range ops {
 		if isRevocation(op) && op.Start.After(from) {
@@ -382,8 +384,8 @@ func revocationsSince(ops []faults.Op, from time.Time) int {
 // for a RevokeAll, every session of its user made before it began except
 // those it kept. made gives when each session's Issue or Rotate ended,
 // byUser the sessions of each user.
-func covered(op faults.Op, made map[int64]time.Time, byUser map[int64][]int64) []int64 {
-	if op.Kind != faults.RevokeAll {
+func covered(op history.Op, made map[int64]time.Time, byUser map[int64][]int64) []int64 {
+	if op.Kind != history.RevokeAll {
 		return []int64{op.Session}
 	}
 	var out []int64
@@ -397,18 +399,18 @@ func covered(op faults.Op, made map[int64]time.Time, byUser map[int64][]int64) [
 
 // sessionsOf indexes the sessions that ops made: when each was made, and
 // the sessions of each user.
-func sessionsOf(ops []faults.Op) (made map[int64]time.Time, byUser map[int64][]int64) {
+func sessionsOf(ops []history.Op) (made map[int64]time.Time, byUser map[int64][]int64) {
 	made, byUser = map[int64]time.Time{}, map[int64][]int64{}
 	users := map[int64]int64{}
 	for _, op := range ops {
-		if op.Outcome != faults.OK {
+		if op.Outcome != history.OK {
 			continue
 		}
 		switch {
-		case op.Kind == faults.Issue && op.Session != 0:
+		case op.Kind == history.Issue && op.Session != 0:
 			made[op.Session], users[op.Session] = op.End, op.User
 			byUser[op.User] = append(byUser[op.User], op.Session)
-		case op.Kind == faults.Rotate && op.NewSession != 0:
+		case op.Kind == history.Rotate && op.NewSession != 0:
 			if _, again := made[op.NewSession]; again {
 				continue // a Rotate within the grace window returns the first one's session
 			}
@@ -459,7 +461,7 @@ func sleep(rng *rand.Rand, lo, hi time.Duration) {
 // finds the revocations that began after it and the first Validate after
 // it, and it looks at the revocations of its session (or user) on its
 // Manager that began while it ran, not at every one.
-func cacheRaces(ops []faults.Op) int {
+func cacheRaces(ops []history.Op) int {
 	made, byUser := sessionsOf(ops)
 	usersOf := map[int64][]int64{}
 	for u, sessions := range byUser {
@@ -476,16 +478,16 @@ func cacheRaces(ops []faults.Op) int {
 	// On each caching Manager: the successful revocations of each
 	// session by its ID or token, the successful RevokeAlls of each
 	// user, and the Validates of each session.
-	revs, revokeAlls, validates := map[key][]faults.Op{}, map[key][]faults.Op{}, map[key][]faults.Op{}
+	revs, revokeAlls, validates := map[key][]history.Op{}, map[key][]history.Op{}, map[key][]history.Op{}
 	for _, op := range ops {
 		if chaosTTLs[op.Manager] == 0 {
 			continue
 		}
 		switch {
-		case op.Kind == faults.Validate:
+		case op.Kind == history.Validate:
 			validates[key{op.Manager, op.Session}] = append(validates[key{op.Manager, op.Session}], op)
-		case op.Outcome != faults.OK || !isRevocation(op):
-		case op.Kind == faults.RevokeAll:
+		case op.Outcome != history.OK || !isRevocation(op):
+		case op.Kind == history.RevokeAll:
 			revokeAlls[key{op.Manager, op.User}] = append(revokeAlls[key{op.Manager, op.User}], op)
 		default:
 			revs[key{op.Manager, op.Session}] = append(revs[key{op.Manager, op.Session}], op)
@@ -495,7 +497,7 @@ func cacheRaces(ops []faults.Op) int {
 	for _, v := range ops {
 		// A Validate that served a rotated-out token as its successor
 		// cached the successor, not the session it began with.
-		if v.Kind != faults.Validate || v.Outcome != faults.OK || v.Served != 0 || chaosTTLs[v.Manager] == 0 {
+		if v.Kind != history.Validate || v.Outcome != history.OK || v.Served != 0 || chaosTTLs[v.Manager] == 0 {
 			continue
 		}
 		spanned := spannedBy(revs[key{v.Manager, v.Session}], v, v.Start)
@@ -519,7 +521,7 @@ func cacheRaces(ops []faults.Op) int {
 
 // spannedBy reports whether one of rs, revocations sorted by start, began
 // after from and returned before v did without keeping v's session.
-func spannedBy(rs []faults.Op, v faults.Op, from time.Time) bool {
+func spannedBy(rs []history.Op, v history.Op, from time.Time) bool {
 	// A revocation ends no earlier than it began: one that began once v
 	// had returned, and every later one, returned after v.
 	for i := sort.Search(len(rs), func(i int) bool { return rs[i].Start.After(from) }); i < len(rs) && rs[i].Start.Before(v.End); i++ {
@@ -546,8 +548,8 @@ func later(a, b time.Time) time.Time {
 // returned after it, and a later Validate there while that answer could
 // still be cached (cacheRaces); it keeps its delays changing until then.
 func TestChaosProxyDelay(t *testing.T) {
-	runChaos(t, "proxy delay (cache race)", "redis", "cache revocation count", func(t *testing.T, r *faults.Run) *faults.History {
-		proxy := faults.StartProxy(t, testenv.Redis(t))
+	runChaos(t, "proxy delay (cache race)", "redis", "cache revocation count", func(t *testing.T, r *chaos.Run) *history.History {
+		proxy := faultproxy.Start(t, testenv.Redis(t))
 		client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), PoolSize: 32})
 		t.Cleanup(func() { _ = client.Close() })
 		tr := newTraffic(chaosManagers(t, client, Options{}, defences{noCacheGuard: true}, r.Control), chaosUsers(t, 12))
@@ -582,12 +584,12 @@ func TestChaosProxyDelay(t *testing.T) {
 // behind the primary; it then validates each session those revocations
 // touched, through the new primary.
 func TestChaosFailover(t *testing.T) {
-	runChaos(t, "failover to a lagging replica", "redis with a replica", "WaitReplicas", func(t *testing.T, r *faults.Run) *faults.History {
+	runChaos(t, "failover to a lagging replica", "redis with a replica", "WaitReplicas", func(t *testing.T, r *chaos.Run) *history.History {
 		ctx := t.Context()
 		primary := testenv.StartRedis(t)
-		repl := faults.StartProxy(t, primary.Addr())
+		repl := faultproxy.Start(t, primary.Addr())
 		replica := testenv.StartRedisReplica(t, repl.Addr())
-		front := faults.StartProxy(t, primary.Addr())
+		front := faultproxy.Start(t, primary.Addr())
 		client := redis.NewClient(&redis.Options{Addr: front.Addr(), PoolSize: 32, MaxRetries: 1})
 		t.Cleanup(func() { _ = client.Close() })
 		opts := Options{WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond}
@@ -644,13 +646,13 @@ func TestChaosFailover(t *testing.T) {
 
 // TestChaosNoEviction: Redis under maxmemory-policy noeviction is filled
 // to its limit and kept there for a while, during which reads of live
-// sessions must keep working (faults.History.ReadsMustWork). Defence: a
+// sessions must keep working (history.History.ReadsMustWork). Defence: a
 // refresh that fails does not fail Validate. Sessions issued before the
 // traffic and never given to it are validated, due for a refresh, at the
 // end of the full span: the run met its fault when their refreshes
 // failed.
 func TestChaosNoEviction(t *testing.T) {
-	runChaos(t, "maxmemory, noeviction", "redis", "refresh tolerance", func(t *testing.T, r *faults.Run) *faults.History {
+	runChaos(t, "maxmemory, noeviction", "redis", "refresh tolerance", func(t *testing.T, r *chaos.Run) *history.History {
 		ctx := t.Context()
 		srv, junk := startMaxmemoryRedis(t, "4mb", "noeviction")
 		opts := Options{IdleTimeout: time.Minute, RefreshInterval: 20 * time.Millisecond}
@@ -659,7 +661,7 @@ func TestChaosNoEviction(t *testing.T) {
 		// The probe's sessions, which the traffic never revokes.
 		var probe []chaosToken
 		for _, user := range chaosUsers(t, 16) {
-			c := tr.h.Begin(faults.Op{Kind: faults.Issue, User: int64(user)})
+			c := tr.h.Begin(history.Op{Kind: history.Issue, User: int64(user)})
 			tok, s, err := ms[0].Issue(ctx, user, Metadata{})
 			if err != nil {
 				t.Fatalf("issue a probe session: %v", err)
@@ -719,7 +721,7 @@ func TestChaosNoEviction(t *testing.T) {
 // user's index (it evicts on, a few junk keys at a time, until one has);
 // it then revokes those users' sessions and validates the sessions.
 func TestChaosAllKeysLRU(t *testing.T) {
-	runChaos(t, "maxmemory, allkeys-lru", "redis", "index check", func(t *testing.T, r *faults.Run) *faults.History {
+	runChaos(t, "maxmemory, allkeys-lru", "redis", "index check", func(t *testing.T, r *chaos.Run) *history.History {
 		ctx := t.Context()
 		// Room for a thousand sessions (100 kB more than the server
 		// uses once the traffic is connected), which the traffic fills in
@@ -897,7 +899,7 @@ func orphanSessions(t *testing.T, c redis.Cmdable, m *Manager, toks map[int64]ch
 // reach keys on the other node. The run met its fault when session keys
 // outlived a RevokeAll that returned; it then validates those sessions.
 func TestChaosSlotMigration(t *testing.T) {
-	runChaos(t, "Cluster slot migration", "cluster", "index check", func(t *testing.T, r *faults.Run) *faults.History {
+	runChaos(t, "Cluster slot migration", "cluster", "index check", func(t *testing.T, r *chaos.Run) *history.History {
 		cl := testenv.StartRedisCluster(t, 3)
 		gen := newGen(t)
 		var users []idtype.ID
@@ -1008,11 +1010,11 @@ func survivorsOfRevokeAll(t *testing.T, c redis.Cmdable, m *Manager, tr *traffic
 // that for each session a binary search finds the first RevokeAll of its
 // user that began after it was made, past those that kept it, instead of
 // each RevokeAll looking at every session of its user.
-func revokedByRevokeAll(ops []faults.Op) []int64 {
+func revokedByRevokeAll(ops []history.Op) []int64 {
 	made, byUser := sessionsOf(ops)
-	revokeAlls := map[int64][]faults.Op{} // the successful ones of each user
+	revokeAlls := map[int64][]history.Op{} // the successful ones of each user
 	for _, op := range ops {
-		if op.Kind == faults.RevokeAll && op.Outcome == faults.OK {
+		if op.Kind == history.RevokeAll && op.Outcome == history.OK {
 			revokeAlls[op.User] = append(revokeAlls[op.User], op)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -20,8 +20,8 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // TestMain bounds the package's tests as a whole (testenv.Main): several
 // times their usual time on a busy machine, and the chaos schedule on top
-// in the long run (faults.MainBudget).
+// in the long run (chaos.MainBudget).
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
-	os.Exit(testenv.Main(m, faults.MainBudget(4*time.Minute)))
+	os.Exit(testenv.Main(m, chaos.MainBudget(4*time.Minute)))
 }

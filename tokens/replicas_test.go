@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -21,13 +21,13 @@ import (
 // which a test freezes to hold replication back.
 type laggingPair struct {
 	primary, replica *testenv.RedisServer
-	proxy            *faults.Proxy
+	proxy            *faultproxy.Proxy
 }
 
 func startLaggingPair(t *testing.T) laggingPair {
 	t.Helper()
 	primary := testenv.StartRedis(t)
-	proxy := faults.StartProxy(t, primary.Addr())
+	proxy := faultproxy.Start(t, primary.Addr())
 	replica := testenv.StartRedisReplica(t, proxy.Addr())
 	return laggingPair{primary, replica, proxy}
 }

@@ -18,11 +18,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
+	"github.com/snowkeyhq/snowkey/internal/testing/history"
 )
 
 // The chaos helper is a generator process of the chaos tests: this test
-// binary, run again by faults.StartHelper. It leases a number, issues IDs
+// binary, run again by chaos.StartHelper. It leases a number, issues IDs
 // and appends them to its ID file, gives the number back now and then
 // and leases again, and starts over whenever its lease is lost, until its
 // standard input closes; then it closes its lease and exits. Its
@@ -78,7 +79,7 @@ func chaosIssuer() int {
 		return fail(err)
 	}
 	hold, pause := args.Hold, args.Pause
-	rng := faults.Rand(args.Seed)
+	rng := chaos.Rand(args.Seed)
 	between := func(r [2]time.Duration) time.Duration {
 		if r[1] <= r[0] {
 			return r[0]
@@ -232,7 +233,7 @@ func chaosIssuer() int {
 			id, err := gen.Next()
 			if err == nil {
 				mu.Lock()
-				buf = faults.AppendID(buf, int64(id))
+				buf = history.AppendID(buf, int64(id))
 				mu.Unlock()
 				time.Sleep(100 * time.Microsecond)
 				continue

@@ -18,13 +18,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
+	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
+	"github.com/snowkeyhq/snowkey/internal/testing/helper"
+	"github.com/snowkeyhq/snowkey/internal/testing/history"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // The chaos tests run real generator processes (the chaos helper, see
 // chaos_helper_test.go) against real servers, each process through a
-// faults.Proxy of its own, and break things the way networks, hosts and
+// faultproxy.Proxy of its own, and break things the way networks, hosts and
 // operators do, one fault kind per test, in a schedule drawn from the
 // run's seed. Every ID any process wrote is then checked unique. Each
 // fault kind runs again as a control, with the defences against it
@@ -87,7 +90,7 @@ type chaosRun struct {
 	// redisSrv, replica and cluster are the run's own servers, when the
 	// fault kind needs them.
 	redisSrv, replica    *testenv.RedisServer
-	replProxy            *faults.Proxy
+	replProxy            *faultproxy.Proxy
 	cluster              *testenv.PrivateCluster
 	pgPrimary, pgStandby *testenv.PostgresServer
 
@@ -112,14 +115,14 @@ func (r *chaosRun) meet(how string) {
 type chaosProc struct {
 	slot   int
 	status string // the helper's status file (chaosArgs.Status)
-	p      *faults.Process
-	proxy  *faults.Proxy // nil on a cluster
+	p      *helper.Process
+	proxy  *faultproxy.Proxy // nil on a cluster
 	offset time.Duration
 	killed bool
 }
 
 // chaosTest runs spec's fault kind on each of its stores at once, each
-// store a faults.Scenario of its own with its own row: a control counts
+// store a chaos.Scenario of its own with its own row: a control counts
 // for the store it ran on, never for another. Every run observes whether
 // it met its fault (chaosRun.meet) and Scenario judges each side on the
 // runs that met it.
@@ -143,10 +146,10 @@ func chaosTest(t *testing.T, spec chaosSpec) {
 // chaosStore runs spec's scenario on one store: the control side with
 // spec's defence switched off, then the defended side.
 func chaosStore(t *testing.T, spec *chaosSpec, store string, budget time.Duration) {
-	faults.Scenario{
+	chaos.Scenario{
 		Package: "workerid", Fault: spec.fault, Store: store,
 		Defence: spec.defence(), Budget: budget,
-	}.Run(t, func(t *testing.T, r *faults.Run) {
+	}.Run(t, func(t *testing.T, r *chaos.Run) {
 		total, dups, met := runChaos(t, spec, store, r.Control, r.Rand)
 		r.CountIDs(total)
 		if met != "" {
@@ -163,8 +166,8 @@ func chaosStore(t *testing.T, spec *chaosSpec, store string, budget time.Duratio
 // gets that many shares and together they fill the budget; the short one
 // keeps to its share, which is one run a side.
 func chaosShare(t *testing.T) time.Duration {
-	share := faults.Budget(t) / time.Duration(len(chaosSpecs))
-	if faults.Long() {
+	share := chaos.Budget(t) / time.Duration(len(chaosSpecs))
+	if chaos.Long() {
 		n, err := strconv.Atoi(flag.Lookup("test.parallel").Value.String())
 		if err != nil || n < 1 {
 			n = 1
@@ -176,7 +179,7 @@ func chaosShare(t *testing.T) time.Duration {
 
 // runChaos runs one run and returns how many IDs the processes wrote,
 // which repeated, and how the run met its fault ("" if it did not).
-func runChaos(t *testing.T, spec *chaosSpec, store string, control bool, rng *rand.Rand) (int, []faults.Dup, string) {
+func runChaos(t *testing.T, spec *chaosSpec, store string, control bool, rng *rand.Rand) (int, []history.Dup, string) {
 	r := &chaosRun{t: t, spec: spec, rng: rng, store: store, control: control}
 	r.setup()
 	for i := range spec.procs {
@@ -245,7 +248,7 @@ func (r *chaosRun) start(i int, off time.Duration) {
 	for len(r.procs) <= i {
 		r.procs = append(r.procs, nil)
 	}
-	var px *faults.Proxy
+	var px *faultproxy.Proxy
 	if old := r.procs[i]; old != nil {
 		px = old.proxy
 	}
@@ -253,7 +256,7 @@ func (r *chaosRun) start(i int, off time.Duration) {
 	n := r.started
 	r.mu.Unlock()
 	if px == nil && r.store != "cluster" {
-		px = faults.StartProxy(t, r.addr)
+		px = faultproxy.Start(t, r.addr)
 	}
 	target := r.addr
 	switch r.store {
@@ -285,7 +288,7 @@ func (r *chaosRun) start(i int, off time.Duration) {
 	if r.control {
 		poolOff = r.spec.off.names()
 	}
-	p := faults.StartHelper(t, chaosHelper, helperArgs(t, chaosArgs{
+	p := helper.Start(t, chaosHelper, helperArgs(t, chaosArgs{
 		Store: r.store, Target: target, Prefix: r.prefix, Out: out, Offset: off, Bits: r.spec.bits,
 		TTL: tm.ttl, Margin: tm.margin, RenewEvery: tm.renew, Hold: hold, Pause: pause,
 		Seed: r.rng.Int64(), Off: poolOff, Status: status,
@@ -504,7 +507,7 @@ func (r *chaosRun) sleep(lo, hi time.Duration) { time.Sleep(randDur(r.rng, lo, h
 
 // finish lifts every fault, lets every process give its number back and
 // exit, and checks the IDs.
-func (r *chaosRun) finish() (int, []faults.Dup, string) {
+func (r *chaosRun) finish() (int, []history.Dup, string) {
 	t := r.t
 	r.mu.Lock()
 	procs, all, files := r.procs, r.all, r.files
@@ -533,7 +536,7 @@ func (r *chaosRun) finish() (int, []faults.Dup, string) {
 			c.p.Kill()
 		}
 	}
-	total, dups, err := faults.CheckUniqueFiles(files...)
+	total, dups, err := history.CheckUniqueFiles(files...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -647,13 +650,13 @@ var chaosSpecs = map[string]*chaosSpec{
 		schedule: func(r *chaosRun) {
 			tm := r.spec.timing
 			a := r.proc(0)
-			take := faults.MatchRedisScript(takeScript)
+			take := faultproxy.MatchRedisScript(takeScript)
 			if r.store == "postgres" {
-				take = faults.MatchPGQuery("INSERT INTO snowkey_worker_leases AS l")
+				take = faultproxy.MatchPGQuery("INSERT INTO snowkey_worker_leases AS l")
 			}
-			renew := faults.MatchRedisScript(renewScript)
+			renew := faultproxy.MatchRedisScript(renewScript)
 			if r.store == "postgres" {
-				renew = faults.MatchPGQuery("RETURNING high_water, start_after")
+				renew = faultproxy.MatchPGQuery("RETURNING high_water, start_after")
 			}
 			for first := true; first || r.running(); first = false {
 				if !waitUntil(10*time.Second, func() bool { _, ok := r.holders()[0]; return ok }) {
@@ -878,7 +881,7 @@ var chaosSpecs = map[string]*chaosSpec{
 		off:    defences{noLossWait: true},
 		server: func(r *chaosRun) string {
 			r.redisSrv = testenv.StartRedis(r.t)
-			r.replProxy = faults.StartProxy(r.t, r.redisSrv.Addr())
+			r.replProxy = faultproxy.Start(r.t, r.redisSrv.Addr())
 			r.replica = testenv.StartRedisReplica(r.t, r.replProxy.Addr())
 			return r.redisSrv.Addr()
 		},
@@ -1039,7 +1042,7 @@ func startPostgresPair(r *chaosRun) string {
 	t := r.t
 	settings := testenv.PostgresOptions{Settings: []string{"synchronous_commit=on"}}
 	r.pgPrimary = testenv.StartPostgresWith(t, settings)
-	r.replProxy = faults.StartProxy(t, r.pgPrimary.Addr())
+	r.replProxy = faultproxy.Start(t, r.pgPrimary.Addr())
 	r.pgStandby = testenv.StartPostgresStandby(t, r.replProxy.Addr(), settings)
 	if r.control {
 		return r.pgPrimary.URL()

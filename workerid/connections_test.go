@@ -20,12 +20,12 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/helper"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // The fleet helper is one process of TestPostgresConnectionBudget: this
-// test binary, run again by faults.StartHelper. It opens one *sql.DB with
+// test binary, run again by chaos.StartHelper. It opens one *sql.DB with
 // database/sql's defaults (no bound on open connections) and one Pool,
 // which all its leases share, connects and prints "connected", waits for
 // the file fleetArgs.Go (so that the fleet starts at once), acquires
@@ -137,9 +137,9 @@ func TestPostgresConnectionBudget(t *testing.T) {
 			if !defended {
 				args.MaxConns = 16
 			}
-			procs := make([]*faults.Process, 64)
+			procs := make([]*helper.Process, 64)
 			for i := range procs {
-				procs[i] = faults.StartHelper(t, fleetHelper, helperArgs(t, args))
+				procs[i] = helper.Start(t, fleetHelper, helperArgs(t, args))
 			}
 			// The last line each process printed.
 			outputs := make([]string, len(procs))

@@ -22,7 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
+	"github.com/snowkeyhq/snowkey/internal/testing/helper"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -47,13 +48,13 @@ type crashArgs struct {
 // under the 5 minutes make test gives a package); benchmarks, whose fleets
 // take minutes, within an hour.
 func TestMain(m *testing.M) {
-	faults.HelperMain(map[string]func() int{chaosHelper: chaosIssuer, fleetHelper: fleetProcess})
+	helper.Main(map[string]func() int{chaosHelper: chaosIssuer, fleetHelper: fleetProcess})
 	if os.Getenv(crashHelperEnv) != "" {
 		os.Exit(crashHelper())
 	}
 	// Benchmarks run as long as -timeout allows (testenv.Main steps aside
 	// for them); the chaos schedule adds its time to the budget.
-	os.Exit(testenv.Main(m, faults.MainBudget(6*time.Minute)))
+	os.Exit(testenv.Main(m, chaos.MainBudget(6*time.Minute)))
 }
 
 // crashLayout has 16 worker numbers, as many as the crash test runs

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -729,7 +729,7 @@ func TestRenewalRetriesBackOff(t *testing.T) {
 		testenv.Deadline(t, 2*time.Minute)
 		for _, control := range []bool{false, true} {
 			t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
-				proxy := faults.StartProxy(t, b.addr)
+				proxy := faultproxy.Start(t, b.addr)
 				p := b.poolWithout(t, proxy.Addr(), Options{Layout: sixBits}, defences{noBackoff: control})
 				every := p.opts.RenewEvery
 				leases := acquireN(t, p, n)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/tokens"
 	"github.com/snowkeyhq/snowkey/workerid"
@@ -73,7 +73,7 @@ func publicReady(t *testing.T, srv string, want int) {
 
 // viaProxy returns the PostgreSQL URL u with its host and port replaced
 // by the proxy's.
-func viaProxy(t *testing.T, u string, p *faults.Proxy) string {
+func viaProxy(t *testing.T, u string, p *faultproxy.Proxy) string {
 	t.Helper()
 	parsed, err := url.Parse(u)
 	if err != nil {
@@ -90,7 +90,7 @@ func TestReadyDatabase(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	pgURL := testenv.Postgres(t)
 	parsed, _ := url.Parse(pgURL)
-	proxy := faults.StartProxy(t, parsed.Host)
+	proxy := faultproxy.Start(t, parsed.Host)
 	prefix := testenv.KeyPrefix(t)
 	cfg := Config{DatabaseURL: viaProxy(t, pgURL, proxy), Redis: testenv.RedisClient(t), Worker: 11,
 		KeyPrefix: prefix + "ex:", Tokens: tokens.Options{KeyPrefix: prefix + "tok:"}, Throttle: generous()}
@@ -117,7 +117,7 @@ func TestReadyDatabase(t *testing.T) {
 func TestReadyRedis(t *testing.T) {
 	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
-	proxy := faults.StartProxy(t, testenv.Redis(t))
+	proxy := faultproxy.Start(t, testenv.Redis(t))
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	prefix := testenv.KeyPrefix(t)
@@ -147,7 +147,7 @@ func TestReadyRedis(t *testing.T) {
 func TestReadyLease(t *testing.T) {
 	t.Parallel()
 	testenv.Deadline(t, 2*time.Minute)
-	proxy := faults.StartProxy(t, testenv.Redis(t))
+	proxy := faultproxy.Start(t, testenv.Redis(t))
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	prefix := testenv.KeyPrefix(t)

@@ -24,7 +24,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/gormplugin"
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -773,14 +773,14 @@ func TestBulkCommitUnknown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		proxy := faults.StartProxy(t, u.Host)
+		proxy := faultproxy.Start(t, u.Host)
 		u.Host = proxy.Addr()
 		// Parents with children, and nothing unique but their keys.
 		db := openURL(t, u.String(), gen, &BulkBenchParent{}, &BulkBenchChild{})
 		check := openURL(t, direct, nil)
 
 		parents := benchInput(30, 2)
-		proxy.DropReplies(faults.MatchPGQuery("commit"), 1)
+		proxy.DropReplies(faultproxy.MatchPGQuery("commit"), 1)
 		_, err = createWithout(ctx, db, gen, parents, Options{BatchSize: 8}, defences{restoreUnknownCommit: control})
 		if !errors.Is(err, ErrCommitUnknown) {
 			t.Fatalf("control=%v: err = %v; want ErrCommitUnknown", control, err)

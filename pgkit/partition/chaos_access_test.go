@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -98,21 +98,21 @@ func TestChaosNoSelect(t *testing.T)           { accessScenario(t, accessSpecs["
 func TestChaosRetentionPolicy(t *testing.T)    { accessScenario(t, accessSpecs["retention"]) }
 func TestChaosDefaultPolicy(t *testing.T)      { accessScenario(t, accessSpecs["default"]) }
 
-// accessScenario runs spec as a faults.Scenario: its runs take a second
+// accessScenario runs spec as a chaos.Scenario: its runs take a second
 // or two, so the short schedule runs each side once, and the long one
 // gives each of the six a thirtieth of the package's budget (the fifth
 // that the scenarios under load leave; chaosScenario).
 func accessScenario(t *testing.T, spec accessSpec) {
-	budget := faults.OneRun
-	if faults.Long() {
-		budget = faults.Budget(t) / 30
+	budget := chaos.OneRun
+	if chaos.Long() {
+		budget = chaos.Budget(t) / 30
 	}
-	faults.Scenario{Package: "pgkit/partition", Fault: spec.fault, Store: "postgres", Defence: spec.defence,
-		Budget: budget}.Run(t, func(t *testing.T, r *faults.Run) { accessRun(t, spec, r) })
+	chaos.Scenario{Package: "pgkit/partition", Fault: spec.fault, Store: "postgres", Defence: spec.defence,
+		Budget: budget}.Run(t, func(t *testing.T, r *chaos.Run) { accessRun(t, spec, r) })
 }
 
 // accessRun is one run of spec.
-func accessRun(t *testing.T, spec accessSpec, r *faults.Run) {
+func accessRun(t *testing.T, spec accessSpec, r *chaos.Run) {
 	ctx := testenv.Deadline(t, 2*time.Minute)
 	w := buildAccess(t, ctx, spec.kind, accessNoFix, r.Rand)
 	met, what := w.observe(t, ctx)

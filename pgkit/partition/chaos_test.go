@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -95,7 +95,7 @@ func TestChaosTriggers(t *testing.T)       { chaosScenario(t, chaosSpecs["trigge
 func TestChaosClocks(t *testing.T)         { chaosScenario(t, chaosSpecs["clocks"]) }
 func TestChaosRetention(t *testing.T)      { chaosScenario(t, chaosSpecs["retention"]) }
 
-// chaosScenario runs spec as a faults.Scenario on PostgreSQL against its
+// chaosScenario runs spec as a chaos.Scenario on PostgreSQL against its
 // one defence: the control side with the defence off, then the defended
 // side, every run judged on whether it met its fault. On the long
 // schedule, each of the package's four scenarios under load takes a fifth
@@ -103,12 +103,12 @@ func TestChaosRetention(t *testing.T)      { chaosScenario(t, chaosSpecs["retent
 // (chaos_access_test.go) the fifth left; the short one of make test runs
 // each side once, and on only while it has not reached its goal.
 func chaosScenario(t *testing.T, spec chaosSpec) {
-	budget := faults.OneRun
-	if faults.Long() {
-		budget = faults.Budget(t) / 5
+	budget := chaos.OneRun
+	if chaos.Long() {
+		budget = chaos.Budget(t) / 5
 	}
-	faults.Scenario{Package: "pgkit/partition", Fault: spec.fault, Store: "postgres", Defence: spec.defence,
-		Budget: budget}.Run(t, func(t *testing.T, r *faults.Run) { chaosRun(t, spec, r) })
+	chaos.Scenario{Package: "pgkit/partition", Fault: spec.fault, Store: "postgres", Defence: spec.defence,
+		Budget: budget}.Run(t, func(t *testing.T, r *chaos.Run) { chaosRun(t, spec, r) })
 }
 
 // chaosSpeed is how much faster than real time the simulated clock runs
@@ -127,7 +127,7 @@ const (
 
 // chaosDays is how many simulated days a run covers.
 func chaosDays() float64 {
-	if faults.Long() {
+	if chaos.Long() {
 		return 6
 	}
 	return 3.5
@@ -236,7 +236,7 @@ const chaosRetention = 24 * time.Hour
 
 // chaosRun is one run of spec: the setup, the load, the last Maintain and
 // the checks.
-func chaosRun(t *testing.T, spec chaosSpec, r *faults.Run) {
+func chaosRun(t *testing.T, spec chaosSpec, r *chaos.Run) {
 	ctx := testenv.Deadline(t, 3*time.Minute)
 	began := time.Now()
 	phases := []string{}
@@ -474,7 +474,7 @@ func chaosRun(t *testing.T, spec chaosSpec, r *faults.Run) {
 }
 
 // observe records whether the run met spec's fault.
-func (spec chaosSpec) observe(h *chaosHistory, r *faults.Run) {
+func (spec chaosSpec) observe(h *chaosHistory, r *chaos.Run) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ok, what := spec.met(&h.obs); ok {
@@ -634,7 +634,7 @@ func chaosExpired(id idtype.ID, now time.Time) bool {
 // unless its period expired; each note there, pointing at its event,
 // unless the cleaner deleted it. It also records what the run saw of its
 // fault. It returns the state it read and the rows it checked.
-func chaosSnapshot(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, r *faults.Run, calls bool) (*chaosState, int) {
+func chaosSnapshot(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, r *chaos.Run, calls bool) (*chaosState, int) {
 	s, err := readChaos(ctx, db, calls)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -707,7 +707,7 @@ func chaosSnapshot(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistor
 // chaosFinal checks the tables after the last Maintain: what
 // chaosSnapshot checks, each trigger call made by a writer's insert, and
 // no row or partition left unnamed by the report.
-func chaosFinal(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, r *faults.Run, rep Report) {
+func chaosFinal(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, r *chaos.Run, rep Report) {
 	s, checked := chaosSnapshot(ctx, t, db, h, r, true)
 	if s == nil {
 		t.Fatal("the last snapshot failed")

@@ -24,7 +24,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -33,7 +33,7 @@ import (
 // make chaos adds twice CHAOS_TIME for the chaos tests, which may overrun
 // it by some runs of each side.
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, faults.MainBudget(8*time.Minute)))
+	os.Exit(testenv.Main(m, chaos.MainBudget(8*time.Minute)))
 }
 
 // Event is the model of the partition tests.

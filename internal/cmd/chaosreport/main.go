@@ -1,5 +1,5 @@
 // Command chaosreport prints the table of a chaos run from the rows that
-// the chaos tests appended (faults.Scenario.Run, one JSON line per row, in
+// the chaos tests appended (chaos.Scenario.Run, one JSON line per row, in
 // the file named by CHAOS_REPORT), and says whether the run kept snowkey's
 // promises.
 //
@@ -12,7 +12,7 @@
 // with, for each side (defence on, control), the runs, how many met their
 // fault and how many missed it, and the violations found, then the IDs,
 // tokens and table rows the checks covered. It exits 1 when a row breaks
-// the rules of faults.Row.Problems: a violation with the defence on; no
+// the rules of chaos.Row.Problems: a violation with the defence on; no
 // control run that met the fault and found a violation; fewer defended
 // runs that met the fault than the control needed. It exits 2 when the
 // input cannot be read or holds no rows; else 0.
@@ -29,7 +29,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
 )
 
 // Exit statuses.
@@ -40,7 +40,7 @@ const (
 )
 
 // errNoRows says the input held nothing to report.
-var errNoRows = errors.New("no rows: did the chaos tests run (faults.Scenario)?")
+var errNoRows = errors.New("no rows: did the chaos tests run (chaos.Scenario)?")
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -51,7 +51,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: chaosreport [report.jsonl ...]")
 		return exitInput
 	}
-	var rows []faults.Row
+	var rows []chaos.Row
 	if len(args) == 0 {
 		r, err := readRows("standard input", stdin)
 		if err != nil {
@@ -90,8 +90,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // readRows decodes one row per non-empty line of r.
-func readRows(name string, r io.Reader) ([]faults.Row, error) {
-	var rows []faults.Row
+func readRows(name string, r io.Reader) ([]chaos.Row, error) {
+	var rows []chaos.Row
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -99,7 +99,7 @@ func readRows(name string, r io.Reader) ([]faults.Row, error) {
 		if line == "" {
 			continue
 		}
-		var row faults.Row
+		var row chaos.Row
 		dec := json.NewDecoder(strings.NewReader(line))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&row); err != nil {
@@ -120,15 +120,15 @@ func readRows(name string, r io.Reader) ([]faults.Row, error) {
 // server it ran on) and defence (several runs of the suite), sorted by
 // them. Rows of different stores, servers or defences are never added:
 // each control stands for its own.
-func sum(rows []faults.Row) []faults.Row {
+func sum(rows []chaos.Row) []chaos.Row {
 	type key struct{ pkg, fault, store, defence string }
-	byKey := map[key]*faults.Row{}
+	byKey := map[key]*chaos.Row{}
 	var keys []key
 	for _, r := range rows {
 		k := key{r.Package, r.Fault, r.StoreName(), r.Defence}
 		t, ok := byKey[k]
 		if !ok {
-			t = &faults.Row{Package: r.Package, Fault: r.Fault, Store: r.Store, Server: r.Server, Defence: r.Defence, Seed: r.Seed}
+			t = &chaos.Row{Package: r.Package, Fault: r.Fault, Store: r.Store, Server: r.Server, Defence: r.Defence, Seed: r.Seed}
 			byKey[k] = t
 			keys = append(keys, k)
 		}
@@ -148,7 +148,7 @@ func sum(rows []faults.Row) []faults.Row {
 		return cmp.Or(strings.Compare(a.pkg, b.pkg), strings.Compare(a.fault, b.fault),
 			strings.Compare(a.store, b.store), strings.Compare(a.defence, b.defence))
 	})
-	out := make([]faults.Row, len(keys))
+	out := make([]chaos.Row, len(keys))
 	for i, k := range keys {
 		out[i] = *byKey[k]
 	}
@@ -164,12 +164,12 @@ func orDash(s string) string {
 }
 
 // write prints the table and returns what is wrong, one line per problem.
-func write(w io.Writer, rows []faults.Row) []string {
+func write(w io.Writer, rows []chaos.Row) []string {
 	fmt.Fprintln(w, "| package | fault kind | store | defence | runs | met | missed | violations | "+
 		"control runs | met | missed | control violations | IDs checked | tokens checked | rows checked | seconds | verdict |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 	var broken []string
-	var total faults.Row
+	var total chaos.Row
 	bad := 0
 	for _, r := range rows {
 		problems := r.Problems()

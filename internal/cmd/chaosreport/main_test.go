@@ -48,7 +48,7 @@ func TestRunBroken(t *testing.T) {
 			"2 of 3 control runs met the fault and found no violation"},
 		{`{"package":"p","fault":"f","runs":4,"met":1,"control_runs":3,"control_met":2,"control_violations":5,"control_needed":2}`,
 			"1 of 4 runs with the defence on met the fault; the control needed 2"},
-		// A row counted without met runs (faults.Report) is not evidence.
+		// A row counted without met runs (chaos.Report) is not evidence.
 		{`{"package":"p","fault":"f","runs":4,"control_runs":3,"control_violations":5}`,
 			"0 of 4 runs with the defence on met the fault"},
 	} {

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowkeyhq/snowkey/internal/testing/faults"
+	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -24,7 +24,7 @@ func TestRedisReplicaLagAndPromote(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	primary := testenv.StartRedis(t)
-	link := faults.StartProxy(t, primary.Addr())
+	link := faultproxy.Start(t, primary.Addr())
 	replica := testenv.StartRedisReplica(t, link.Addr())
 	if r := replica.Info("replication"); r["role"] != "slave" || r["master_link_status"] != "up" {
 		t.Fatalf("replica INFO replication: %v", r)

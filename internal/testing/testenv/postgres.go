@@ -101,7 +101,7 @@ func StartPostgresWith(t testing.TB, opts PostgresOptions) *PostgresServer {
 // StartPostgresStandby starts a private PostgreSQL server that is a hot
 // standby of the server at primary (host:port), made with pg_basebackup
 // and streaming from it through a replication slot, and returns once it
-// accepts connections. primary may be the address of a faults.Proxy in
+// accepts connections. primary may be the address of a faultproxy.Proxy in
 // front of the real primary, so that a test can freeze replication and let
 // the standby lag; Promote fails over to it.
 func StartPostgresStandby(t testing.TB, primary string, opts PostgresOptions) *PostgresServer {

@@ -13,7 +13,7 @@ import (
 
 // StartRedisReplica starts a private redis-server, as StartRedis does, that
 // replicates from the server at primary (host:port), and returns once its
-// first sync is done. primary may be the address of a faults.Proxy in
+// first sync is done. primary may be the address of a faultproxy.Proxy in
 // front of the real primary, so that a test can freeze or cut replication
 // and let the replica lag. extraArgs are more redis-server options.
 //

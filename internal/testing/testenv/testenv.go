@@ -5,7 +5,7 @@
 //   - StartRedis: a redis-server to kill, restart and reconfigure
 //     (ConfigSet, for maxmemory and its policy);
 //   - StartRedisReplica: a replica of a primary, possibly through a
-//     faults.Proxy so that replication can be frozen and the replica lag;
+//     faultproxy.Proxy so that replication can be frozen and the replica lag;
 //     Promote fails over to it, WaitSynced and ReplicationOffset tell how
 //     far it got;
 //   - StartRedisCluster: a Redis Cluster of masters whose slots a test may
@@ -15,7 +15,7 @@
 //   - StartPostgres: a PostgreSQL server to kill and restart, with
 //     settings of the test's (StartPostgresWith);
 //   - StartPostgresStandby: a hot standby of a primary made with
-//     pg_basebackup, possibly through a faults.Proxy so that replication
+//     pg_basebackup, possibly through a faultproxy.Proxy so that replication
 //     can be frozen and the standby lag; Promote fails over to it.
 //
 // testenv is the one owner of server launchers: the shared servers of
@@ -40,7 +40,7 @@
 //		os.Exit(testenv.Main(m, 3*time.Minute))
 //	}
 //
-// (A TestMain that does more, such as faults.HelperMain or a quiet go-redis
+// (A TestMain that does more, such as chaos.HelperMain or a quiet go-redis
 // logger, calls Main where it called m.Run.) Budgets are several times the
 // usual time under -race, counted in the machine's own time: on a machine
 // loaded beyond its CPUs they stretch with the load (see Main), so a busy

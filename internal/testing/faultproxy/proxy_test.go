@@ -1,10 +1,11 @@
-package faults
+package faultproxy
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"slices"
@@ -125,7 +126,7 @@ func mustSend(t *testing.T, lc *lineClient, req string) {
 func TestProxyForwards(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
-	p := StartProxy(t, s.Addr())
+	p := Start(t, s.Addr())
 	lc := dialLine(t, p.Addr())
 	mustSend(t, lc, "a")
 	mustSend(t, lc, "b")
@@ -138,7 +139,7 @@ func TestProxyForwards(t *testing.T) {
 func TestProxyCutRestore(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
-	p := StartProxy(t, s.Addr())
+	p := Start(t, s.Addr())
 	lc := dialLine(t, p.Addr())
 	mustSend(t, lc, "a")
 	p.Cut()
@@ -159,7 +160,7 @@ func TestProxyCutRestore(t *testing.T) {
 func TestProxyRetarget(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	a, b := startLineServer(t), startLineServer(t)
-	p := StartProxy(t, a.Addr())
+	p := Start(t, a.Addr())
 	old := dialLine(t, p.Addr())
 	mustSend(t, old, "to-a")
 	p.Retarget(b.Addr())
@@ -175,7 +176,7 @@ func TestProxyRetarget(t *testing.T) {
 
 func TestProxyFreezeThaw(t *testing.T) {
 	s := startLineServer(t)
-	p := StartProxy(t, s.Addr())
+	p := Start(t, s.Addr())
 	lc := dialLine(t, p.Addr())
 	mustSend(t, lc, "before")
 	p.Freeze()
@@ -205,7 +206,7 @@ func TestProxyFreezeThaw(t *testing.T) {
 func TestProxyDelay(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
-	p := StartProxy(t, s.Addr())
+	p := Start(t, s.Addr())
 	lc := dialLine(t, p.Addr())
 	mustSend(t, lc, "warm")
 	const d = 100 * time.Millisecond
@@ -224,7 +225,7 @@ func TestProxyDelay(t *testing.T) {
 func TestProxyDropRepliesSplit(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
-	p := StartProxy(t, s.Addr())
+	p := Start(t, s.Addr())
 	p.DropReplies(MatchBytes("SET x\n"), 1)
 	lc := dialLine(t, p.Addr())
 	mustSend(t, lc, "GET x") // not matched
@@ -254,8 +255,8 @@ func TestProxyDropRateDeterministic(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	pattern := func(seed int64) string {
-		p := StartProxy(t, s.Addr())
-		p.SetDropRate(0.5, Rand(seed), MatchBytes("w"))
+		p := Start(t, s.Addr())
+		p.SetDropRate(0.5, rand.New(rand.NewPCG(uint64(seed), 0)), MatchBytes("w"))
 		var b strings.Builder
 		lc := dialLine(t, p.Addr())
 		for range 24 {
@@ -289,7 +290,7 @@ func TestProxyStopsFrozen(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	s := startLineServer(t)
 	r := &recorder{TB: t}
-	p := StartProxy(r, s.Addr())
+	p := Start(r, s.Addr())
 	p.SetDelay(time.Hour)
 	delayed := dialLine(t, p.Addr())
 	if _, err := io.WriteString(delayed.c, "delayed\n"); err != nil {

@@ -1,6 +1,7 @@
-package faults
+package helper
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -26,20 +27,20 @@ const killTimeout = 10 * time.Second
 // returns at once. Call it first in TestMain:
 //
 //	func TestMain(m *testing.M) {
-//		faults.HelperMain(map[string]func() int{"issuer": issuer})
+//		helper.Main(map[string]func() int{"issuer": issuer})
 //		os.Exit(m.Run())
 //	}
 //
 // A helper reads its parameters from its environment (set by StartHelper's
 // env) and reports through files.
-func HelperMain(helpers map[string]func() int) {
+func Main(helpers map[string]func() int) {
 	name := os.Getenv(EnvHelper)
 	if name == "" {
 		return
 	}
 	f, ok := helpers[name]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "faults: %s=%q names no helper of this test binary (have %v)\n",
+		fmt.Fprintf(os.Stderr, "helper: %s=%q names no helper of this test binary (have %v)\n",
 			EnvHelper, name, slices.Sorted(maps.Keys(helpers)))
 		os.Exit(2)
 	}
@@ -67,21 +68,21 @@ type Process struct {
 // Dir(); its standard input is a pipe the test may close with
 // CloseStdin. It dies with the test binary (Linux's parent-death signal)
 // and is killed when the test ends.
-func StartHelper(t testing.TB, name string, env ...string) *Process {
+func Start(t testing.TB, name string, env ...string) *Process {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
-		t.Fatalf("faults: find the test binary: %v", err)
+		t.Fatalf("helper: find the test binary: %v", err)
 	}
 	p := &Process{t: t, name: name, dir: t.TempDir(), done: make(chan struct{})}
 	stdout, err := os.Create(p.StdoutPath())
 	if err != nil {
-		t.Fatalf("faults: %v", err)
+		t.Fatalf("helper: %v", err)
 	}
 	defer stdout.Close()
 	stderr, err := os.Create(p.StderrPath())
 	if err != nil {
-		t.Fatalf("faults: %v", err)
+		t.Fatalf("helper: %v", err)
 	}
 	defer stderr.Close()
 
@@ -92,10 +93,10 @@ func StartHelper(t testing.TB, name string, env ...string) *Process {
 	p.cmd.Stdout, p.cmd.Stderr = stdout, stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		t.Fatalf("faults: %v", err)
+		t.Fatalf("helper: %v", err)
 	}
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("faults: start helper %s: %v", name, err)
+		t.Fatalf("helper: start helper %s: %v", name, err)
 	}
 	go func() {
 		_ = p.cmd.Wait()
@@ -106,7 +107,7 @@ func StartHelper(t testing.TB, name string, env ...string) *Process {
 		select {
 		case <-p.done:
 		case <-time.After(killTimeout):
-			t.Errorf("faults: helper %s (pid %d) not reaped %v after SIGKILL", name, p.Pid(), killTimeout)
+			t.Errorf("helper: helper %s (pid %d) not reaped %v after SIGKILL", name, p.Pid(), killTimeout)
 		}
 	})
 	return p
@@ -162,7 +163,7 @@ func (p *Process) Signal(sig syscall.Signal) {
 		return
 	}
 	if err := p.cmd.Process.Signal(sig); err != nil && !p.Exited() {
-		p.t.Errorf("faults: signal %v to helper %s (pid %d): %v", sig, p.name, p.Pid(), err)
+		p.t.Errorf("helper: signal %v to helper %s (pid %d): %v", sig, p.name, p.Pid(), err)
 	}
 }
 
@@ -173,7 +174,7 @@ func (p *Process) Kill() {
 	select {
 	case <-p.done:
 	case <-time.After(killTimeout):
-		p.t.Errorf("faults: helper %s (pid %d) not reaped %v after SIGKILL", p.name, p.Pid(), killTimeout)
+		p.t.Errorf("helper: helper %s (pid %d) not reaped %v after SIGKILL", p.name, p.Pid(), killTimeout)
 	}
 }
 
@@ -195,7 +196,7 @@ func (p *Process) Wait(timeout time.Duration) error {
 		return errorf(ErrTimeout, "helper %s (pid %d) still running after %v", p.name, p.Pid(), timeout)
 	}
 	if st := p.cmd.ProcessState; !st.Success() {
-		return fmt.Errorf("faults: helper %s (pid %d): %v\n%s", p.name, p.Pid(), st, p.Stderr())
+		return fmt.Errorf("helper: helper %s (pid %d): %v\n%s", p.name, p.Pid(), st, p.Stderr())
 	}
 	return nil
 }
@@ -212,3 +213,6 @@ func (p *Process) ExitState() *os.ProcessState {
 func errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
 }
+
+// ErrTimeout is returned by waits that ran out of time.
+var ErrTimeout = errors.New("helper: timed out")

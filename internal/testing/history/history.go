@@ -1,4 +1,4 @@
-package faults
+package history
 
 import (
 	"bufio"
@@ -136,16 +136,16 @@ type window struct{ from, to time.Time }
 // failed call to its Outcome (Invalid, Unavailable or OtherError), for
 // Call.End; nil makes every error OtherError. A tokens scenario would pass
 //
-//	func(err error) faults.Outcome {
+//	func(err error) history.Outcome {
 //		switch {
 //		case errors.Is(err, tokens.ErrInvalidToken):
-//			return faults.Invalid
+//			return history.Invalid
 //		case errors.Is(err, tokens.ErrUnavailable):
-//			return faults.Unavailable
+//			return history.Unavailable
 //		}
-//		return faults.OtherError
+//		return history.OtherError
 //	}
-func NewHistory(classify func(error) Outcome) *History {
+func New(classify func(error) Outcome) *History {
 	return &History{classify: classify, t0: time.Now()}
 }
 
@@ -265,7 +265,7 @@ func (h *History) Sessions() int {
 func (h *History) Dump(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("faults: dump history: %w", err)
+		return fmt.Errorf("history: dump history: %w", err)
 	}
 	w := bufio.NewWriter(f)
 	h.mu.Lock()
@@ -278,10 +278,10 @@ func (h *History) Dump(path string) error {
 	h.mu.Unlock()
 	if err := w.Flush(); err != nil {
 		f.Close()
-		return fmt.Errorf("faults: dump history: %w", err)
+		return fmt.Errorf("history: dump history: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("faults: dump history: %w", err)
+		return fmt.Errorf("history: dump history: %w", err)
 	}
 	return nil
 }

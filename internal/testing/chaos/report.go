@@ -1,4 +1,4 @@
-package faults
+package chaos
 
 import (
 	"encoding/json"
@@ -178,20 +178,20 @@ func writeRow(row Row) error {
 	}
 	line, err := json.Marshal(row)
 	if err != nil {
-		return fmt.Errorf("faults: report: %w", err)
+		return fmt.Errorf("chaos: report: %w", err)
 	}
 	// One write of one line with O_APPEND: lines from packages running in
 	// parallel do not interleave.
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("faults: report to %s=%s: %w", EnvReport, path, err)
+		return fmt.Errorf("chaos: report to %s=%s: %w", EnvReport, path, err)
 	}
 	_, err = f.Write(append(line, '\n'))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("faults: report to %s=%s: %w", EnvReport, path, err)
+		return fmt.Errorf("chaos: report to %s=%s: %w", EnvReport, path, err)
 	}
 	return nil
 }

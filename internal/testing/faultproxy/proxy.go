@@ -1,7 +1,8 @@
-package faults
+package faultproxy
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -121,11 +122,11 @@ func (c *proxyConn) close() {
 
 // StartProxy starts a proxy on a free loopback port that forwards every
 // connection to target (host:port).
-func StartProxy(t testing.TB, target string) *Proxy {
+func Start(t testing.TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("faults: proxy listen: %v", err)
+		t.Fatalf("faultproxy: proxy listen: %v", err)
 	}
 	thawed := make(chan struct{})
 	close(thawed)
@@ -249,7 +250,7 @@ func (p *Proxy) SetDropRate(prob float64, rng *rand.Rand, match func(request []b
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if prob > 0 && rng == nil {
-		p.t.Errorf("faults: SetDropRate(%v) without a *rand.Rand", prob)
+		p.t.Errorf("faultproxy: SetDropRate(%v) without a *rand.Rand", prob)
 		prob = 0
 	}
 	p.drop.rate, p.drop.rng, p.drop.rateMatch = prob, rng, match
@@ -263,7 +264,7 @@ func (p *Proxy) Stats() Stats {
 }
 
 // ErrTimeout is returned by waits that ran out of time.
-var ErrTimeout = errors.New("faults: timed out")
+var ErrTimeout = errors.New("faultproxy: timed out")
 
 // AwaitDrops waits until the proxy has dropped at least n replies in all,
 // or returns an error wrapping ErrTimeout after timeout.
@@ -316,7 +317,7 @@ func (p *Proxy) stop() {
 	select {
 	case <-done:
 	case <-time.After(stopTimeout):
-		p.t.Errorf("faults: proxy %s: goroutines still running %v after stop", p.Addr(), stopTimeout)
+		p.t.Errorf("faultproxy: proxy %s: goroutines still running %v after stop", p.Addr(), stopTimeout)
 	}
 }
 
@@ -518,4 +519,9 @@ func (p *Proxy) reply(pc *proxyConn, chunk []byte) bool {
 	}
 	pc.req, pc.decided = pc.req[:0], false
 	return true
+}
+
+// errorf wraps sentinel with a message.
+func errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
 }

@@ -1,4 +1,4 @@
-package faults
+package history
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ type hist struct {
 }
 
 func newHist() *hist {
-	h := NewHistory(nil)
+	h := New(nil)
 	return &hist{h: h, t0: h.t0}
 }
 
@@ -244,7 +244,7 @@ func TestViolationString(t *testing.T) {
 func TestHistoryRecording(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	errDown := errors.New("down")
-	h := NewHistory(func(err error) Outcome {
+	h := New(func(err error) Outcome {
 		if errors.Is(err, errDown) {
 			return Unavailable
 		}

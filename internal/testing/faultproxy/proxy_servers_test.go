@@ -1,4 +1,4 @@
-package faults
+package faultproxy
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestProxyRedisLostScriptReply(t *testing.T) {
 	// Unique per test, so the server has never seen it.
 	src := "return redis.call('INCR', KEYS[1]) -- " + key
 	direct := testenv.RedisClient(t)
-	p := StartProxy(t, testenv.Redis(t))
+	p := Start(t, testenv.Redis(t))
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	script := redis.NewScript(src)
@@ -65,7 +65,7 @@ func TestProxyPostgresLostReply(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := StartProxy(t, hostOf(t, dsn))
+	p := Start(t, hostOf(t, dsn))
 	cfg, err := pgx.ParseConfig(withHost(dsn, p.Addr()) + "&default_query_exec_mode=exec")
 	if err != nil {
 		t.Fatal(err)

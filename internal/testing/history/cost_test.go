@@ -1,4 +1,4 @@
-package faults
+package history
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
 )
 
 // shape is the kind of random token history randomHistory makes.
@@ -224,7 +226,7 @@ func TestCheckTokensAgainstReference(t *testing.T) {
 		{"rotation grace, lost rotations", shape{users: 3, managers: 2, mix: [6]int{15, 45, 5, 5, 10, 20}, repeats: true, windows: 1,
 			failing: true, grace: true}},
 	}
-	rng := Rand(Seed(t))
+	rng := chaos.Rand(chaos.Seed(t))
 	compared := 0
 	rules := map[string]int{}
 	// served: the violations of a Validate that served a rotated-out

@@ -1,4 +1,4 @@
-package faults
+package chaos
 
 import (
 	"fmt"
@@ -188,10 +188,10 @@ func (s Scenario) Run(t *testing.T, run func(t *testing.T, r *Run)) Row {
 func (s Scenario) bounds(t testing.TB) (time.Duration, int) {
 	t.Helper()
 	if s.Package == "" || s.Fault == "" || s.Defence == "" {
-		t.Fatalf("faults: Scenario %+v: Package, Fault and Defence must be set", s)
+		t.Fatalf("chaos: Scenario %+v: Package, Fault and Defence must be set", s)
 	}
 	if s.Budget < 0 || s.Retries < 0 {
-		t.Fatalf("faults: Scenario %s / %s: Budget %v and Retries %d must not be negative", s.Package, s.Fault, s.Budget, s.Retries)
+		t.Fatalf("chaos: Scenario %s / %s: Budget %v and Retries %d must not be negative", s.Package, s.Fault, s.Budget, s.Retries)
 	}
 	budget, retries := s.Budget, s.Retries
 	if budget == 0 {

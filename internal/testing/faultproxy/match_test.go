@@ -1,4 +1,4 @@
-package faults
+package faultproxy
 
 import (
 	"crypto/sha1"

@@ -1,4 +1,4 @@
-package faults
+package helper
 
 import (
 	"errors"
@@ -57,7 +57,7 @@ func waitReady(t *testing.T, p *Process) {
 
 func TestProcessStopContFinish(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	p := StartHelper(t, "sleeper", "SLEEPER_NOTE=hello")
+	p := Start(t, "sleeper", "SLEEPER_NOTE=hello")
 	waitReady(t, p)
 	p.Stop()
 	waitState(t, p.Pid(), "T")
@@ -78,7 +78,7 @@ func TestProcessStopContFinish(t *testing.T) {
 
 func TestProcessKill(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	p := StartHelper(t, "sleeper")
+	p := Start(t, "sleeper")
 	waitReady(t, p)
 	p.Stop() // SIGKILL ends a stopped process too
 	p.Kill()
@@ -96,7 +96,7 @@ func TestProcessKill(t *testing.T) {
 
 func TestProcessFailure(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	p := StartHelper(t, "exit3")
+	p := Start(t, "exit3")
 	err := p.Wait(30 * time.Second)
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "failing on purpose") {
 		t.Fatalf("Wait: %v; want exit status 3 and the helper's stderr", err)
@@ -105,7 +105,7 @@ func TestProcessFailure(t *testing.T) {
 
 func TestProcessUnknownHelper(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	p := StartHelper(t, "no-such-helper")
+	p := Start(t, "no-such-helper")
 	err := p.Wait(30 * time.Second)
 	if err == nil || !strings.Contains(err.Error(), "names no helper") {
 		t.Fatalf("Wait: %v; want the unknown helper named", err)
@@ -118,7 +118,7 @@ func TestProcessKilledAtCleanup(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	var p *Process
 	t.Run("leaves it running", func(t *testing.T) {
-		p = StartHelper(t, "sleeper")
+		p = Start(t, "sleeper")
 		waitReady(t, p)
 	})
 	if !p.Exited() {

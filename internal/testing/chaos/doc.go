@@ -1,41 +1,31 @@
-// Package faults is snowkey's fault-injection machinery for chaos tests:
-// it breaks the path between real processes and real servers in the ways
-// real networks and deployments do, and checks snowkey's two promises
-// from what the processes recorded, not from hand-picked asserts:
+// Package chaos runs snowkey's fault-injection scenarios: it breaks the
+// path between real processes and real servers in the ways real networks
+// and deployments do, and checks snowkey's two promises from what the
+// processes recorded, not from hand-picked asserts:
 //
 //   - an ID is never issued twice;
 //   - a revoked session never validates again (on the Manager that revoked
 //     it at once, on any other once its CacheTTL has passed).
 //
-// The parts:
+// This package holds the scenario and its verdict:
 //
-//   - Proxy, a TCP proxy in front of one Redis or PostgreSQL server that
-//     can Cut connections, Freeze them (a partition without resets),
-//     delay them, Retarget new ones to another server (a failover), and
-//     drop the reply to a request after the server executed it
-//     (DropReplies, SetDropRate), with matchers for Redis scripts and
-//     commands and PostgreSQL statements.
-//   - Process, this test binary run again as a helper process (StartHelper,
-//     HelperMain) that the test can SIGKILL, SIGSTOP and SIGCONT.
-//   - The ID checker: processes append their IDs to files (AppendID) and
-//     CheckUniqueFiles reports every ID issued twice and by whom.
-//   - History and CheckTokens: every Issue, Validate, Revoke, RevokeSession,
-//     RevokeAll and Rotate recorded with when it began and ended, checked
-//     against the revocation rule.
 //   - Scenario and Run: a fault kind on one store, against one defence,
 //     run with the defence switched off (the control side) and on (the
 //     defended side); every run records whether it met its fault, and
 //     Scenario.Run judges both sides and writes the Row of the chaos table
 //     (`make chaos` prints it with command chaosreport).
-//   - Seeds and budgets: Seed and Rand make a run deterministic where the
-//     machinery decides (which replies drop, the schedule), and every
-//     failure prints the CHAOS_SEED that replays it (CHAOS_SEED with
-//     CI=true fails: a replay is done by hand); Budget is the time a
-//     package's chaos tests may take (short in `make test`, CHAOS_TIME in
-//     `make chaos`).
+//   - Seeds and budgets: every run's rng is seeded, so the machinery's
+//     choices (which replies drop, the schedule) replay, and every failure
+//     prints the CHAOS_SEED that replays it (CHAOS_SEED with CI=true
+//     fails: a replay is done by hand); Budget is the time a package's
+//     chaos tests may take (short in `make test`, CHAOS_TIME in `make
+//     chaos`).
 //
-// Servers come from package internal/testing/testenv, the one owner of server
-// launchers (standalone Redis, replicas, a private Cluster, PostgreSQL).
+// Its tools stand beside it, one concern each: package faultproxy (a TCP
+// proxy that cuts, freezes, delays, retargets and drops replies), package
+// helper (this test binary run again as a process to kill and stop),
+// package history (recorded token operations and ID files, and the
+// checkers of both promises). Servers come from package testenv.
 //
 // # Writing a chaos scenario
 //
@@ -70,17 +60,17 @@
 // another's. A sketch for lost replies in front of Redis:
 //
 //	func TestChaosLostTakeBack(t *testing.T) {
-//		faults.Scenario{Package: "workerid", Fault: "lost reply to take-back", Store: "redis",
-//			Defence: "take-back", Budget: faults.Budget(t) / 2, // two scenarios share the package's budget
-//		}.Run(t, func(t *testing.T, r *faults.Run) {
-//			proxy := faults.StartProxy(t, testenv.Redis(t))
-//			proxy.SetDropRate(0.3, r.Rand, faults.MatchRedisScript(takeScript))
+//		chaos.Scenario{Package: "workerid", Fault: "lost reply to take-back", Store: "redis",
+//			Defence: "take-back", Budget: chaos.Budget(t) / 2, // two scenarios share the package's budget
+//		}.Run(t, func(t *testing.T, r *chaos.Run) {
+//			proxy := faultproxy.Start(t, testenv.Redis(t))
+//			proxy.SetDropRate(0.3, r.Rand, faultproxy.MatchRedisScript(takeScript))
 //			// … run leases through proxy.Addr(), with the defence off when
-//			// r.Control, writing IDs with faults.AppendID to files …
+//			// r.Control, writing IDs with history.AppendID to files …
 //			if n := proxy.Stats().RepliesDropped; n > 0 {
 //				r.Met("%d replies to the take dropped", n)
 //			}
-//			total, dups, err := faults.CheckUniqueFiles(files...)
+//			total, dups, err := history.CheckUniqueFiles(files...)
 //			if err != nil {
 //				t.Fatal(err)
 //			}
@@ -93,13 +83,13 @@
 //
 // A tokens scenario records its calls in a History instead:
 //
-//	h := faults.NewHistory(classify)
-//	c := h.Begin(faults.Op{Kind: faults.Validate, Manager: 1, Session: sid})
+//	h := history.New(classify)
+//	c := h.Begin(history.Op{Kind: history.Validate, Manager: 1, Session: sid})
 //	s, err := m1.Validate(ctx, tok)
 //	c.SetUser(int64(s.UserID))
 //	c.End(err)
 //	…
-//	for _, v := range faults.CheckTokens(h, func(int) time.Duration { return cacheTTL }) {
+//	for _, v := range history.CheckTokens(h, func(int) time.Duration { return cacheTTL }) {
 //		r.Violation("%v", v)
 //	}
 //
@@ -107,4 +97,4 @@
 // with a message rather than at go test's timeout; everything random
 // comes from the run's rng; and the machine is small and busy, so what a
 // scenario asserts about time has generous margins.
-package faults
+package chaos

@@ -1,4 +1,4 @@
-package faults
+package history
 
 import (
 	"bufio"
@@ -36,7 +36,7 @@ func ReadIDFile(path string) ([]int64, error) {
 func scanIDFile(path string, f func(int64)) error {
 	file, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("faults: read IDs: %w", err)
+		return fmt.Errorf("history: read IDs: %w", err)
 	}
 	defer file.Close()
 	r := bufio.NewReaderSize(file, 64<<10)
@@ -46,7 +46,7 @@ func scanIDFile(path string, f func(int64)) error {
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
 				return nil
 			}
-			return fmt.Errorf("faults: read IDs from %s: %w", path, err)
+			return fmt.Errorf("history: read IDs from %s: %w", path, err)
 		}
 		f(int64(binary.LittleEndian.Uint64(rec[:])))
 	}

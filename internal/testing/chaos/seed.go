@@ -1,4 +1,4 @@
-package faults
+package chaos
 
 import (
 	"crypto/rand"
@@ -51,17 +51,17 @@ func baseSeed(t testing.TB) int64 {
 	t.Helper()
 	if s := strings.TrimSpace(os.Getenv(EnvSeed)); s != "" {
 		if testenv.InCI() {
-			t.Fatalf("faults: %s=%s is set with CI=true: a seed replays one failure by hand and has no place in CI", EnvSeed, s)
+			t.Fatalf("chaos: %s=%s is set with CI=true: a seed replays one failure by hand and has no place in CI", EnvSeed, s)
 		}
 		seed, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			t.Fatalf("faults: %s=%q is not an integer", EnvSeed, s)
+			t.Fatalf("chaos: %s=%q is not an integer", EnvSeed, s)
 		}
 		return seed
 	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatalf("faults: draw a seed: %v", err)
+		t.Fatalf("chaos: draw a seed: %v", err)
 	}
 	return int64(binary.LittleEndian.Uint64(b[:]) >> 1) // positive, so it reads well
 }
@@ -89,7 +89,7 @@ func Budget(t testing.TB) time.Duration {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		t.Fatalf("faults: %s=%q is not a positive duration such as 10m", EnvTime, s)
+		t.Fatalf("chaos: %s=%q is not a positive duration such as 10m", EnvTime, s)
 	}
 	return d
 }

@@ -1,4 +1,4 @@
-package faults
+package helper
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	HelperMain(map[string]func() int{
+	Main(map[string]func() int{
 		// sleeper says "ready" on stdout, then waits for stdin to close.
 		"sleeper": func() int {
 			fmt.Println("ready")
