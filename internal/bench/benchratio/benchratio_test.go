@@ -96,13 +96,13 @@ func TestParse(t *testing.T) {
 		t.Fatalf("%d benchmarks, want 6", n)
 	}
 	b := res.Benchmarks[0]
-	if b.Pkg != "github.com/snowkeyhq/snowkey/idtype" || b.Name != "BenchmarkNext-2" || b.BaseName() != "BenchmarkNext" {
+	if b.Pkg != "github.com/snowkeyhq/snowkey/idtype" || b.Name != "BenchmarkNext-2" || b.baseName() != "BenchmarkNext" {
 		t.Errorf("first benchmark = %s %s", b.Pkg, b.Name)
 	}
 	if got := b.Samples["ns/op"]; len(got) != 3 || got[0] != 250 || got[2] != 260 {
 		t.Errorf("ns/op samples = %v, want [250 240 260]", got)
 	}
-	if got := strings.Join(b.Units(), " "); got != "B/op allocs/op ns/op" {
+	if got := strings.Join(b.units(), " "); got != "B/op allocs/op ns/op" {
 		t.Errorf("units = %q", got)
 	}
 }
@@ -182,27 +182,27 @@ func TestMedian(t *testing.T) {
 func TestParseGoal(t *testing.T) {
 	tests := []struct {
 		in      string
-		want    Goal
+		want    goal
 		wantErr bool
 	}{
-		{">= 0.99", Goal{">=", 0.99}, false},
-		{"<=0.8", Goal{"<=", 0.8}, false},
-		{"> 1", Goal{">", 1}, false},
-		{"< 1e3", Goal{"<", 1000}, false},
-		{"", Goal{}, false},
-		{"-", Goal{}, false},
-		{"== 1", Goal{}, true},
-		{">= fast", Goal{}, true},
-		{">=", Goal{}, true},
-		{"0.99", Goal{}, true},
-		{">= NaN", Goal{}, true},
+		{">= 0.99", goal{">=", 0.99}, false},
+		{"<=0.8", goal{"<=", 0.8}, false},
+		{"> 1", goal{">", 1}, false},
+		{"< 1e3", goal{"<", 1000}, false},
+		{"", goal{}, false},
+		{"-", goal{}, false},
+		{"== 1", goal{}, true},
+		{">= fast", goal{}, true},
+		{">=", goal{}, true},
+		{"0.99", goal{}, true},
+		{">= NaN", goal{}, true},
 	}
 	for _, tt := range tests {
-		got, err := ParseGoal(tt.in)
+		got, err := parseGoal(tt.in)
 		if (err != nil) != tt.wantErr || got != tt.want {
 			t.Errorf("ParseGoal(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
-		if err != nil && !errors.Is(err, ErrSpec) {
+		if err != nil && !errors.Is(err, errSpec) {
 			t.Errorf("ParseGoal(%q) error %v does not wrap ErrSpec", tt.in, err)
 		}
 	}
@@ -223,7 +223,7 @@ func TestGoalMet(t *testing.T) {
 		{">= 0.99", math.NaN(), false},
 	}
 	for _, tt := range tests {
-		g, err := ParseGoal(tt.goal)
+		g, err := parseGoal(tt.goal)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,9 +246,9 @@ dup #1 | BenchmarkX/case#01 | BenchmarkX/case | allocs/op inverse | -
 	}
 	want := []Ratio{
 		{Line: 2, Name: "ceiling", Numerator: "idtype.BenchmarkNext", Constant: 4096000, Metric: "ns/op",
-			Transform: "per-second", Goal: Goal{">=", 0.99}},
+			Transform: "per-second", Goal: goal{">=", 0.99}},
 		{Line: 4, Name: "overhead", Numerator: "BenchmarkCreate/plugin", Denominator: "BenchmarkCreate/plain",
-			Metric: "ns/op", Goal: Goal{"<=", 1.1}},
+			Metric: "ns/op", Goal: goal{"<=", 1.1}},
 		{Line: 5, Name: "dup #1", Numerator: "BenchmarkX/case#01", Denominator: "BenchmarkX/case",
 			Metric: "allocs/op", Transform: "inverse"},
 	}
@@ -277,7 +277,7 @@ func TestParseSpecErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := ParseSpec(strings.NewReader("# header\n" + tt.line + "\n"))
-		if err == nil || !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), tt.errHas) ||
+		if err == nil || !errors.Is(err, errSpec) || !strings.Contains(err.Error(), tt.errHas) ||
 			!strings.Contains(err.Error(), "line 2") {
 			t.Errorf("ParseSpec(%q) error = %v; want ErrSpec at line 2 mentioning %q", tt.line, err, tt.errHas)
 		}
@@ -390,7 +390,7 @@ func FuzzParseSpec(f *testing.F) {
 	f.Add("# c\nb|pkg.BenchmarkY/z|BenchmarkW|allocs/op|<1\n")
 	f.Fuzz(func(t *testing.T, spec string) {
 		ratios, err := ParseSpec(strings.NewReader(spec))
-		if err != nil && !errors.Is(err, ErrSpec) {
+		if err != nil && !errors.Is(err, errSpec) {
 			t.Fatalf("error %v does not wrap ErrSpec", err)
 		}
 		for _, r := range ratios {

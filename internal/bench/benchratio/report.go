@@ -62,7 +62,7 @@ func median(res *Results, ratio Ratio, ref string) (float64, int, error) {
 	}
 	xs, ok := b.Samples[ratio.Metric]
 	if !ok {
-		return nan, 0, fmt.Errorf("%s reported no %s (it has %s)", ref, ratio.Metric, strings.Join(b.Units(), ", "))
+		return nan, 0, fmt.Errorf("%s reported no %s (it has %s)", ref, ratio.Metric, strings.Join(b.units(), ", "))
 	}
 	if t, ok := transforms[ratio.Transform]; ok {
 		ys := make([]float64, len(xs))
@@ -83,7 +83,7 @@ func WriteTable(w io.Writer, rows []Row) error {
 	b.WriteString("| --- | ---: | ---: | ---: | --- | --- |\n")
 	var notes []string
 	for _, r := range rows {
-		unit := r.Ratio.Unit()
+		unit := r.Ratio.unit()
 		num := cell(r.Num, r.NumRuns, unit)
 		den := cell(r.Den, r.DenRuns, unit)
 		if r.Ratio.Denominator == "" {

@@ -19,14 +19,14 @@ type Benchmark struct {
 	Samples map[string][]float64
 }
 
-// BaseName returns the name without the "-N" GOMAXPROCS suffix that go test
+// baseName returns the name without the "-N" GOMAXPROCS suffix that go test
 // adds when GOMAXPROCS is not 1.
-func (b *Benchmark) BaseName() string {
+func (b *Benchmark) baseName() string {
 	return trimProcs(b.Name)
 }
 
-// Units returns the units b reported, sorted.
-func (b *Benchmark) Units() []string {
+// units returns the units b reported, sorted.
+func (b *Benchmark) units() []string {
 	units := make([]string, 0, len(b.Samples))
 	for u := range b.Samples {
 		units = append(units, u)
@@ -130,7 +130,7 @@ func (r *Results) Find(ref string) (*Benchmark, error) {
 				continue
 			}
 			e = e || q.name == b.Name
-			m = m || q.name == b.BaseName()
+			m = m || q.name == b.baseName()
 		}
 		switch {
 		case e:

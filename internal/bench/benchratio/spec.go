@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// ErrSpec is wrapped by every error about a malformed spec line.
-var ErrSpec = errors.New("bad ratio spec")
+// errSpec is wrapped by every error about a malformed spec line.
+var errSpec = errors.New("bad ratio spec")
 
 var nan = math.NaN()
 
@@ -53,20 +53,20 @@ type Ratio struct {
 	Metric string
 	// Transform is "", "per-second" or "inverse".
 	Transform string
-	// Goal is what the ratio should meet; its zero value is no goal.
-	Goal Goal
+	// goal is what the ratio should meet; its zero value is no goal.
+	Goal goal
 }
 
-// Unit returns the unit of the compared values, after the transform.
-func (r Ratio) Unit() string {
+// unit returns the unit of the compared values, after the transform.
+func (r Ratio) unit() string {
 	if t, ok := transforms[r.Transform]; ok {
 		return t.unit(r.Metric)
 	}
 	return r.Metric
 }
 
-// Goal is a bound on a ratio, such as ">= 0.99". The zero Goal is no goal.
-type Goal struct {
+// goal is a bound on a ratio, such as ">= 0.99". The zero Goal is no goal.
+type goal struct {
 	// Op is ">=", ">", "<=", "<", or "" for no goal.
 	Op string
 	// Value is the bound the ratio is compared with.
@@ -75,7 +75,7 @@ type Goal struct {
 
 // Met reports whether ratio meets the goal; it is true for no goal and
 // false for NaN.
-func (g Goal) Met(ratio float64) bool {
+func (g goal) Met(ratio float64) bool {
 	switch g.Op {
 	case ">=":
 		return ratio >= g.Value
@@ -90,29 +90,29 @@ func (g Goal) Met(ratio float64) bool {
 }
 
 // String returns the goal as written in a spec, or "-" for none.
-func (g Goal) String() string {
+func (g goal) String() string {
 	if g.Op == "" {
 		return "-"
 	}
 	return g.Op + " " + strconv.FormatFloat(g.Value, 'g', -1, 64)
 }
 
-// ParseGoal parses ">= 0.99", "<0.8" and the like; "" and "-" are no goal.
-func ParseGoal(s string) (Goal, error) {
+// parseGoal parses ">= 0.99", "<0.8" and the like; "" and "-" are no goal.
+func parseGoal(s string) (goal, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "-" {
-		return Goal{}, nil
+		return goal{}, nil
 	}
 	for _, op := range []string{">=", "<=", ">", "<"} { // two-byte ops first
 		if rest, ok := strings.CutPrefix(s, op); ok {
 			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
 			if err != nil || math.IsNaN(v) {
-				return Goal{}, fmt.Errorf("%w: goal %q: %q is not a number", ErrSpec, s, strings.TrimSpace(rest))
+				return goal{}, fmt.Errorf("%w: goal %q: %q is not a number", errSpec, s, strings.TrimSpace(rest))
 			}
-			return Goal{Op: op, Value: v}, nil
+			return goal{Op: op, Value: v}, nil
 		}
 	}
-	return Goal{}, fmt.Errorf("%w: goal %q: want >=, >, <= or < and a number", ErrSpec, s)
+	return goal{}, fmt.Errorf("%w: goal %q: want >=, >, <= or < and a number", errSpec, s)
 }
 
 // ParseSpec reads a spec (see the package documentation). It reports every
@@ -144,28 +144,28 @@ func parseSpecLine(line string) (Ratio, error) {
 	f := strings.Split(line, "|")
 	if len(f) != 5 {
 		return Ratio{}, fmt.Errorf("%w: %d fields, want 5: name | numerator | denominator | metric | goal",
-			ErrSpec, len(f))
+			errSpec, len(f))
 	}
 	for i := range f {
 		f[i] = strings.TrimSpace(f[i])
 	}
 	r := Ratio{Name: f[0], Numerator: f[1]}
 	if r.Name == "" || r.Numerator == "" || f[2] == "" || f[3] == "" {
-		return Ratio{}, fmt.Errorf("%w: name, numerator, denominator and metric must not be empty", ErrSpec)
+		return Ratio{}, fmt.Errorf("%w: name, numerator, denominator and metric must not be empty", errSpec)
 	}
 	if !isBenchRef(r.Numerator) {
 		return Ratio{}, fmt.Errorf("%w: numerator %q is not a benchmark name (Benchmark… or pkg.Benchmark…)",
-			ErrSpec, r.Numerator)
+			errSpec, r.Numerator)
 	}
 	if c, err := strconv.ParseFloat(f[2], 64); err == nil {
 		if c == 0 || math.IsNaN(c) || math.IsInf(c, 0) {
-			return Ratio{}, fmt.Errorf("%w: constant denominator %q must be a finite non-zero number", ErrSpec, f[2])
+			return Ratio{}, fmt.Errorf("%w: constant denominator %q must be a finite non-zero number", errSpec, f[2])
 		}
 		r.Constant = c
 	} else if isBenchRef(f[2]) {
 		r.Denominator = f[2]
 	} else {
-		return Ratio{}, fmt.Errorf("%w: denominator %q is neither a benchmark name nor a number", ErrSpec, f[2])
+		return Ratio{}, fmt.Errorf("%w: denominator %q is neither a benchmark name nor a number", errSpec, f[2])
 	}
 	metric := strings.Fields(f[3])
 	r.Metric = metric[0]
@@ -173,13 +173,13 @@ func parseSpecLine(line string) (Ratio, error) {
 	case 1:
 	case 2:
 		if _, ok := transforms[metric[1]]; !ok {
-			return Ratio{}, fmt.Errorf("%w: unknown transform %q (want per-second or inverse)", ErrSpec, metric[1])
+			return Ratio{}, fmt.Errorf("%w: unknown transform %q (want per-second or inverse)", errSpec, metric[1])
 		}
 		r.Transform = metric[1]
 	default:
-		return Ratio{}, fmt.Errorf("%w: metric %q: want a unit and at most one transform", ErrSpec, f[3])
+		return Ratio{}, fmt.Errorf("%w: metric %q: want a unit and at most one transform", errSpec, f[3])
 	}
-	g, err := ParseGoal(f[4])
+	g, err := parseGoal(f[4])
 	if err != nil {
 		return Ratio{}, err
 	}

@@ -27,8 +27,8 @@ import (
 	"strings"
 )
 
-// ControlMark ends a line of Lua that only a test's control run takes.
-const ControlMark = "-- undeclared key: control run"
+// controlMark ends a line of Lua that only a test's control run takes.
+const controlMark = "-- undeclared key: control run"
 
 // A Script is a Redis script found in Go source.
 type Script struct {
@@ -185,11 +185,11 @@ var (
 	forRE = regexp.MustCompile(`\bfor\s+([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)\s*(?:in\b|=)`)
 )
 
-// Undeclared returns the key arguments of the script's redis.call and
+// undeclared returns the key arguments of the script's redis.call and
 // redis.pcall calls that do not come from KEYS, in the order of the
 // calls. A call whose command is not a string literal counts as one, since
 // its keys cannot be known.
-func Undeclared(src string) []Use {
+func undeclared(src string) []Use {
 	lines := codeLines(src)
 	var out []Use
 	for i, line := range lines {
@@ -228,7 +228,7 @@ func Undeclared(src string) []Use {
 func codeLines(src string) []string {
 	lines := strings.Split(src, "\n")
 	for i, l := range lines {
-		if strings.HasSuffix(strings.TrimSpace(l), ControlMark) {
+		if strings.HasSuffix(strings.TrimSpace(l), controlMark) {
 			lines[i] = ""
 			continue
 		}

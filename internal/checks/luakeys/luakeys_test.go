@@ -18,7 +18,7 @@ func undeclaredIn(t *testing.T, dir string) (found, files []string) {
 	}
 	for _, s := range scripts {
 		files = append(files, s.File)
-		for _, u := range Undeclared(s.Source) {
+		for _, u := range undeclared(s.Source) {
 			found = append(found, fmt.Sprintf("%s %s %s %s", s.File, s.Name, u.Command, u.Key))
 		}
 	}
@@ -80,7 +80,7 @@ end
 redis.call('GET', key)`, []string{"5 GET key"}},
 		{"control run line", `local key = KEYS[1]
 if ARGV[1] ~= '' then
-  key = ARGV[1] .. 'x' ` + ControlMark + `
+  key = ARGV[1] .. 'x' ` + controlMark + `
 end
 redis.call('GET', key)`, nil},
 		{"loop variable", `for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -93,7 +93,7 @@ end`, []string{"2 DEL sid"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, u := range Undeclared(tt.src) {
+			for _, u := range undeclared(tt.src) {
 				got = append(got, fmt.Sprintf("%d %s %s", u.Line, u.Command, u.Key))
 			}
 			if !slices.Equal(got, tt.want) {

@@ -33,7 +33,7 @@ type Module struct {
 	env []string
 }
 
-// NewModule writes the scratch module into dir (which should be empty)
+// newModule writes the scratch module into dir (which should be empty)
 // for the snowkey checkout at repo: a go.mod that requires snowkey,
 // replaced by repo, and every module repo requires, at the same versions,
 // and a copy of repo's go.sum. The go commands it runs use only the local
@@ -133,7 +133,7 @@ func (m *Module) readGoMod(ctx context.Context, dir string) (goMod, error) {
 
 // Check builds block b of the Markdown file mdPath (an absolute path,
 // which the errors name) with go build and go vet, and runs it if it is a
-// Program, with env added to its environment (such as the DATABASE_URL
+// program, with env added to its environment (such as the DATABASE_URL
 // of a server for it). A File or Program must also be gofmt-formatted.
 // The error holds the go commands' output, with positions in the Markdown
 // file; the output is what a Program printed.

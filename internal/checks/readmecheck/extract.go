@@ -14,7 +14,7 @@ const (
 	// clause and imports included. It must be gofmt-formatted, and is
 	// built and vetted as written.
 	File Kind = iota
-	// Program is a block marked <!-- snippet: run -->: a complete file of
+	// program is a block marked <!-- snippet: run -->: a complete file of
 	// package main that is built, vetted and run, and must exit 0.
 	Program
 	// Fragment is a block marked <!-- snippet: fragment --> or
@@ -76,7 +76,7 @@ var (
 	directiveRe = regexp.MustCompile(`^(fragment|continue|run)\s*(?:\((.*)\))?$`)
 )
 
-// Extract returns the ```go blocks of a Markdown document, in order, with
+// extract returns the ```go blocks of a Markdown document, in order, with
 // the marker each carries: an HTML comment on the last non-blank line
 // before the opening fence, invisible when the Markdown is rendered:
 //

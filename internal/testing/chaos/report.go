@@ -172,7 +172,7 @@ func logRow(t testing.TB, r Row) {
 // writeRow appends row as one JSON line to the file CHAOS_REPORT names,
 // if it is set.
 func writeRow(row Row) error {
-	path := os.Getenv(EnvReport)
+	path := os.Getenv(envReport)
 	if path == "" {
 		return nil
 	}
@@ -184,14 +184,14 @@ func writeRow(row Row) error {
 	// parallel do not interleave.
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("chaos: report to %s=%s: %w", EnvReport, path, err)
+		return fmt.Errorf("chaos: report to %s=%s: %w", envReport, path, err)
 	}
 	_, err = f.Write(append(line, '\n'))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("chaos: report to %s=%s: %w", EnvReport, path, err)
+		return fmt.Errorf("chaos: report to %s=%s: %w", envReport, path, err)
 	}
 	return nil
 }

@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// DefaultRetries is how many more runs a side of a Scenario makes past
+// defaultRetries is how many more runs a side of a Scenario makes past
 // its share of the budget to reach its goal, when Scenario.Retries is
 // zero. A side whose runs meet their fault half the time misses its goal
 // in all of them about once in 2,000 scenarios.
-const DefaultRetries = 10
+const defaultRetries = 10
 
 // OneRun is a Scenario.Budget that every run outlasts: each side makes
 // one run, and more only while it has not reached its goal (up to
@@ -198,7 +198,7 @@ func (s Scenario) bounds(t testing.TB) (time.Duration, int) {
 		budget = Budget(t)
 	}
 	if retries == 0 {
-		retries = DefaultRetries
+		retries = defaultRetries
 	}
 	return budget, retries
 }

@@ -107,10 +107,10 @@ func TestScenarioJudged(t *testing.T) {
 	for name, tc := range scenarioCases {
 		t.Run(name, func(t *testing.T) {
 			run := "^TestScenarioJudged$"
-			env := []string{scenarioEnv + "=" + name, "CI=", EnvReport + "="}
+			env := []string{scenarioEnv + "=" + name, "CI=", envReport + "="}
 			if strings.HasPrefix(name, "replay") {
 				run += "/^on0$"
-				env = append(env, EnvSeed+"=7")
+				env = append(env, envSeed+"=7")
 			}
 			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run="+run, "-test.v")
 			cmd.Env = append(os.Environ(), env...)
@@ -133,8 +133,8 @@ func TestScenarioJudged(t *testing.T) {
 // counts both sides and goes to CHAOS_REPORT.
 func TestScenario(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chaos.jsonl")
-	t.Setenv(EnvReport, path)
-	t.Setenv(EnvSeed, "")
+	t.Setenv(envReport, path)
+	t.Setenv(envSeed, "")
 	t.Setenv(testenv.EnvRedisServer, "")
 	var defendedRuns int
 	row := fakeScenario{
@@ -187,8 +187,8 @@ func TestScenario(t *testing.T) {
 // names none.
 func TestRowServer(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chaos.jsonl")
-	t.Setenv(EnvReport, path)
-	t.Setenv(EnvSeed, "")
+	t.Setenv(envReport, path)
+	t.Setenv(envSeed, "")
 	t.Setenv(testenv.EnvRedisServer, "/usr/bin/valkey-server")
 	row := fakeScenario{control: func(_ int, r *Run) { r.Violation("v") }, defended: always}.run(t)
 	if row.Server != "valkey-server" || row.StoreName() != "memory on valkey-server" ||

@@ -15,20 +15,20 @@ import (
 
 // The environment variables that steer chaos tests.
 const (
-	// EnvSeed fixes the seed of Seed and Repeat, to rerun a failure.
-	EnvSeed = "CHAOS_SEED"
-	// EnvTime is the time budget of the long schedule (`make chaos`), a
+	// envSeed fixes the seed of Seed and Repeat, to rerun a failure.
+	envSeed = "CHAOS_SEED"
+	// envTime is the time budget of the long schedule (`make chaos`), a
 	// Go duration such as "10m". Unset, tests run the short schedule.
-	EnvTime = "CHAOS_TIME"
-	// EnvReport names a file to which Report appends one JSON line per
+	envTime = "CHAOS_TIME"
+	// envReport names a file to which Report appends one JSON line per
 	// row.
-	EnvReport = "CHAOS_REPORT"
+	envReport = "CHAOS_REPORT"
 )
 
-// ShortBudget is Budget's value without CHAOS_TIME: the time one package's
+// shortBudget is Budget's value without CHAOS_TIME: the time one package's
 // chaos tests may take in all within `make test`, where the packages run
 // in parallel and the whole suite must stay within two minutes.
-const ShortBudget = 45 * time.Second
+const shortBudget = 45 * time.Second
 
 // Seed returns the seed for t's randomness: CHAOS_SEED if set, else a
 // random one. It logs the seed and, if t fails, says how to rerun with it.
@@ -38,7 +38,7 @@ func Seed(t testing.TB) int64 {
 	t.Logf("chaos seed %d", seed)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("rerun with %s=%d go test -race -run '^%s$'", EnvSeed, seed, runPattern(t.Name()))
+			t.Logf("rerun with %s=%d go test -race -run '^%s$'", envSeed, seed, runPattern(t.Name()))
 		}
 	})
 	return seed
@@ -49,13 +49,13 @@ func Seed(t testing.TB) int64 {
 // left in CI's environment would run one schedule for ever.
 func baseSeed(t testing.TB) int64 {
 	t.Helper()
-	if s := strings.TrimSpace(os.Getenv(EnvSeed)); s != "" {
+	if s := strings.TrimSpace(os.Getenv(envSeed)); s != "" {
 		if testenv.InCI() {
-			t.Fatalf("chaos: %s=%s is set with CI=true: a seed replays one failure by hand and has no place in CI", EnvSeed, s)
+			t.Fatalf("chaos: %s=%s is set with CI=true: a seed replays one failure by hand and has no place in CI", envSeed, s)
 		}
 		seed, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			t.Fatalf("chaos: %s=%q is not an integer", EnvSeed, s)
+			t.Fatalf("chaos: %s=%q is not an integer", envSeed, s)
 		}
 		return seed
 	}
@@ -79,17 +79,17 @@ func Rand(seed int64) *mrand.Rand {
 
 // Budget returns how long a package's chaos tests may run in all:
 // CHAOS_TIME when set (the long schedule of `make chaos`), else
-// ShortBudget. A package with several chaos tests shares it among them.
+// shortBudget. A package with several chaos tests shares it among them.
 // A CHAOS_TIME that is not a positive duration fails the test.
 func Budget(t testing.TB) time.Duration {
 	t.Helper()
-	s := strings.TrimSpace(os.Getenv(EnvTime))
+	s := strings.TrimSpace(os.Getenv(envTime))
 	if s == "" {
-		return ShortBudget
+		return shortBudget
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		t.Fatalf("chaos: %s=%q is not a positive duration such as 10m", EnvTime, s)
+		t.Fatalf("chaos: %s=%q is not a positive duration such as 10m", envTime, s)
 	}
 	return d
 }
@@ -100,7 +100,7 @@ func Budget(t testing.TB) time.Duration {
 // may overrun its share by some runs). A CHAOS_TIME that is not a
 // positive duration adds nothing here; Budget fails the tests for it.
 func MainBudget(base time.Duration) time.Duration {
-	d, err := time.ParseDuration(strings.TrimSpace(os.Getenv(EnvTime)))
+	d, err := time.ParseDuration(strings.TrimSpace(os.Getenv(envTime)))
 	if err != nil || d <= 0 {
 		return base
 	}
@@ -109,7 +109,7 @@ func MainBudget(base time.Duration) time.Duration {
 
 // Long reports whether CHAOS_TIME asks for the long schedule.
 func Long() bool {
-	return strings.TrimSpace(os.Getenv(EnvTime)) != ""
+	return strings.TrimSpace(os.Getenv(envTime)) != ""
 }
 
 // Repeat runs run as subtests name+"0", name+"1", … (name such as "on"
@@ -159,7 +159,7 @@ func runSeeded(t *testing.T, name string, i int, seed int64, f func(t *testing.T
 		ran = true
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("rerun with %s=%d go test -race -run '^%s$/^%s0$'", EnvSeed, seed, runPattern(parent), name)
+				t.Logf("rerun with %s=%d go test -race -run '^%s$/^%s0$'", envSeed, seed, runPattern(parent), name)
 			}
 		})
 		f(t, Rand(seed))

@@ -68,14 +68,14 @@ func (r *recorder) fatal(f func()) (fataled bool) {
 // from CI (which refuses a seed).
 func replayByHand(t *testing.T, seed string) {
 	t.Setenv("CI", "")
-	t.Setenv(EnvSeed, seed)
+	t.Setenv(envSeed, seed)
 }
 
 func TestSeed(t *testing.T) {
 	replayByHand(t, "12345")
 	r := &recorder{TB: t}
 	if got := Seed(r); got != 12345 {
-		t.Fatalf("Seed = %d with %s=12345", got, EnvSeed)
+		t.Fatalf("Seed = %d with %s=12345", got, envSeed)
 	}
 	r.Errorf("the test failed")
 	for _, f := range r.cleanups {
@@ -85,7 +85,7 @@ func TestSeed(t *testing.T) {
 		t.Errorf("logs lack the rerun line:\n%s", got)
 	}
 
-	t.Setenv(EnvSeed, "")
+	t.Setenv(envSeed, "")
 	a, b := Seed(t), Seed(t)
 	if a == b || a < 0 || b < 0 {
 		t.Errorf("two random seeds %d, %d", a, b)
@@ -111,19 +111,19 @@ func TestRandDeterministic(t *testing.T) {
 }
 
 func TestBudget(t *testing.T) {
-	t.Setenv(EnvTime, "")
-	if got := Budget(t); got != ShortBudget || Long() {
-		t.Errorf("Budget %v, Long %v without %s", got, Long(), EnvTime)
+	t.Setenv(envTime, "")
+	if got := Budget(t); got != shortBudget || Long() {
+		t.Errorf("Budget %v, Long %v without %s", got, Long(), envTime)
 	}
-	t.Setenv(EnvTime, "10m")
+	t.Setenv(envTime, "10m")
 	if got := Budget(t); got != 10*time.Minute || !Long() {
 		t.Errorf("Budget %v, Long %v with 10m", got, Long())
 	}
 	for _, bad := range []string{"10", "-1m", "0s", "soon"} {
-		t.Setenv(EnvTime, bad)
+		t.Setenv(envTime, bad)
 		r := &recorder{TB: t}
 		if !r.fatal(func() { Budget(r) }) || !strings.Contains(r.errs[0], bad) {
-			t.Errorf("%s=%q: %v", EnvTime, bad, r.errs)
+			t.Errorf("%s=%q: %v", envTime, bad, r.errs)
 		}
 	}
 }
@@ -159,8 +159,8 @@ func TestRepeat(t *testing.T) {
 
 func TestReport(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chaos.jsonl")
-	t.Setenv(EnvReport, path)
-	t.Setenv(EnvSeed, "")
+	t.Setenv(envReport, path)
+	t.Setenv(envSeed, "")
 	t.Setenv(testenv.EnvRedisServer, "")
 	good := Row{Package: "p", Fault: "lost reply", Runs: 3, IDs: 1000, Violations: 0, ControlRuns: 2,
 		ControlViolations: 7, Seed: 5, Seconds: 1.5}
@@ -208,7 +208,7 @@ func TestReport(t *testing.T) {
 // it fails the test instead of running one schedule for ever.
 func TestSeedRefusedInCI(t *testing.T) {
 	t.Setenv("CI", "true")
-	t.Setenv(EnvSeed, "42")
+	t.Setenv(envSeed, "42")
 	for name, f := range map[string]func(testing.TB){
 		"Seed":   func(tb testing.TB) { Seed(tb) },
 		"Repeat": func(tb testing.TB) { baseSeed(tb) },
@@ -242,7 +242,7 @@ func TestRepeatFiltered(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, self, "-test.run=^TestRepeatFiltered$/^on2$", "-test.v")
-	cmd.Env = append(os.Environ(), "FAULTS_TEST_FILTERED=1", EnvSeed+"=5", "CI=")
+	cmd.Env = append(os.Environ(), "FAULTS_TEST_FILTERED=1", envSeed+"=5", "CI=")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the filtered run, with an hour of budget: %v (the test's context: %v)\n%s", err, ctx.Err(), out)

@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// MatchBytes returns a request matcher for Proxy.DropReplies that matches
+// matchBytes returns a request matcher for Proxy.DropReplies that matches
 // requests containing sub anywhere.
-func MatchBytes(sub string) func(request []byte) bool {
+func matchBytes(sub string) func(request []byte) bool {
 	b := []byte(sub)
 	return func(req []byte) bool { return bytes.Contains(req, b) }
 }
@@ -33,7 +33,7 @@ func MatchBytes(sub string) func(request []byte) bool {
 // lose the reply of a transaction that did commit, match its COMMIT, or
 // run the statement on its own (autocommit).
 func MatchPGQuery(sql string) func(request []byte) bool {
-	return MatchBytes(sql)
+	return matchBytes(sql)
 }
 
 // MatchRedisScript returns a request matcher for Proxy.DropReplies that
@@ -64,10 +64,10 @@ func MatchRedisScript(src string) func(request []byte) bool {
 	}
 }
 
-// MatchRedisCommand returns a request matcher for Proxy.DropReplies that
+// matchRedisCommand returns a request matcher for Proxy.DropReplies that
 // matches a Redis request holding the command name (any case) whose first
 // arguments are args, for example MatchRedisCommand("DEL", key).
-func MatchRedisCommand(name string, args ...string) func(request []byte) bool {
+func matchRedisCommand(name string, args ...string) func(request []byte) bool {
 	return func(req []byte) bool {
 	cmds:
 		for _, cmd := range redisCommands(req) {

@@ -56,12 +56,12 @@ func TestMatchRedisCommand(t *testing.T) {
 		req   string
 		want  bool
 	}{
-		{MatchRedisCommand("DEL", "k1"), resp("del", "k1"), true},
-		{MatchRedisCommand("DEL", "k1"), resp("del", "k2"), false},
-		{MatchRedisCommand("DEL"), resp("del", "k2", "k3"), true},
-		{MatchRedisCommand("DEL", "k1", "k2"), resp("del", "k1"), false},
-		{MatchRedisCommand("SET"), resp("get", "k") + resp("set", "k", "v"), true},
-		{MatchRedisCommand("SET"), resp("getset", "k", "v"), false},
+		{matchRedisCommand("DEL", "k1"), resp("del", "k1"), true},
+		{matchRedisCommand("DEL", "k1"), resp("del", "k2"), false},
+		{matchRedisCommand("DEL"), resp("del", "k2", "k3"), true},
+		{matchRedisCommand("DEL", "k1", "k2"), resp("del", "k1"), false},
+		{matchRedisCommand("SET"), resp("get", "k") + resp("set", "k", "v"), true},
+		{matchRedisCommand("SET"), resp("getset", "k", "v"), false},
 	}
 	for _, tt := range tests {
 		if got := tt.match([]byte(tt.req)); got != tt.want {

@@ -226,7 +226,7 @@ func TestProxyDropRepliesSplit(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	s := startLineServer(t)
 	p := Start(t, s.Addr())
-	p.DropReplies(MatchBytes("SET x\n"), 1)
+	p.DropReplies(matchBytes("SET x\n"), 1)
 	lc := dialLine(t, p.Addr())
 	mustSend(t, lc, "GET x") // not matched
 	if _, err := lc.send(10*time.Second, "SE", "T x\n"); err == nil {
@@ -256,7 +256,7 @@ func TestProxyDropRateDeterministic(t *testing.T) {
 	s := startLineServer(t)
 	pattern := func(seed int64) string {
 		p := Start(t, s.Addr())
-		p.SetDropRate(0.5, rand.New(rand.NewPCG(uint64(seed), 0)), MatchBytes("w"))
+		p.SetDropRate(0.5, rand.New(rand.NewPCG(uint64(seed), 0)), matchBytes("w"))
 		var b strings.Builder
 		lc := dialLine(t, p.Addr())
 		for range 24 {

@@ -15,9 +15,9 @@ import (
 	"time"
 )
 
-// EnvHelper names, in a process started by StartHelper, the helper it is
+// envHelper names, in a process started by StartHelper, the helper it is
 // to run; HelperMain reads it.
-const EnvHelper = "FAULTS_HELPER"
+const envHelper = "FAULTS_HELPER"
 
 // killTimeout bounds the wait for a killed process to be reaped.
 const killTimeout = 10 * time.Second
@@ -34,14 +34,14 @@ const killTimeout = 10 * time.Second
 // A helper reads its parameters from its environment (set by StartHelper's
 // env) and reports through files.
 func Main(helpers map[string]func() int) {
-	name := os.Getenv(EnvHelper)
+	name := os.Getenv(envHelper)
 	if name == "" {
 		return
 	}
 	f, ok := helpers[name]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "helper: %s=%q names no helper of this test binary (have %v)\n",
-			EnvHelper, name, slices.Sorted(maps.Keys(helpers)))
+			envHelper, name, slices.Sorted(maps.Keys(helpers)))
 		os.Exit(2)
 	}
 	os.Exit(f())
@@ -80,7 +80,7 @@ func Start(t testing.TB, name string, env ...string) *Process {
 		t.Fatalf("helper: %v", err)
 	}
 	defer stdout.Close()
-	stderr, err := os.Create(p.StderrPath())
+	stderr, err := os.Create(p.stderrPath())
 	if err != nil {
 		t.Fatalf("helper: %v", err)
 	}
@@ -89,7 +89,7 @@ func Start(t testing.TB, name string, env ...string) *Process {
 	// -test.run=^$: a binary whose TestMain lacks HelperMain runs no test
 	// instead of every test, recursively.
 	p.cmd = exec.Command(self, "-test.run=^$")
-	p.cmd.Env = append(append(os.Environ(), EnvHelper+"="+name), env...)
+	p.cmd.Env = append(append(os.Environ(), envHelper+"="+name), env...)
 	p.cmd.Stdout, p.cmd.Stderr = stdout, stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
@@ -123,13 +123,13 @@ func (p *Process) Dir() string { return p.dir }
 // StdoutPath returns the file that receives the process's standard output.
 func (p *Process) StdoutPath() string { return filepath.Join(p.dir, "stdout") }
 
-// StderrPath returns the file that receives the process's standard error.
-func (p *Process) StderrPath() string { return filepath.Join(p.dir, "stderr") }
+// stderrPath returns the file that receives the process's standard error.
+func (p *Process) stderrPath() string { return filepath.Join(p.dir, "stderr") }
 
 // Stderr returns the end (up to 4 KiB) of what the process wrote to its
 // standard error, for failure messages.
 func (p *Process) Stderr() string {
-	b, err := os.ReadFile(p.StderrPath())
+	b, err := os.ReadFile(p.stderrPath())
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}

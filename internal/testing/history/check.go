@@ -9,19 +9,19 @@ import (
 
 // The rules CheckTokens enforces, as Violation.Rule names them.
 const (
-	// RuleRevoked: a Validate accepted a session after a revocation of it
+	// ruleRevoked: a Validate accepted a session after a revocation of it
 	// had returned: on the Manager that revoked it, at any time; on
 	// another Manager, once that Manager's CacheTTL had passed too.
-	RuleRevoked = "revoked session validated"
-	// RuleNeverIssued: a Validate accepted a session that no successful
+	ruleRevoked = "revoked session validated"
+	// ruleNeverIssued: a Validate accepted a session that no successful
 	// Issue or Rotate in the history made.
-	RuleNeverIssued = "unknown session validated"
-	// RuleWrongUser: a Validate returned another user than the session was
+	ruleNeverIssued = "unknown session validated"
+	// ruleWrongUser: a Validate returned another user than the session was
 	// issued to.
-	RuleWrongUser = "session validated as another user"
-	// RuleUnavailable: inside a ReadsMustWork span, a Validate of a live
+	ruleWrongUser = "session validated as another user"
+	// ruleUnavailable: inside a ReadsMustWork span, a Validate of a live
 	// session that nobody had tried to revoke failed with Unavailable.
-	RuleUnavailable = "live session unavailable while reads must work"
+	ruleUnavailable = "live session unavailable while reads must work"
 )
 
 // Violation is a breach of a rule that CheckTokens found, with the
@@ -261,16 +261,16 @@ func checkTokens(w *work, ops []Op, windows []window, t0 time.Time, cacheTTL fun
 		switch v.Outcome {
 		case OK:
 			if !known {
-				add(RuleNeverIssued, fmt.Sprintf("session %d accepted, but no successful Issue or Rotate made it", v.Session), v)
+				add(ruleNeverIssued, fmt.Sprintf("session %d accepted, but no successful Issue or Rotate made it", v.Session), v)
 				continue
 			}
 			if v.User != 0 && origin.user != 0 && v.User != origin.user {
-				add(RuleWrongUser, fmt.Sprintf("session %d of user %d accepted as user %d", v.Session, origin.user, v.User),
+				add(ruleWrongUser, fmt.Sprintf("session %d of user %d accepted as user %d", v.Session, origin.user, v.User),
 					origin.op, v)
 				continue
 			}
 			if v.Served != 0 && servedUnknown(v) {
-				add(RuleNeverIssued, fmt.Sprintf("session %d's token served as session %d, which no Rotate may have made",
+				add(ruleNeverIssued, fmt.Sprintf("session %d's token served as session %d, which no Rotate may have made",
 					v.Session, v.Served), origin.op, v)
 				continue
 			}
@@ -287,7 +287,7 @@ func checkTokens(w *work, ops []Op, windows []window, t0 time.Time, cacheTTL fun
 			if r.Kind == RevokeAll {
 				involved = []Op{origin.op, r, v}
 			}
-			add(RuleRevoked, revokedWhy(v, r, q.ttl, t0), involved...)
+			add(ruleRevoked, revokedWhy(v, r, q.ttl, t0), involved...)
 		case Unavailable:
 			if !known || !origin.op.End.Before(v.Start) || !spans.hold(w, v) {
 				continue
@@ -295,7 +295,7 @@ func checkTokens(w *work, ops []Op, windows []window, t0 time.Time, cacheTTL fun
 			if t, ok := touched[v.Session]; ok && t.Before(v.End) {
 				continue
 			}
-			add(RuleUnavailable, fmt.Sprintf("session %d, live and never revoked, failed inside a span where reads must work",
+			add(ruleUnavailable, fmt.Sprintf("session %d, live and never revoked, failed inside a span where reads must work",
 				v.Session), origin.op, v)
 		}
 	}

@@ -111,11 +111,11 @@ func checkTokensReference(w *work, ops []Op, windows []window, t0 time.Time, cac
 		switch v.Outcome {
 		case OK:
 			if !known {
-				add(RuleNeverIssued, fmt.Sprintf("session %d accepted, but no successful Issue or Rotate made it", v.Session), v)
+				add(ruleNeverIssued, fmt.Sprintf("session %d accepted, but no successful Issue or Rotate made it", v.Session), v)
 				continue
 			}
 			if v.User != 0 && origin.user != 0 && v.User != origin.user {
-				add(RuleWrongUser, fmt.Sprintf("session %d of user %d accepted as user %d", v.Session, origin.user, v.User),
+				add(ruleWrongUser, fmt.Sprintf("session %d of user %d accepted as user %d", v.Session, origin.user, v.User),
 					origin.op, v)
 				continue
 			}
@@ -125,7 +125,7 @@ func checkTokensReference(w *work, ops []Op, windows []window, t0 time.Time, cac
 					w.steps++
 					return v.End.After(t)
 				}) {
-					add(RuleNeverIssued, fmt.Sprintf("session %d's token served as session %d, which no Rotate may have made",
+					add(ruleNeverIssued, fmt.Sprintf("session %d's token served as session %d, which no Rotate may have made",
 						v.Session, v.Served), origin.op, v)
 					continue
 				}
@@ -142,7 +142,7 @@ func checkTokensReference(w *work, ops []Op, windows []window, t0 time.Time, cac
 				if r.op.Kind == RevokeAll {
 					involved = []Op{origin.op, r.op, v}
 				}
-				add(RuleRevoked, why, involved...)
+				add(ruleRevoked, why, involved...)
 			}
 		case Unavailable:
 			if !known || !origin.end.Before(v.Start) || !inWindow(v) {
@@ -151,7 +151,7 @@ func checkTokensReference(w *work, ops []Op, windows []window, t0 time.Time, cac
 			if t, ok := touched[v.Session]; ok && t.Before(v.End) {
 				continue
 			}
-			add(RuleUnavailable, fmt.Sprintf("session %d, live and never revoked, failed inside a span where reads must work",
+			add(ruleUnavailable, fmt.Sprintf("session %d, live and never revoked, failed inside a span where reads must work",
 				v.Session), origin.op, v)
 		}
 	}

@@ -70,61 +70,61 @@ func TestCheckTokens(t *testing.T) {
 		// Must violate.
 		{"same manager after revoke", withSession(10).
 			op(Op{Kind: Revoke, Manager: 1, Session: 10}, 10, 12, OK).
-			op(validate(1, 10), 13, 14, OK), []string{RuleRevoked}},
+			op(validate(1, 10), 13, 14, OK), []string{ruleRevoked}},
 		{"same manager, cache would not excuse it", withSession(10).
 			op(Op{Kind: Revoke, Manager: 2, Session: 10}, 10, 12, OK).
-			op(validate(2, 10), 13, 14, OK), []string{RuleRevoked}},
+			op(validate(2, 10), 13, 14, OK), []string{ruleRevoked}},
 		{"other manager past its CacheTTL", withSession(10).
 			op(Op{Kind: Revoke, Manager: 1, Session: 10}, 10, 12, OK).
-			op(validate(2, 10), 113, 114, OK), []string{RuleRevoked}},
+			op(validate(2, 10), 113, 114, OK), []string{ruleRevoked}},
 		{"other manager without cache", withSession(10).
 			op(Op{Kind: Revoke, Manager: 2, Session: 10}, 10, 12, OK).
-			op(validate(1, 10), 13, 14, OK), []string{RuleRevoked}},
+			op(validate(1, 10), 13, 14, OK), []string{ruleRevoked}},
 		{"RevokeSession", withSession(10).
 			op(Op{Kind: RevokeSession, Manager: 1, User: 1, Session: 10}, 10, 12, OK).
-			op(validate(1, 10), 20, 21, OK), []string{RuleRevoked}},
+			op(validate(1, 10), 20, 21, OK), []string{ruleRevoked}},
 		{"RevokeAll", withSession(10).
 			op(Op{Kind: RevokeAll, Manager: 1, User: 1, Keep: []int64{11}}, 10, 12, OK).
-			op(validate(3, 10), 20, 21, OK), []string{RuleRevoked}},
+			op(validate(3, 10), 20, 21, OK), []string{ruleRevoked}},
 		{"Rotate revokes the old session", withSession(10).
 			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
 			op(validate(1, 20), 20, 21, OK).
-			op(validate(1, 10), 20, 21, OK), []string{RuleRevoked}},
+			op(validate(1, 10), 20, 21, OK), []string{ruleRevoked}},
 		{"RevokeAll covers a rotated session", withSession(10).
 			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
 			op(Op{Kind: RevokeAll, Manager: 1, User: 1}, 15, 16, OK).
-			op(validate(1, 20), 20, 21, OK), []string{RuleRevoked}},
+			op(validate(1, 20), 20, 21, OK), []string{ruleRevoked}},
 		{"a later successful revoke counts", withSession(10).
 			op(Op{Kind: Revoke, Manager: 1, Session: 10}, 10, 12, Unavailable).
 			op(Op{Kind: Revoke, Manager: 1, Session: 10}, 20, 22, OK).
-			op(validate(1, 10), 30, 31, OK), []string{RuleRevoked}},
+			op(validate(1, 10), 30, 31, OK), []string{ruleRevoked}},
 		{"a rotated-out token served after a Revoke of it", withSession(10).
 			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
 			op(Op{Kind: Revoke, Manager: 1, Session: 10}, 13, 14, OK).
-			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20}, 20, 21, OK), []string{RuleRevoked}},
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20}, 20, 21, OK), []string{ruleRevoked}},
 		{"a rotated-out token served after its successor's revocation", withSession(10).
 			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
 			op(Op{Kind: RevokeSession, Manager: 1, User: 1, Session: 20}, 13, 14, OK).
-			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20}, 20, 21, OK), []string{RuleRevoked}},
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20}, 20, 21, OK), []string{ruleRevoked}},
 		{"a rotated-out token served after RevokeAll", withSession(10).
 			op(Op{Kind: Rotate, Manager: 1, Session: 10, NewSession: 20}, 10, 12, OK).
 			op(Op{Kind: RevokeAll, Manager: 1, User: 1}, 13, 14, OK).
-			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20}, 20, 21, OK), []string{RuleRevoked}},
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 20}, 20, 21, OK), []string{ruleRevoked}},
 		{"a token served as a session no Rotate made", withSession(10).
-			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 99}, 20, 21, OK), []string{RuleNeverIssued}},
+			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 99}, 20, 21, OK), []string{ruleNeverIssued}},
 		{"served as a session a later lost Rotate may have made", withSession(10).
 			op(Op{Kind: Validate, Manager: 1, Session: 10, Served: 99}, 20, 21, OK).
-			op(Op{Kind: Rotate, Manager: 1, Session: 10}, 22, 23, Unavailable), []string{RuleNeverIssued}},
-		{"never issued", withSession(10).op(validate(1, 99), 5, 6, OK), []string{RuleNeverIssued}},
+			op(Op{Kind: Rotate, Manager: 1, Session: 10}, 22, 23, Unavailable), []string{ruleNeverIssued}},
+		{"never issued", withSession(10).op(validate(1, 99), 5, 6, OK), []string{ruleNeverIssued}},
 		{"issue that failed", newHist().
 			op(Op{Kind: Issue, Manager: 1, User: 1, Session: 10}, 0, 1, Unavailable).
-			op(validate(1, 10), 5, 6, OK), []string{RuleNeverIssued}},
+			op(validate(1, 10), 5, 6, OK), []string{ruleNeverIssued}},
 		{"wrong user", withSession(10).op(Op{Kind: Validate, Manager: 1, Session: 10, User: 2}, 5, 6, OK),
-			[]string{RuleWrongUser}},
+			[]string{ruleWrongUser}},
 		{"unavailable while reads must work", withSession(10).window(5, 50).
-			op(validate(1, 10), 20, 21, Unavailable), []string{RuleUnavailable}},
+			op(validate(1, 10), 20, 21, Unavailable), []string{ruleUnavailable}},
 		{"unavailable in an open window", withSession(10).window(5, -1).
-			op(validate(1, 10), 20, 21, Unavailable), []string{RuleUnavailable}},
+			op(validate(1, 10), 20, 21, Unavailable), []string{ruleUnavailable}},
 
 		// Must not violate.
 		{"validate concurrent with the revoke", withSession(10).
@@ -230,7 +230,7 @@ func TestViolationString(t *testing.T) {
 		t.Fatalf("%d violations, want 1", len(vs))
 	}
 	s := vs[0].String()
-	for _, want := range []string{RuleRevoked, "#0 m1 Issue session=10 user=1 [0s, 1ms] ok",
+	for _, want := range []string{ruleRevoked, "#0 m1 Issue session=10 user=1 [0s, 1ms] ok",
 		"#1 m1 RevokeAll user=1 keep=[11] [10ms, 12ms] ok", "#2 m2 Validate session=10 [200ms, 201ms] ok",
 		"CacheTTL 50ms", "188ms later"} {
 		if !strings.Contains(s, want) {
@@ -305,8 +305,8 @@ func TestHistoryRecording(t *testing.T) {
 	// A validate that succeeds after the revokes returned is caught.
 	c := h.Begin(Op{Kind: Validate, Manager: 1, Session: 101})
 	c.End(nil)
-	if vs := CheckTokens(h, nil); len(vs) != 1 || vs[0].Rule != RuleRevoked {
-		t.Errorf("violations %v; want one %s", vs, RuleRevoked)
+	if vs := CheckTokens(h, nil); len(vs) != 1 || vs[0].Rule != ruleRevoked {
+		t.Errorf("violations %v; want one %s", vs, ruleRevoked)
 	}
 
 	path := filepath.Join(t.TempDir(), "history.txt")

@@ -261,12 +261,12 @@ func TestCheckTokensAgainstReference(t *testing.T) {
 		}
 	}
 	t.Logf("%d random histories, each with the same violations: %v; of a Validate that served its successor: %v", compared, rules, served)
-	for _, rule := range []string{RuleRevoked, RuleNeverIssued, RuleWrongUser, RuleUnavailable} {
+	for _, rule := range []string{ruleRevoked, ruleNeverIssued, ruleWrongUser, ruleUnavailable} {
 		if rules[rule] == 0 {
 			t.Errorf("no random history breaks %q: the comparison proves nothing of it", rule)
 		}
 	}
-	for _, rule := range []string{RuleRevoked, RuleNeverIssued} {
+	for _, rule := range []string{ruleRevoked, ruleNeverIssued} {
 		if served[rule] == 0 {
 			t.Errorf("no random history breaks %q with a Validate that served its successor: the comparison proves nothing of Op.Served", rule)
 		}

@@ -195,12 +195,12 @@ func (c *Call) End(err error) {
 			out = c.h.classify(err)
 		}
 	}
-	c.EndAs(out, err)
+	c.endAs(out, err)
 }
 
-// EndAs records that the operation ended now with out (err, if not nil,
+// endAs records that the operation ended now with out (err, if not nil,
 // is kept as text for reports).
-func (c *Call) EndAs(out Outcome, err error) {
+func (c *Call) endAs(out Outcome, err error) {
 	end := time.Now()
 	c.op.End, c.op.Outcome = end, out
 	if err != nil {

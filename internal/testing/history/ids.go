@@ -21,9 +21,9 @@ func AppendID(dst []byte, id int64) []byte {
 	return binary.LittleEndian.AppendUint64(dst, uint64(id))
 }
 
-// ReadIDFile returns the IDs in the ID file at path, in file order,
+// readIDFile returns the IDs in the ID file at path, in file order,
 // without a partial last record.
-func ReadIDFile(path string) ([]int64, error) {
+func readIDFile(path string) ([]int64, error) {
 	var ids []int64
 	if fi, err := os.Stat(path); err == nil {
 		ids = make([]int64, 0, fi.Size()/idRecord)

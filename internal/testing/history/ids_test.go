@@ -44,7 +44,7 @@ func TestCheckUniqueFiles(t *testing.T) {
 	if err != nil || total != 2 || dups != nil {
 		t.Errorf("one file without repeats: %d, %v, %v", total, dups, err)
 	}
-	ids, err := ReadIDFile(a)
+	ids, err := readIDFile(a)
 	if err != nil || !reflect.DeepEqual(ids, []int64{1, 5, 9, -3}) {
 		t.Errorf("ReadIDFile: %v, %v", ids, err)
 	}

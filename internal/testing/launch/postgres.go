@@ -200,7 +200,7 @@ func (pg *Postgres) DataDir() string { return pg.data() }
 
 func (pg *Postgres) data() string { return filepath.Join(pg.dir, "data") }
 
-// Running reports whether the server's process is running.
+// running reports whether the server's process is running.
 func (pg *Postgres) Running() bool { return pg.proc != nil && !pg.proc.Exited() }
 
 // Stop sends sig (SIGINT is PostgreSQL's fast shutdown, as pg_ctl stop -m

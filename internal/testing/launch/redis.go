@@ -251,7 +251,7 @@ func (r *Redis) Dir() string { return r.dir }
 // LogPath returns the server's log file.
 func (r *Redis) LogPath() string { return filepath.Join(r.dir, "redis.log") }
 
-// Running reports whether the server's process is running.
+// running reports whether the server's process is running.
 func (r *Redis) Running() bool { return r.proc != nil && !r.proc.Exited() }
 
 // Stop sends sig (SIGTERM saves data if persistence is on; SIGKILL ends
