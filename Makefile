@@ -51,7 +51,7 @@ generate-check:
 # Writes api/*.txt, the exported API of every released module (see
 # internal/checks/apifile); make test fails while they differ from the code.
 api:
-	GOWORK=off go run ./internal/checks/apifile/cmd/apifile -w
+	GOWORK=off go run ./internal/cmd/apifile -w
 
 # The release commit and tags of every released module, in this working
 # tree, nothing pushed: a dry run unless APPLY=1 (or DRY_RUN=0). See

@@ -348,7 +348,7 @@ GO_TEST_P=8
 # the order it is given them, GO_TEST_P at a time, and the slow ones
 # otherwise start last and run one after the other. A hint only: a package
 # no longer there is left out, and one missing here merely starts later.
-SLOW_PACKAGES=(./workerid ./tokens ./internal/checks/readmecheck ./internal/release)
+SLOW_PACKAGES=(./workerid ./tokens ./internal/checks/readmecheck ./internal/checks/release)
 
 # The modules whose tests take longest, built first so that their tests
 # start first (go_test_all); the root module's are the longest. A hint

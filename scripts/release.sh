@@ -161,7 +161,7 @@ want="## [${version#v}] - Unreleased"
 grep -qxF "$want" CHANGELOG.md || die "CHANGELOG.md has no line \"$want\": write down what the release changes"
 
 echo "checking api/*.txt against the code"
-GOWORK=off go run ./internal/checks/apifile/cmd/apifile || die "api/*.txt are not current: review the difference above and run make api"
+GOWORK=off go run ./internal/cmd/apifile || die "api/*.txt are not current: review the difference above and run make api"
 
 # apidiff of each released module against its own last tag.
 tmp=$(mktemp -d)

@@ -273,7 +273,7 @@ func TestMain(m *testing.M) {
 // TestVersion: `snowkey version` and `snowkey --version` print the module
 // version of the build information, "(devel)" without one. That `go
 // install .../cmd/snowkey@vX.Y.Z` records vX.Y.Z is shown by
-// internal/release's TestInstallFromTags.
+// internal/checks/release's TestInstallFromTags.
 func TestVersion(t *testing.T) {
 	for _, arg := range []string{"version", "--version"} {
 		code, out, errOut := runCLI(arg)

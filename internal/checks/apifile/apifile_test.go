@@ -16,7 +16,7 @@ func TestMain(m *testing.M) {
 }
 
 // repoRoot is the checkout this package is in.
-const repoRoot = "../.."
+const repoRoot = "../../.."
 
 // TestAPIFilesCurrent fails, printing each difference, when the exported
 // API of a released module is not what its api/*.txt file says: a change

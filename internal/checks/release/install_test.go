@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 }
 
 // repoRoot is the checkout this package is in.
-const repoRoot = "../.."
+const repoRoot = "../../.."
 
 // rootPath is the module path the clone is served as.
 const rootPath = "github.com/snowkeyhq/snowkey"
@@ -546,7 +546,7 @@ func (m *matrix) String() string {
 // The lines of docs/operations.md between these markers are the table of
 // what each module adds to a consumer's go.sum.
 const (
-	tableBegin = "<!-- go.sum weights: checked by internal/release TestInstallFromTags -->"
+	tableBegin = "<!-- go.sum weights: checked by internal/checks/release TestInstallFromTags -->"
 	tableEnd   = "<!-- end of go.sum weights -->"
 )
 
