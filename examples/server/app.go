@@ -84,9 +84,6 @@ type Config struct {
 // defences are the test-only switches that turn a defence off, and test
 // hooks no user needs. The zero value is every defence on.
 type defences struct {
-	noThrottle                bool         // no rate limits on signup and login
-	unboundedHashQueue        bool         // requests wait for a hash slot without bound
-	noContentTypeCheck        bool         // accept any Content-Type as JSON
 	noRedaction               bool         // log and return secrets as they are
 	noSessionFloor            bool         // a fixed worker's restart floor ignores sessions
 	revealTaken               bool         // signup answers 409 for a registered email
@@ -95,13 +92,9 @@ type defences struct {
 	devicesAnyEpoch           bool         // a device cookie stays valid after the password it was earned with changes
 	unboundedDevices          bool         // an account has any number of device numbers
 	newDeviceEveryLogin       bool         // a login that brings a valid device cookie gets a new device number
-	noKnownDeviceSlot         bool         // known devices' password checks wait with every other login's, in its queue
 	noEarlyShed               bool         // a login with no device cookie, or a sign-up, that the hash pool will refuse spends its rate limits (and a login its database read) first
 	inFlightLoginSurvives     bool         // a login whose password check preceded a password change still gets its session
 	passwordGuessesPerAddress bool         // a logged-in user's check of their own password (password change, reauth) counts per account and address only
-	outboxAnyHost             bool         // the development outbox answers whatever Host a request names
-	nullEmptyOutbox           bool         // the empty development outbox answers {"messages": null}
-	noNosniff                 bool         // answers go without X-Content-Type-Options: nosniff
 	keepOtherSessions         bool         // a password change leaves the user's other sessions alive
 	tokenInBody               bool         // a cookie login also sends the token in the answer's body
 	openEmbeddedRedis         bool         // the embedded Redis answers any local client, with no password
@@ -206,10 +199,10 @@ func open(ctx context.Context, cfg Config, d defences) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.limits, err = newThrottle(cfg.Throttle, cfg.KeyPrefix, d.noThrottle); err != nil {
+	if a.limits, err = newThrottle(cfg.Throttle, cfg.KeyPrefix); err != nil {
 		return nil, err
 	}
-	if a.hashes, err = newHashPool(cfg.Throttle, d.unboundedHashQueue, d.noKnownDeviceSlot); err != nil {
+	if a.hashes, err = newHashPool(cfg.Throttle); err != nil {
 		return nil, err
 	}
 	dbDesc := dbKind.describe()
@@ -259,8 +252,8 @@ func open(ctx context.Context, cfg Config, d defences) (_ *App, err error) {
 	if a.metrics, err = newMetrics(a); err != nil {
 		return nil, err
 	}
-	a.handler = a.routes()
-	a.ops = a.opsRoutes()
+	a.handler = nosniff(a.routes())
+	a.ops = nosniff(a.opsRoutes())
 	return a, nil
 }
 

@@ -31,11 +31,11 @@ const (
 	maxPerPage     = 100
 )
 
-// routes builds the handler of every public endpoint. Everything under
-// /api/ except signup, verify, login and layout needs a token, from the
-// Authorization header or the page's cookie, checked by the tokens
-// Middleware, whose 401, 400, 403 and 503 answers (RFC 6750) pass
-// through unchanged.
+// routes builds the handler of every public endpoint, which Open serves
+// behind nosniff. Everything under /api/ except signup, verify, login and
+// layout needs a token, from the Authorization header or the page's
+// cookie, checked by the tokens Middleware, whose 401, 400, 403 and 503
+// answers (RFC 6750) pass through unchanged.
 func (a *App) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) *apiError) {
@@ -75,17 +75,18 @@ func (a *App) routes() http.Handler {
 	mux.Handle("GET /snowkey.js", web)
 	mux.Handle("GET /style.css", web)
 	mux.Handle("GET /favicon.svg", web)
-	return a.nosniff(a.observe(jsonNotFound(mux)))
+	return a.observe(jsonNotFound(mux))
 }
 
 // opsRoutes builds the handler of what operators read, for a listener of
-// its own: the metrics, and readiness with its detail.
+// its own: the metrics, and readiness with its detail. Open serves it
+// behind nosniff.
 func (a *App) opsRoutes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", a.metrics.handler())
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.HandleFunc("GET /healthz", a.healthz)
-	return a.nosniff(mux)
+	return mux
 }
 
 // nosniff sends X-Content-Type-Options: nosniff on every answer, before
@@ -93,10 +94,7 @@ func (a *App) opsRoutes() http.Handler {
 // page's files included) writes it: browsers then never read an answer
 // as another type than its Content-Type says, such as a JSON answer
 // that holds a user's text as a script or a style sheet.
-func (a *App) nosniff(next http.Handler) http.Handler {
-	if a.defences.noNosniff {
-		return next
-	}
+func nosniff(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		next.ServeHTTP(w, r)

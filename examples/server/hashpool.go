@@ -71,9 +71,8 @@ type hashPool struct {
 	waiting [numHashClasses][]*hashWaiter // requests of each class waiting for a slot, oldest first
 	most    [numHashClasses]int           // the slots each class may hold (see canRun)
 	shared  int                           // other work than known devices' starts only while fewer slots are busy
-	limit   [numHashClasses]int64         // the most requests of a class hashing or waiting; 0: no bound (a control run)
-	wait    time.Duration                 // the longest wait for a slot; 0: no bound (a control run)
-	classOf func(hashClass) hashClass     // the class a request is served as (a control run serves known devices as logins)
+	limit   [numHashClasses]int64         // the most requests of a class hashing or waiting
+	wait    time.Duration                 // the longest wait for a slot
 
 	classPending [numHashClasses]atomic.Int64
 	pending      atomic.Int64  // hashing or waiting now, every class
@@ -88,11 +87,8 @@ type hashWaiter struct {
 	granted bool
 }
 
-// newHashPool makes the pool of max(2, GOMAXPROCS) slots. unbounded
-// turns off every bound: queues, wait and shares (the control run of
-// the flood tests); noKnownDeviceSlot serves known devices as any other
-// login (the control run of the bystanders' test).
-func newHashPool(o ThrottleOptions, unbounded, noKnownDeviceSlot bool) (*hashPool, error) {
+// newHashPool makes the pool of max(2, GOMAXPROCS) slots.
+func newHashPool(o ThrottleOptions) (*hashPool, error) {
 	slots := max(2, runtime.GOMAXPROCS(0))
 	switch {
 	case o.HashQueue < 0:
@@ -104,7 +100,7 @@ func newHashPool(o ThrottleOptions, unbounded, noKnownDeviceSlot bool) (*hashPoo
 	if queue == 0 {
 		queue = 8 * slots
 	}
-	p := &hashPool{slots: slots, wait: o.HashWait, shared: slots - 1, classOf: func(c hashClass) hashClass { return c }}
+	p := &hashPool{slots: slots, wait: o.HashWait, shared: slots - 1}
 	p.most = [numHashClasses]int{classKnownDevice: slots, classLogin: slots - 1, classNewPassword: max(1, slots-2)}
 	p.limit[classKnownDevice] = int64(slots + queue)
 	p.limit[classLogin] = int64(slots + queue)
@@ -113,21 +109,13 @@ func newHashPool(o ThrottleOptions, unbounded, noKnownDeviceSlot bool) (*hashPoo
 	if p.wait == 0 {
 		p.wait = time.Second
 	}
-	if noKnownDeviceSlot {
-		p.classOf = func(c hashClass) hashClass { return max(c, classLogin) }
-	}
-	if unbounded {
-		p.limit, p.wait, p.shared = [numHashClasses]int64{}, 0, slots
-		p.most = [numHashClasses]int{slots, slots, slots}
-	}
 	return p, nil
 }
 
 // full reports whether a request of class c would be refused at once
 // for want of room in its queue, as do would answer it now.
 func (p *hashPool) full(c hashClass) bool {
-	c = p.classOf(c)
-	return p.limit[c] > 0 && p.classPending[c].Load() >= p.limit[c]
+	return p.classPending[c].Load() >= p.limit[c]
 }
 
 // canRun reports whether a job of class c may take a slot now. p.mu is
@@ -152,12 +140,11 @@ func (p *hashPool) canRun(c hashClass) bool {
 // errHashBusy at once when c's queue is full, or after waiting p.wait for
 // a slot, and ctx's error if it ends first.
 func (p *hashPool) do(ctx context.Context, c hashClass, f func() error) error {
-	c = p.classOf(c)
 	p.pending.Add(1)
 	defer p.pending.Add(-1)
 	n := p.classPending[c].Add(1)
 	defer p.classPending[c].Add(-1)
-	if p.limit[c] > 0 && n > p.limit[c] {
+	if n > p.limit[c] {
 		p.rejected.Add(1)
 		return errHashBusy
 	}
@@ -181,17 +168,13 @@ func (p *hashPool) acquire(ctx context.Context, c hashClass) error {
 	p.waiting[c] = append(p.waiting[c], w)
 	p.mu.Unlock()
 
-	var timeout <-chan time.Time
-	if p.wait > 0 {
-		t := time.NewTimer(p.wait)
-		defer t.Stop()
-		timeout = t.C
-	}
+	timeout := time.NewTimer(p.wait)
+	defer timeout.Stop()
 	var err error
 	select {
 	case <-w.ready:
 		return nil
-	case <-timeout:
+	case <-timeout.C:
 		err = errHashBusy
 	case <-ctx.Done():
 		err = ctx.Err()

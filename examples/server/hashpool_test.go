@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,19 @@ func (p *hashPool) busy() int {
 	return n
 }
 
+// unbound lifts every bound of p, as a pool without them would run: its
+// queues hold any number of requests, a request waits for a slot longer
+// than any test runs, and every class may take every slot. It is the
+// control of the pool's bounds, set from the test.
+func unbound(p *hashPool) {
+	for c := range numHashClasses {
+		p.limit[c] = math.MaxInt64
+		p.most[c] = p.slots
+	}
+	p.wait = 24 * time.Hour
+	p.shared = p.slots
+}
+
 // TestHashPool fills the slots logins may hold and their queue: one more
 // request is refused at once, a queued one gives up after HashWait, and
 // the queued ones run once slots free up. In the control run, with no
@@ -53,9 +67,12 @@ func TestHashPool(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "bounded", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)
-			p, err := newHashPool(ThrottleOptions{HashQueue: 2, HashWait: time.Hour}, control, false)
+			p, err := newHashPool(ThrottleOptions{HashQueue: 2, HashWait: time.Hour})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if control {
+				unbound(p)
 			}
 			slots := p.slots
 			release := make(chan struct{})
@@ -96,7 +113,7 @@ func TestHashPool(t *testing.T) {
 
 	t.Run("wait", func(t *testing.T) {
 		ctx := testenv.Deadline(t, time.Minute)
-		p, err := newHashPool(ThrottleOptions{HashWait: 50 * time.Millisecond}, false, false)
+		p, err := newHashPool(ThrottleOptions{HashWait: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,9 +150,12 @@ func TestHashPoolClasses(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "bounded", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)
-			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour}, control, false)
+			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if control {
+				unbound(p)
 			}
 			slots := p.slots
 			// Each sign-up's job ends when its own channel is told to.
@@ -244,7 +264,7 @@ func TestHashPoolKnownDevices(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "own slot", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)
-			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour}, false, control)
+			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,7 +291,12 @@ func TestHashPoolKnownDevices(t *testing.T) {
 			if held := p.busy(); held != p.slots-1 {
 				t.Fatalf("the flood holds %d of %d slots, want all but one", held, p.slots)
 			}
-			err = p.do(ctx, classKnownDevice, func() error { return nil })
+			// The control serves the known device's login as any other.
+			known := classKnownDevice
+			if control {
+				known = classLogin
+			}
+			err = p.do(ctx, known, func() error { return nil })
 			switch {
 			case control && !errors.Is(err, errHashBusy):
 				t.Fatalf("control: a known device's login during the flood: %v; want it refused with the flood", err)
@@ -293,9 +318,12 @@ func TestHashPoolBesideKnownDevice(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "a slot left free", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)
-			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour}, control, false)
+			p, err := newHashPool(ThrottleOptions{HashQueue: 4, HashWait: time.Hour})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if control {
+				unbound(p)
 			}
 			known, knownRuns := make(chan struct{}), make(chan struct{})
 			var knownDone sync.Once

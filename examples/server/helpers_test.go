@@ -109,6 +109,23 @@ func startAppConfig(t *testing.T, cfg Config) (*App, *httptest.Server) {
 // (see openWithout).
 func startAppWithout(t *testing.T, cfg Config, d defences) (*App, *httptest.Server) {
 	t.Helper()
+	return serveApp(t, cfg, d, nil)
+}
+
+// startAppBehind is startAppConfig serving the handler that front builds
+// of the App, in place of its Handler: a control run's stand-in, written
+// in the test, for a server without one of the App's defences of its
+// answers. The App itself is the one Open makes. A nil front serves the
+// App's Handler.
+func startAppBehind(t *testing.T, cfg Config, front func(*App) http.Handler) (*App, *httptest.Server) {
+	t.Helper()
+	return serveApp(t, cfg, defences{}, front)
+}
+
+// serveApp opens an App on cfg with the defences in d switched off and
+// serves its Handler, or what front builds of it when front is not nil.
+func serveApp(t *testing.T, cfg Config, d defences, front func(*App) http.Handler) (*App, *httptest.Server) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
@@ -126,6 +143,9 @@ func startAppWithout(t *testing.T, cfg Config, d defences) (*App, *httptest.Serv
 		t.Fatalf("Open: %v", err)
 	}
 	srv.Config.Handler = app.Handler()
+	if front != nil {
+		srv.Config.Handler = front(app)
+	}
 	srv.Start()
 	t.Cleanup(func() {
 		srv.Close()
@@ -232,7 +252,14 @@ func mustJSON(t *testing.T, v any) string {
 // detail) and returns its URL.
 func startOps(t *testing.T, app *App) string {
 	t.Helper()
-	srv := httptest.NewServer(app.OpsHandler())
+	return startHandler(t, app.OpsHandler())
+}
+
+// startHandler serves h with httptest until the test ends and returns its
+// URL.
+func startHandler(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

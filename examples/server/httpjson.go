@@ -59,7 +59,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // text/plain or form body without a CORS preflight, which this server
 // never grants, but not an application/json one.
 func (a *App) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) *apiError {
-	if e := checkJSONType(r.Header.Get("Content-Type")); e != nil && !a.defences.noContentTypeCheck {
+	if e := checkJSONType(r.Header.Get("Content-Type")); e != nil {
 		return e
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))

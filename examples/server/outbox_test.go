@@ -17,14 +17,19 @@ import (
 // the rest with 403 and no mail: a name that a page's site made resolve
 // to 127.0.0.1 (DNS rebinding) is one of them; so is a request that
 // came through a proxy. In the control run the outbox answers any Host
-// and any proxy, and the test sees the link go to the rebound name.
+// and any proxy (see outboxAnyHost), and the test sees the link go to the
+// rebound name.
 func TestOutboxHost(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "own names only", true: "control"}[control], func(t *testing.T) {
 			testenv.Deadline(t, time.Minute)
 			cfg := Config{Throttle: generous(), Argon2: cheapArgon2, PublicURL: "http://dev.example.test:8080/"}
-			_, srv := startAppWithout(t, cfg, defences{outboxAnyHost: control})
+			var front func(*App) http.Handler
+			if control {
+				front = outboxAnyHost
+			}
+			_, srv := startAppBehind(t, cfg, front)
 			get := func(host string, header ...string) response {
 				t.Helper()
 				req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/api/dev/outbox", nil)
@@ -84,4 +89,21 @@ func TestOutboxHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// outboxAnyHost serves the App's Handler, but shows it every request as
+// one for localhost that came straight from its client, as a proxy on
+// this machine that sets the Host and drops the forwarding headers would:
+// the development outbox then answers whatever Host and proxy a request
+// came with. The control of TestOutboxHost.
+func outboxAnyHost(app *App) http.Handler {
+	h := app.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.Clone(r.Context())
+		r.Host = "localhost"
+		for _, k := range []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip", "Via"} {
+			r.Header.Del(k)
+		}
+		h.ServeHTTP(w, r)
+	})
 }

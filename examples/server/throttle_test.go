@@ -44,7 +44,7 @@ func strictLimits() ThrottleOptions {
 // it, since nothing refills meanwhile. Signups stay generous.
 func defaultBursts(t *testing.T) ThrottleOptions {
 	t.Helper()
-	def, err := newThrottle(ThrottleOptions{}, "", false)
+	def, err := newThrottle(ThrottleOptions{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,8 @@ func want429(t *testing.T, r response, msg string, period time.Duration) {
 
 // TestThrottle reaches each rate limit of login and signup on the embedded
 // miniredis, a real Redis and a Redis Cluster, and, in the control run
-// with the limits off, sees every request reach the password check.
+// with limits that no test reaches (generous), sees every request reach
+// the password check.
 func TestThrottle(t *testing.T) {
 	t.Parallel()
 	for _, b := range []backend{embedded(), realServers(), cluster()} {
@@ -89,13 +90,13 @@ func TestThrottle(t *testing.T) {
 	t.Run("control", func(t *testing.T) {
 		testenv.Deadline(t, 2*time.Minute)
 		cfg := embedded().config(t)
-		cfg.Throttle = strictLimits()
+		cfg.Throttle = generous()
 		testThrottle(t, cfg, true)
 	})
 }
 
 func testThrottle(t *testing.T, cfg Config, control bool) {
-	app, _ := startAppWithout(t, cfg, defences{noThrottle: control})
+	app, _ := startAppConfig(t, cfg)
 	// The account exists: one signup and its verification, from its own
 	// address; the verification's password check counts against the
 	// account's login limits.
@@ -201,18 +202,23 @@ func TestLoginFlood(t *testing.T) {
 			// unavailable", which the flood sends again and counts. An
 			// in-process Redis, as the embedded default's, and a fixed
 			// worker, as the embedded default has.
+			const n, conc = 300, 60
 			mr := miniredis.RunT(t)
 			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 			t.Cleanup(func() { _ = rdb.Close() })
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: defaultBursts(t), Redis: rdb, Worker: 1}
-			// The control turns the hash queue's bound off too: alone, it
-			// answers part of the flood 503.
+			// The control sets limits that the flood does not reach, and a
+			// hash queue that holds the whole flood: the default queue
+			// alone answers part of it 503.
+			if control {
+				cfg.Throttle = generous()
+				cfg.Throttle.HashQueue = n
+			}
 			cfg.Argon2 = Argon2Params{Memory: 1024, Time: 1, Threads: 1} // the count is under test, not the cost
-			app, srv := startAppWithout(t, cfg, defences{noThrottle: control, unboundedHashQueue: control})
+			app, srv := startAppConfig(t, cfg)
 			signupVerified(t, app, "203.0.113.1:1", "victim@example.com", goodPassword)
 			hashes := app.hashes.hashes.Load()
 
-			const n, conc = 300, 60
 			var mu sync.Mutex
 			counts := map[int]int{}
 			// unavailable counts the answers "rate limiter unavailable":
@@ -340,7 +346,7 @@ func TestBlockList(t *testing.T) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer rdb.Close()
-	th, err := newThrottle(ThrottleOptions{LoginPerIP: redis_rate.Limit{Rate: 1, Period: 2 * time.Second, Burst: 1}}, "", false)
+	th, err := newThrottle(ThrottleOptions{LoginPerIP: redis_rate.Limit{Rate: 1, Period: 2 * time.Second, Burst: 1}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
