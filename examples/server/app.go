@@ -43,8 +43,14 @@ type Config struct {
 	// snowflake_id() issues IDs in it.
 	Layout idtype.Layout
 	// Leases configures the worker-number leases (see newGenerator). A
-	// zero Logger means the App's; a zero Layout means Layout.
+	// zero Logger means the App's; a zero Layout means Layout; a nil
+	// Clock means Clock.
 	Leases workerid.Options
+	// Clock is the time source of the IDs: of a fixed worker's generator
+	// and its restart floor, and of the leases unless Leases.Clock is
+	// set. Nil means idtype.SystemClock(). Set one to run the server on a
+	// simulated clock, such as one set back before a restart.
+	Clock idtype.Clock
 	// Tokens configures the login tokens. Zero lifetimes mean the
 	// example's: IdleTimeout 30 minutes, AbsoluteLifetime 12 hours and
 	// RefreshInterval 1 minute, the re-authentication bounds of OWASP ASVS
@@ -84,22 +90,18 @@ type Config struct {
 // defences are the test-only switches that turn a defence off, and test
 // hooks no user needs. The zero value is every defence on.
 type defences struct {
-	noRedaction               bool         // log and return secrets as they are
-	noSessionFloor            bool         // a fixed worker's restart floor ignores sessions
-	revealTaken               bool         // signup answers 409 for a registered email
-	noVerification            bool         // signup makes a usable account at once, with no mail
-	noDeviceCookies           bool         // no login is recognized as coming from the owner's known device
-	devicesAnyEpoch           bool         // a device cookie stays valid after the password it was earned with changes
-	unboundedDevices          bool         // an account has any number of device numbers
-	newDeviceEveryLogin       bool         // a login that brings a valid device cookie gets a new device number
-	noEarlyShed               bool         // a login with no device cookie, or a sign-up, that the hash pool will refuse spends its rate limits (and a login its database read) first
-	inFlightLoginSurvives     bool         // a login whose password check preceded a password change still gets its session
-	passwordGuessesPerAddress bool         // a logged-in user's check of their own password (password change, reauth) counts per account and address only
-	keepOtherSessions         bool         // a password change leaves the user's other sessions alive
-	tokenInBody               bool         // a cookie login also sends the token in the answer's body
-	openEmbeddedRedis         bool         // the embedded Redis answers any local client, with no password
-	noPartitions              bool         // PostgreSQL's posts get no partitions made: all land in the default one
-	clock                     idtype.Clock // of a fixed worker's generator; nil: the system clock
+	revealTaken               bool // signup answers 409 for a registered email
+	noVerification            bool // signup makes a usable account at once, with no mail
+	noDeviceCookies           bool // no login is recognized as coming from the owner's known device
+	devicesAnyEpoch           bool // a device cookie stays valid after the password it was earned with changes
+	unboundedDevices          bool // an account has any number of device numbers
+	newDeviceEveryLogin       bool // a login that brings a valid device cookie gets a new device number
+	noEarlyShed               bool // a login with no device cookie, or a sign-up, that the hash pool will refuse spends its rate limits (and a login its database read) first
+	inFlightLoginSurvives     bool // a login whose password check preceded a password change still gets its session
+	passwordGuessesPerAddress bool // a logged-in user's check of their own password (password change, reauth) counts per account and address only
+	keepOtherSessions         bool // a password change leaves the user's other sessions alive
+	tokenInBody               bool // a cookie login also sends the token in the answer's body
+	noPartitions              bool // PostgreSQL's posts get no partitions made: all land in the default one
 	// loginStep, when set, is called by every login (and sign-up
 	// verification) whose password matched, as it passes each step of
 	// startSession: "checked" before its session is issued, "issued"
@@ -157,9 +159,6 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 // open is Open with the defences in d; only the tests turn one off.
 func open(ctx context.Context, cfg Config, d defences) (_ *App, err error) {
 	secrets := newRedactor(cfg.DatabaseURL, cfg.RedisURL)
-	if d.noRedaction {
-		secrets = nil
-	}
 	defer func() { err = secrets.err(err) }()
 	log := cfg.Logger
 	if log == nil {
@@ -205,13 +204,7 @@ func open(ctx context.Context, cfg Config, d defences) (_ *App, err error) {
 	if a.hashes, err = newHashPool(cfg.Throttle); err != nil {
 		return nil, err
 	}
-	dbDesc := dbKind.describe()
-	if d.noRedaction {
-		// The control run logs the URLs as they are, as a server that
-		// trusted url.URL.Redacted would have.
-		dbDesc, redisDesc = cfg.DatabaseURL, cfg.RedisURL
-	}
-	a.log.Info("snowkey example server starting", "database", dbDesc, "redis", redisDesc)
+	a.log.Info("snowkey example server starting", "database", dbKind.describe(), "redis", redisDesc)
 
 	defer func() {
 		if err != nil {

@@ -65,6 +65,9 @@ func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtyp
 	if opts.Layout.IsZero() {
 		opts.Layout = a.layout
 	}
+	if opts.Clock == nil {
+		opts.Clock = cfg.Clock // nil too: the leases' default, the system clock
+	}
 	if cfg.Worker == 0 && (kind.postgres || cfg.Redis != nil || cfg.RedisURL != "") {
 		var pool *workerid.Pool
 		var err error
@@ -105,7 +108,7 @@ func (a *App) newGenerator(ctx context.Context, cfg Config, kind dbKind) (*idtyp
 			return nil, fmt.Errorf("%w: Worker %d is the number this database's snowflake_id() stamps", ErrConfig, worker)
 		}
 	}
-	clock := a.defences.clock
+	clock := cfg.Clock
 	if clock == nil {
 		clock = idtype.SystemClock()
 	}
@@ -160,7 +163,7 @@ func (a *App) restartFloor(ctx context.Context, cfg Config, worker int64, clock 
 	if newest != 0 {
 		floor = a.layout.Decode(newest).Time
 	}
-	if cfg.Redis == nil && cfg.RedisURL == "" || a.defences.noSessionFloor {
+	if cfg.Redis == nil && cfg.RedisURL == "" {
 		return floor, nil
 	}
 	prefix := cfg.KeyPrefix

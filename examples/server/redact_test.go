@@ -14,6 +14,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -47,8 +48,9 @@ var secretForms = []struct {
 }
 
 // TestRedaction opens the server on each form and checks that neither its
-// log nor its error holds a secret. The control run, with redaction off,
-// must find the secrets of the forms that reach the first log line.
+// log nor its error holds a secret. The control run, which takes the same
+// steps without the redactor (see openUnredacted), must find the secrets
+// of the forms that reach the first log line.
 func TestRedaction(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
@@ -71,9 +73,16 @@ func testRedaction(t *testing.T, control bool, leaked *atomic.Int64) {
 			ctx := testenv.Deadline(t, 30*time.Second)
 			var log testenv.LogBuffer
 			cfg := Config{DatabaseURL: f.db, RedisURL: f.redis, Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-			app, err := openWithout(ctx, cfg, defences{noRedaction: control})
+			var err error
+			if control {
+				err = openUnredacted(ctx, cfg)
+			} else {
+				var app *App
+				if app, err = Open(ctx, cfg); err == nil {
+					_ = app.Close(ctx)
+				}
+			}
 			if err == nil {
-				app.Close(ctx)
 				t.Fatal("Open succeeded on a closed port")
 			}
 			text := log.String() + "\nerror: " + err.Error()
@@ -97,6 +106,29 @@ func testRedaction(t *testing.T, control bool, leaked *atomic.Int64) {
 			}
 		})
 	}
+}
+
+// openUnredacted is the control of TestRedaction: Open's steps that meet
+// the URLs, its first log line and its connections to the database and
+// Redis, taken without the redactor, as a server that trusted
+// url.URL.Redacted would take them. It returns the first error, as the
+// drivers word it.
+func openUnredacted(ctx context.Context, cfg Config) error {
+	a := &App{log: cfg.Logger, keyPrefix: defaultKeyPrefix, layout: idtype.DefaultLayout}
+	defer func() { _ = a.Close(context.WithoutCancel(ctx)) }()
+	kind, err := databaseKind(cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	if _, err := describeRedis(cfg); err != nil {
+		return err
+	}
+	a.log.Info("snowkey example server starting", "database", cfg.DatabaseURL, "redis", cfg.RedisURL)
+	if a.db, err = a.openDatabase(ctx, cfg.DatabaseURL, kind); err != nil {
+		return err
+	}
+	_, err = a.openRedis(ctx, cfg)
+	return err
 }
 
 // TestRedactedLogger checks the log handler on its own: a secret in the

@@ -59,7 +59,7 @@ func (a *App) openRedis(ctx context.Context, cfg Config) (redis.UniversalClient,
 		a.onClose(closeFunc(c))
 		rdb = c
 	default:
-		m, err := startMiniredis(!a.defences.openEmbeddedRedis)
+		m, err := startMiniredis()
 		if err != nil {
 			return nil, fmt.Errorf("start the in-process Redis: %w", err)
 		}
@@ -91,17 +91,13 @@ type embeddedRedis struct {
 	done     sync.WaitGroup
 }
 
-// startMiniredis starts the embedded Redis, behind a fresh password when
-// auth is set (always, but in a control run of the tests).
-func startMiniredis(auth bool) (*embeddedRedis, error) {
+// startMiniredis starts the embedded Redis, behind a fresh password.
+func startMiniredis() (*embeddedRedis, error) {
 	m := miniredis.NewMiniRedis()
-	pw := ""
-	if auth {
-		secret := make([]byte, 32)
-		_, _ = rand.Read(secret) // never fails; it crashes the program instead
-		pw = hex.EncodeToString(secret)
-		m.RequireAuth(pw)
-	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret) // never fails; it crashes the program instead
+	pw := hex.EncodeToString(secret)
+	m.RequireAuth(pw)
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, err
 	}

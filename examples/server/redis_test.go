@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
@@ -17,16 +18,27 @@ import (
 // with a wrong one, it can neither read the App's secrets (the key that
 // signs device cookies) nor write a key the App reads; the server itself
 // refuses it (NOAUTH, WRONGPASS), so the stranger did reach it. The App,
-// which holds the password, is served. In the control run the embedded
-// Redis has no password, and the same stranger reads the signing key and
-// plants a key that the App then reads.
+// which holds the password, is served. In the control run the App's Redis
+// is one on loopback with no password, as the embedded one was before it
+// had one, and the same stranger reads the signing key and plants a key
+// that the App then reads.
 func TestEmbeddedRedisAuth(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "password", true: "control"}[control], func(t *testing.T) {
 			ctx := testenv.Deadline(t, time.Minute)
 			cfg := Config{Throttle: generous()}
-			app, srv := startAppWithout(t, cfg, defences{openEmbeddedRedis: control})
+			if control {
+				bare := miniredis.NewMiniRedis()
+				if err := bare.StartAddr("127.0.0.1:0"); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(bare.Close)
+				rdb := redis.NewClient(&redis.Options{Addr: bare.Addr()})
+				t.Cleanup(func() { _ = rdb.Close() })
+				cfg.Redis, cfg.Worker = rdb, 1
+			}
+			app, srv := startAppConfig(t, cfg)
 			if r := call(t, srv, "GET", "/readyz", "", ""); r.status != 200 {
 				t.Fatalf("the App cannot use its Redis: %d %s", r.status, r.body)
 			}

@@ -43,10 +43,11 @@ func (c *restartClock) Sleep(d time.Duration) { time.Sleep(d) }
 // its clock 2 s behind the last session when it starts: its first session
 // ID after the restart must still come after the last one before it, and
 // the server must have waited for its clock to pass the floor (the proof
-// that the run met a clock set back). In the control run, whose restart
-// floor ignores the sessions, it comes before; its clock stands still at
-// 2 s behind, so that how long the sign-up and login take decides
-// nothing.
+// that the run met a clock set back). In the control run the floor's
+// record is deleted before the restart, so that the restarted server
+// knows of no session, as one whose restart floor ignored them would:
+// its first session ID comes before; its clock stands still at 2 s
+// behind, so that how long the sign-up and login take decides nothing.
 func TestSessionFloor(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
@@ -56,7 +57,6 @@ func TestSessionFloor(t *testing.T) {
 			rdb := testenv.RedisClient(t)
 			cfg := Config{Redis: rdb, Worker: 9, KeyPrefix: prefix + "ex:", Tokens: tokens.Options{KeyPrefix: prefix + "tok:"},
 				Throttle: generous(), Argon2: Argon2Params{Memory: 1024, Time: 1, Threads: 1}}
-			off := func(clock idtype.Clock) defences { return defences{clock: clock, noSessionFloor: control} }
 			sessionOf := func(srv string, login response) idtype.ID {
 				t.Helper()
 				var l struct{ Session struct{ ID string } }
@@ -64,25 +64,30 @@ func TestSessionFloor(t *testing.T) {
 				return checkID(t, srv+" session ID", l.Session.ID)
 			}
 
-			app1, srv1 := startAppWithout(t, cfg, off(nil))
+			app1, srv1 := startAppConfig(t, cfg)
 			signupLogin(t, srv1, "floor@example.com", goodPassword)
 			s1 := sessionOf("first", call(t, srv1, "POST", "/api/login", "", `{"email":"floor@example.com","password":"`+goodPassword+`"}`))
 			srv1.Close()
 			if err := app1.Close(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if !control {
-				// A clean Close leaves the floor at the newest session.
-				v, err := rdb.Get(t.Context(), prefix+"ex:session-floor:9").Int64()
-				if err != nil || v != s1.Time().UnixMilli() {
-					t.Errorf("floor after Close: %d (%v), want the last session's ms %d", v, err, s1.Time().UnixMilli())
+			// A clean Close leaves the floor at the newest session.
+			floorKey := prefix + "ex:session-floor:9"
+			v, err := rdb.Get(t.Context(), floorKey).Int64()
+			if err != nil || v != s1.Time().UnixMilli() {
+				t.Errorf("floor after Close: %d (%v), want the last session's ms %d", v, err, s1.Time().UnixMilli())
+			}
+			if control {
+				if n, err := rdb.Del(t.Context(), floorKey).Result(); err != nil || n != 1 {
+					t.Fatalf("control: delete the floor's record: %d deleted, %v", n, err)
 				}
 			}
 
 			// The restart: a fresh database, the clock 2 s behind.
 			var log testenv.LogBuffer
 			cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&log, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
-			_, srv2 := startAppWithout(t, cfg, off(&restartClock{at: s1.Time().Add(-2 * time.Second).UnixNano(), still: control}))
+			cfg.Clock = &restartClock{at: s1.Time().Add(-2 * time.Second).UnixNano(), still: control}
+			_, srv2 := startAppConfig(t, cfg)
 			signupLogin(t, srv2, "floor@example.com", goodPassword)
 			s2 := sessionOf("second", call(t, srv2, "POST", "/api/login", "", `{"email":"floor@example.com","password":"`+goodPassword+`"}`))
 			t.Logf("session before the restart %s (%v), after %s (%v)", s1, s1.Time(), s2, s2.Time())
