@@ -523,9 +523,6 @@ func (a *App) startSession(w http.ResponseWriter, r *http.Request, u User, known
 	var err error
 	if cookie {
 		out.Session, err = a.cookies.Issue(staged, r, u.ID, meta)
-		if a.defences.tokenInBody && err == nil {
-			out.Token = cookieValue(staged.h, a.cookies.Options().Name)
-		}
 	} else {
 		out.Token, out.Session, err = a.tokens.Issue(ctx, u.ID, meta)
 	}
@@ -590,18 +587,6 @@ type headerWriter struct{ h http.Header }
 func (hw headerWriter) Header() http.Header         { return hw.h }
 func (hw headerWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (hw headerWriter) WriteHeader(int)             {}
-
-// cookieValue returns the value of the cookie named name that headers h
-// set: the token of a cookie login, for the control run that sends it in
-// the body too.
-func cookieValue(h http.Header, name string) string {
-	for _, line := range h.Values("Set-Cookie") {
-		if c, err := http.ParseSetCookie(line); err == nil && c.Name == name {
-			return c.Value
-		}
-	}
-	return ""
-}
 
 // passwordInput is the body of POST /api/password.
 type passwordInput struct {

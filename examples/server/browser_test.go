@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -231,21 +232,25 @@ func TestBrowserCookie(t *testing.T) {
 	t.Cleanup(attacker.Close)
 
 	for i, run := range []struct {
-		name    string
-		control func(*Config, *defences)
+		name        string
+		tokenInBody bool // the control serves the App behind tokenInBody
+		trusted     bool // the control trusts the attacker's origin
 	}{
-		{"defended", nil},
-		{"control: token in the body", func(_ *Config, d *defences) { d.tokenInBody = true }},
-		{"control: the attacker's origin trusted", func(c *Config, _ *defences) { c.Cookie.TrustedOrigins = []string{attacker.URL} }},
+		{name: "defended"},
+		{name: "control: token in the body", tokenInBody: true},
+		{name: "control: the attacker's origin trusted", trusted: true},
 	} {
 		t.Run(run.name, func(t *testing.T) {
 			b.t = t
 			cfg := Config{Throttle: generous()}
-			var off defences
-			if run.control != nil {
-				run.control(&cfg, &off)
+			if run.trusted {
+				cfg.Cookie.TrustedOrigins = []string{attacker.URL}
 			}
-			_, srv := startAppWithout(t, cfg, off)
+			var front func(*App) http.Handler
+			if run.tokenInBody {
+				front = tokenInBody
+			}
+			_, srv := startAppBehind(t, cfg, front)
 			target = srv.URL
 			email := fmt.Sprintf("cookie%d@example.com", i)
 			_, phone := signupLogin(t, srv, email, goodPassword) // another device, by header
@@ -273,14 +278,14 @@ func TestBrowserCookie(t *testing.T) {
 				if ((await res.text()).includes("snk_")) found.push("login body");
 				return found.join(",") || "none";
 			})()`)
-			if off.tokenInBody {
+			if run.tokenInBody {
 				if probe == "none" {
 					t.Errorf("control: the probe found no token, though the login answer's body held one")
 				}
 			} else if probe != "none" {
 				t.Errorf("script reads the token from: %s", probe)
 			}
-			if off.tokenInBody {
+			if run.tokenInBody {
 				return
 			}
 
@@ -588,4 +593,39 @@ func screenshotter(t *testing.T, ctx context.Context) func(name string) {
 			t.Logf("screenshot %s: %v", name, err)
 		}
 	}
+}
+
+// tokenInBody serves the App's Handler, but adds to the body of each
+// login answer that sets the session cookie the token it holds, as a
+// server that also sent a cookie login's token in the body would: the
+// control of TestBrowserCookie.
+func tokenInBody(app *App) http.Handler {
+	h := app.Handler()
+	name := app.cookies.Options().Name
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/api/login" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		var token string
+		for _, line := range rec.Header().Values("Set-Cookie") {
+			if c, err := http.ParseSetCookie(line); err == nil && c.Name == name {
+				token = c.Value
+			}
+		}
+		var answer map[string]any
+		if token != "" && json.Unmarshal(body, &answer) == nil {
+			answer["token"] = token
+			if b, err := json.Marshal(answer); err == nil {
+				body = b
+			}
+		}
+		maps.Copy(w.Header(), rec.Header())
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body)
+	})
 }
