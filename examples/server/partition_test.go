@@ -13,6 +13,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
+	"github.com/snowkeyhq/snowkey/pgkit/partition"
 )
 
 // monthPartition is the partition that package partition names for the month (UTC)
@@ -51,9 +52,10 @@ func readPosts(ctx context.Context, t *testing.T, db *sql.DB) []postRow {
 }
 
 // On PostgreSQL a post created through the API lands in the partition of
-// its ID's month, which the server made at start-up. The control run,
-// with no partitions made, shows the check can fail: every post then sits
-// in the default partition.
+// its ID's month, which the server made at start-up. The control run
+// shows the check can fail: it drops the partitions the server made and
+// holds the maintenance's lock meanwhile (see withoutPartitions), and
+// every post then sits in the default partition.
 func TestPostsPartitionedByMonth(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -64,7 +66,10 @@ func TestPostsPartitionedByMonth(t *testing.T) {
 			ctx := testenv.Deadline(t, 2*time.Minute)
 			cfg := realServers().config(t)
 			cfg.Throttle = generous()
-			app, srv := startAppWithout(t, cfg, defences{noPartitions: tc.noPartitions})
+			app, srv := startAppConfig(t, cfg)
+			if tc.noPartitions {
+				withoutPartitions(ctx, t, app.sqlDB)
+			}
 			_, tok := signupLogin(t, srv, "alice@example.com", goodPassword)
 			for i := range 5 {
 				if r := call(t, srv, "POST", "/api/posts", tok, fmt.Sprintf(`{"title":"post %d","body":"b"}`, i)); r.status != http.StatusCreated {
@@ -95,6 +100,57 @@ func TestPostsPartitionedByMonth(t *testing.T) {
 				t.Errorf("control: %d of %d posts in their month's partition with none made; want none", len(posts)-misplaced, len(posts))
 			}
 		})
+	}
+}
+
+// withoutPartitions leaves posts with its default partition alone, as
+// on a server that made none, until the test ends: it takes the lock that
+// the server's partition maintenance takes for each step, on a
+// connection of its own, so that no maintenance makes a partition again,
+// and then drops every partition but the default one.
+func withoutPartitions(ctx context.Context, t *testing.T, db *sql.DB) {
+	t.Helper()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oid uint32
+	if err := conn.QueryRowContext(ctx, "SELECT 'posts'::regclass::oid").Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1, $2)", partition.LockClass, int32(oid)); err != nil {
+		t.Fatalf("the maintenance's lock: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx)
+		if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1, $2)", partition.LockClass, int32(oid)); err != nil {
+			t.Errorf("release the maintenance's lock: %v", err)
+		}
+		_ = conn.Close()
+	})
+	rows, err := conn.QueryContext(ctx, `SELECT c.oid::regclass::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'posts'::regclass AND pg_get_expr(c.relpartbound, c.oid) <> 'DEFAULT'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, p)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) == 0 {
+		t.Fatal("control: the server made no partition to drop; the control proves nothing")
+	}
+	for _, p := range parts {
+		if _, err := conn.ExecContext(ctx, "DROP TABLE "+p); err != nil {
+			t.Fatalf("control: drop %s: %v", p, err)
+		}
 	}
 }
 

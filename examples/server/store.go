@@ -110,7 +110,7 @@ func (a *App) openDatabase(ctx context.Context, dsn string, kind dbKind) (*gorm.
 	if err := migrate(ctx, db, kind, a.log); err != nil {
 		return nil, err
 	}
-	if kind.postgres && !a.defences.noPartitions {
+	if kind.postgres {
 		if err := a.keepPostsPartitioned(ctx, sqlDB); err != nil {
 			return nil, err
 		}
