@@ -87,8 +87,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// defences are the test-only switches that turn a defence off, and test
-// hooks no user needs. The zero value is every defence on.
+// defences are the switches that turn off a rule inside the sign-up,
+// login, password and device-cookie code, for the control runs that must
+// meet the fault each rule prevents, and the hook a test parks logins
+// at. A control that can be built around the App (a front before its
+// handler, a Config value, a test's own Redis) is built by its test
+// instead; these cannot, short of writing the handler again in the test.
+// The zero value is every defence on; only export_test.go sets one.
 type defences struct {
 	revealTaken               bool // signup answers 409 for a registered email
 	noVerification            bool // signup makes a usable account at once, with no mail
