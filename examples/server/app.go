@@ -97,10 +97,7 @@ type Config struct {
 type defences struct {
 	revealTaken               bool // signup answers 409 for a registered email
 	noVerification            bool // signup makes a usable account at once, with no mail
-	noDeviceCookies           bool // no login is recognized as coming from the owner's known device
 	devicesAnyEpoch           bool // a device cookie stays valid after the password it was earned with changes
-	unboundedDevices          bool // an account has any number of device numbers
-	newDeviceEveryLogin       bool // a login that brings a valid device cookie gets a new device number
 	noEarlyShed               bool // a login with no device cookie, or a sign-up, that the hash pool will refuse spends its rate limits (and a login its database read) first
 	inFlightLoginSurvives     bool // a login whose password check preceded a password change still gets its session
 	passwordGuessesPerAddress bool // a logged-in user's check of their own password (password change, reauth) counts per account and address only

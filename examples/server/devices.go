@@ -81,7 +81,7 @@ type devices struct {
 	key    []byte
 	rdb    redis.UniversalClient
 	prefix string
-	d      defences // noDeviceCookies, devicesAnyEpoch, unboundedDevices, newDeviceEveryLogin
+	d      defences // devicesAnyEpoch
 }
 
 // newDevices loads the signing key from Redis, making it if no instance
@@ -180,9 +180,6 @@ func (d *devices) parse(value, email string, now time.Time) (deviceCookie, error
 // that recognize may accept, once it has checked the epoch and the
 // registry. It does no I/O.
 func (d *devices) signed(r *http.Request, email string) bool {
-	if d.d.noDeviceCookies {
-		return false
-	}
 	ck, err := r.Cookie(deviceCookieName)
 	if err != nil {
 		return false
@@ -195,9 +192,6 @@ func (d *devices) signed(r *http.Request, email string) bool {
 // it is valid for the account of email in credential epoch epoch, and
 // errNoDevice if it is not. Another error means Redis could not say.
 func (d *devices) recognize(ctx context.Context, r *http.Request, email string, epoch int64) (string, error) {
-	if d.d.noDeviceCookies {
-		return "", errNoDevice
-	}
 	ck, err := r.Cookie(deviceCookieName)
 	if err != nil {
 		return "", errNoDevice
@@ -208,9 +202,6 @@ func (d *devices) recognize(ctx context.Context, r *http.Request, email string, 
 	}
 	if c.epoch != epoch && !d.d.devicesAnyEpoch {
 		return "", errNoDevice
-	}
-	if d.d.unboundedDevices {
-		return c.number, nil
 	}
 	err = d.rdb.ZScore(ctx, d.registry(email, c.epoch), c.number).Err()
 	switch {
@@ -229,21 +220,19 @@ func (d *devices) recognize(ctx context.Context, r *http.Request, email string, 
 // account's registry, which keeps the maxDevices used last.
 func (d *devices) issue(ctx context.Context, h http.Header, email string, epoch int64, known string) (string, error) {
 	number := known
-	if number == "" || d.d.newDeviceEveryLogin {
+	if number == "" {
 		number = rand.Text()[:deviceNumberLen]
 	}
 	now := time.Now()
-	if !d.d.unboundedDevices {
-		k := d.registry(email, epoch)
-		_, err := d.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.ZAdd(ctx, k, redis.Z{Score: float64(now.UnixMicro()), Member: number})
-			p.ZRemRangeByRank(ctx, k, 0, -maxDevices-1)
-			p.Expire(ctx, k, deviceLifetime)
-			return nil
-		})
-		if err != nil {
-			return "", fmt.Errorf("device registry: %w", err)
-		}
+	k := d.registry(email, epoch)
+	_, err := d.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, k, redis.Z{Score: float64(now.UnixMicro()), Member: number})
+		p.ZRemRangeByRank(ctx, k, 0, -maxDevices-1)
+		p.Expire(ctx, k, deviceLifetime)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("device registry: %w", err)
 	}
 	c := &http.Cookie{
 		Name:     deviceCookieName,

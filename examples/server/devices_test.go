@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -47,8 +49,8 @@ var cheapArgon2 = Argon2Params{Memory: 1024, Time: 1, Threads: 1}
 // fresh address with the right password gets 429), and the owner's own
 // device, which holds the device cookie of an earlier login, still logs
 // in, from its old address and from a new one. In the control run the
-// server recognizes no device cookie, and the owner is locked out with
-// the rest.
+// owner's device logs in without its cookie, as it would to a server that
+// recognized none, and the owner is locked out with the rest.
 func TestDeviceLockout(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
@@ -56,7 +58,7 @@ func TestDeviceLockout(t *testing.T) {
 			testenv.Deadline(t, 2*time.Minute)
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: defaultBursts(t)}
 			cfg.Argon2 = cheapArgon2
-			app, _ := startAppWithout(t, cfg, defences{noDeviceCookies: control})
+			app, _ := startAppConfig(t, cfg)
 			const owner = "owner@example.com"
 			_, device := signupVerified(t, app, "198.51.100.7:1", owner, goodPassword)
 			login := func(ip, password string, cookies ...*http.Cookie) response {
@@ -86,8 +88,12 @@ func TestDeviceLockout(t *testing.T) {
 			}
 			t.Logf("%d wrong guesses from 10 addresses before each was refused", guesses)
 
+			var owners []*http.Cookie // the control's device brings none
+			if !control {
+				owners = append(owners, device)
+			}
 			for _, ip := range []string{"198.51.100.7:1", "198.51.100.8:1"} {
-				r := login(ip, goodPassword, device)
+				r := login(ip, goodPassword, owners...)
 				switch {
 				case control && r.status != http.StatusTooManyRequests:
 					t.Errorf("control: the owner's device from %s: %d %s; want locked out with the rest", ip, r.status, r.body)
@@ -243,18 +249,30 @@ func TestDeviceCookiesAfterPasswordChange(t *testing.T) {
 // login a new device, then locks the account for new devices and sends
 // one wrong guess with each of the 40 cookies: only the maxDevices
 // newest are recognized (their guesses reach the password check), the
-// others count against the locked account. In the control run an
-// account has any number of devices, and all 40 guesses are checked.
+// others count against the locked account. In the control run the test
+// writes all 40 device numbers back into the account's registry, as a
+// registry with no cap would hold them, and all 40 guesses are checked.
 func TestDeviceCap(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "capped", true: "control"}[control], func(t *testing.T) {
 			testenv.Deadline(t, 3*time.Minute)
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: defaultBursts(t), Argon2: cheapArgon2}
-			app, _ := startAppWithout(t, cfg, defences{unboundedDevices: control})
+			app, _ := startAppConfig(t, cfg)
 			const owner = "owner@example.com"
 			signupVerified(t, app, "198.51.100.7:1", owner, goodPassword)
 			minted := mintDevices(t, app, owner, goodPassword, 40)
+			if control {
+				for _, c := range minted {
+					d, err := app.devices.parse(c.Value, owner, time.Now())
+					if err != nil {
+						t.Fatalf("a device cookie the server set: %v", err)
+					}
+					if err := app.rdb.ZAdd(t.Context(), app.devices.registry(owner, d.epoch), redis.Z{Score: float64(d.issued.Unix()), Member: d.number}).Err(); err != nil {
+						t.Fatalf("control: write the device number back: %v", err)
+					}
+				}
+			}
 			lockAccount(t, app, owner)
 			var recognized []int
 			for i, c := range minted {
@@ -284,8 +302,9 @@ func TestDeviceCap(t *testing.T) {
 // TestDeviceNumberReuse logs the owner in from two devices, A and B, then
 // 12 more times from A with A's cookie: A keeps its device number, so
 // the account's registry holds two, and B is still recognized. In the
-// control run every login gets a new number, and A's logins push B out
-// of the registry.
+// control run A logs in without its cookie, so that every login gets a
+// new number, as a server that ignored the cookie would give it, and A's
+// logins push B out of the registry.
 func TestDeviceNumberReuse(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
@@ -293,7 +312,7 @@ func TestDeviceNumberReuse(t *testing.T) {
 			ctx := testenv.Deadline(t, 2*time.Minute)
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: generous(), Argon2: cheapArgon2}
 			cfg.Throttle.LoginPerDevice = cfg.Throttle.LoginPerIP
-			app, _ := startAppWithout(t, cfg, defences{newDeviceEveryLogin: control})
+			app, _ := startAppConfig(t, cfg)
 			const owner = "owner@example.com"
 			_, a := signupVerified(t, app, "198.51.100.7:1", owner, goodPassword)
 			b := mintDevices(t, app, owner, goodPassword, 1)[0]
@@ -306,7 +325,11 @@ func TestDeviceNumberReuse(t *testing.T) {
 			}
 			first, numbers := number(a), map[string]bool{}
 			for range 12 {
-				r := fromWith(t, app, "198.51.100.7:1", "POST", "/api/login", `{"email":"`+owner+`","password":"`+goodPassword+`"}`, a)
+				var brought []*http.Cookie // the control's A brings none
+				if !control {
+					brought = append(brought, a)
+				}
+				r := fromWith(t, app, "198.51.100.7:1", "POST", "/api/login", `{"email":"`+owner+`","password":"`+goodPassword+`"}`, brought...)
 				if r.status != http.StatusOK {
 					t.Fatalf("login from A: %d %s", r.status, r.body)
 				}
