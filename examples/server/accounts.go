@@ -604,58 +604,76 @@ type passwordInput struct {
 // address and from all addresses, so that a stolen session is worth no
 // more guesses than a login form. 409 means another change came first.
 func (a *App) changePassword(w http.ResponseWriter, r *http.Request, s tokens.Session) *apiError {
+	u, device, e := a.replacePassword(w, r, s)
+	if e != nil {
+		return e
+	}
+	// The password changed whatever happens here; a failure says so, and
+	// the client retries the logout of the other sessions.
+	ctx := r.Context()
+	n, err := a.tokens.RevokeAll(ctx, s.UserID, s.ID)
+	if err != nil {
+		a.log.ErrorContext(ctx, "password: end the other sessions", "error", err)
+		return &apiError{status: http.StatusServiceUnavailable, retryAfter: 1,
+			msg: "the password is changed, but the other sessions could not be ended yet: log out everywhere"}
+	}
+	return a.passwordReplaced(w, r, u, device, n)
+}
+
+// replacePassword is changePassword's first step: it checks the
+// request's current password and stores its new one, with the next
+// credential epoch. It returns the user as they were before the change
+// and the number of the device, if the request brought a known one's
+// cookie.
+func (a *App) replacePassword(w http.ResponseWriter, r *http.Request, s tokens.Session) (User, string, *apiError) {
 	var in passwordInput
 	if e := a.decodeJSON(w, r, &in); e != nil {
-		return e
+		return User{}, "", e
 	}
 	if e := checkPasswordField("current_password", in.Current); e != nil {
-		return e
+		return User{}, "", e
 	}
 	if e := checkPasswordField("new_password", in.New); e != nil {
-		return e
+		return User{}, "", e
 	}
 	ctx := r.Context()
 	u, e := a.sessionUser(ctx, "password", s)
 	if e != nil {
-		return e
+		return User{}, "", e
 	}
 	device, e := a.sessionPasswordThrottled(r, u)
 	if e != nil {
-		return e
+		return User{}, "", e
 	}
 	ok, e := a.passwordMatches(ctx, in.Current, u.PasswordHash, device)
 	if e != nil {
-		return e
+		return User{}, "", e
 	}
 	if !ok {
-		return &apiError{status: http.StatusForbidden, msg: "current_password is wrong"}
+		return User{}, "", &apiError{status: http.StatusForbidden, msg: "current_password is wrong"}
 	}
 	hash, e := a.newPasswordHash(ctx, in.New, u.Email, u.Name)
 	if e != nil {
-		return e
+		return User{}, "", e
 	}
 	// The epoch moves with the hash, in one statement, and only from the
 	// one whose password was checked.
 	res := a.db.WithContext(ctx).Model(&User{}).Where("id = ? AND credential_epoch = ?", u.ID, u.CredentialEpoch).
 		Updates(map[string]any{"password_hash": hash, "credential_epoch": gorm.Expr("credential_epoch + 1")})
 	if res.Error != nil {
-		return a.internal(ctx, "password: save", res.Error)
+		return User{}, "", a.internal(ctx, "password: save", res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return &apiError{status: http.StatusConflict, msg: "the password was changed meanwhile, from another session: log in again"}
+		return User{}, "", &apiError{status: http.StatusConflict, msg: "the password was changed meanwhile, from another session: log in again"}
 	}
-	n := 0
-	var err error
-	if !a.defences.keepOtherSessions {
-		// The password changed whatever happens here; a failure says so,
-		// and the client retries the logout of the other sessions.
-		if n, err = a.tokens.RevokeAll(ctx, s.UserID, s.ID); err != nil {
-			a.log.ErrorContext(ctx, "password: end the other sessions", "error", err)
-			return &apiError{status: http.StatusServiceUnavailable, retryAfter: 1,
-				msg: "the password is changed, but the other sessions could not be ended yet: log out everywhere"}
-		}
-	}
-	// This device stays a known one, in the new epoch.
+	return u, device, nil
+}
+
+// passwordReplaced answers a password change that ended n other sessions
+// of u (as it was before the change): the request's device stays a
+// known one, in the new epoch.
+func (a *App) passwordReplaced(w http.ResponseWriter, r *http.Request, u User, device string, n int) *apiError {
+	ctx := r.Context()
 	if _, err := a.devices.issue(ctx, w.Header(), u.Email, u.CredentialEpoch+1, device); err != nil {
 		a.log.WarnContext(ctx, "password: device cookie", "error", err)
 	}

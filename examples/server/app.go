@@ -101,7 +101,6 @@ type defences struct {
 	noEarlyShed               bool // a login with no device cookie, or a sign-up, that the hash pool will refuse spends its rate limits (and a login its database read) first
 	inFlightLoginSurvives     bool // a login whose password check preceded a password change still gets its session
 	passwordGuessesPerAddress bool // a logged-in user's check of their own password (password change, reauth) counts per account and address only
-	keepOtherSessions         bool // a password change leaves the user's other sessions alive
 	// loginStep, when set, is called by every login (and sign-up
 	// verification) whose password matched, as it passes each step of
 	// startSession: "checked" before its session is issued, "issued"
