@@ -262,18 +262,12 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
-	if a.defences.noVerification {
-		return a.signupAtOnce(w, r, in, hash)
-	}
 	var taken int64
 	if err := a.db.WithContext(r.Context()).Model(&User{}).Where("email = ?", in.Email).Count(&taken).Error; err != nil {
 		return a.internal(r.Context(), "signup: find user", err)
 	}
 	var msg Message
 	if taken > 0 {
-		if a.defences.revealTaken {
-			return &apiError{status: http.StatusConflict, msg: "email " + in.Email + " is already registered"}
-		}
 		a.log.InfoContext(r.Context(), "signup: the email is already registered; its owner is told, the client is not")
 		msg = takenMessage(in.Email, a.publicURL)
 	} else {
@@ -287,22 +281,6 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request) *apiError {
 	if err := a.mailer.Send(r.Context(), msg); err != nil {
 		a.log.ErrorContext(r.Context(), "signup: send mail", "error", err)
 		return &apiError{status: http.StatusServiceUnavailable, msg: "cannot send mail now; try again later", retryAfter: 60}
-	}
-	writeJSON(w, http.StatusAccepted, signupAccepted)
-	return nil
-}
-
-// signupAtOnce is sign-up without verification, the control run of the
-// tests: the account is usable at once, and a taken email is answered
-// the same but changes nothing.
-func (a *App) signupAtOnce(w http.ResponseWriter, r *http.Request, in credentials, hash string) *apiError {
-	u := User{Email: in.Email, Name: in.Name, PasswordHash: hash}
-	switch err := a.create(r.Context(), &u); {
-	case errors.Is(err, gorm.ErrDuplicatedKey) && a.defences.revealTaken:
-		return &apiError{status: http.StatusConflict, msg: "email " + in.Email + " is already registered"}
-	case errors.Is(err, gorm.ErrDuplicatedKey):
-	case err != nil:
-		return a.internal(r.Context(), "signup: create user", err)
 	}
 	writeJSON(w, http.StatusAccepted, signupAccepted)
 	return nil

@@ -95,8 +95,6 @@ type Config struct {
 // instead; these cannot, short of writing the handler again in the test.
 // The zero value is every defence on; only export_test.go sets one.
 type defences struct {
-	revealTaken               bool // signup answers 409 for a registered email
-	noVerification            bool // signup makes a usable account at once, with no mail
 	devicesAnyEpoch           bool // a device cookie stays valid after the password it was earned with changes
 	noEarlyShed               bool // a login with no device cookie, or a sign-up, that the hash pool will refuse spends its rate limits (and a login its database read) first
 	inFlightLoginSurvives     bool // a login whose password check preceded a password change still gets its session
