@@ -199,9 +199,6 @@ func (a *App) loginThrottled(r *http.Request, email string, known bool, epoch in
 // guesses than the login form. The device it returns is the known
 // device's number, or "".
 func (a *App) sessionPasswordThrottled(r *http.Request, u User) (string, *apiError) {
-	if a.defences.passwordGuessesPerAddress {
-		return "", a.throttled(r, loginAccountIP, accountKey(u.Email)+":"+addressKey(clientIP(r)))
-	}
 	if e := a.throttled(r, loginIP, addressKey(clientIP(r))); e != nil {
 		return "", e
 	}
