@@ -242,7 +242,7 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request) *apiError {
 	// A sign-up the hash pool would refuse for want of room in the new
 	// passwords' queue is refused now, before its rate limits spend
 	// anything of Redis on it (see login).
-	if !a.defences.noEarlyShed && a.hashes.full(classNewPassword) {
+	if a.hashes.full(classNewPassword) {
 		a.hashes.rejected.Add(1)
 		return a.internal(r.Context(), "signup", errHashBusy)
 	}
@@ -415,7 +415,7 @@ func (a *App) login(w http.ResponseWriter, r *http.Request) *apiError {
 	// database from the owners' logins as they can. It also meets the
 	// account's limits before the database is read.
 	signed := a.devices.signed(r, normalEmail(in.Email))
-	if !signed && !a.defences.noEarlyShed && a.hashes.full(classLogin) {
+	if !signed && a.hashes.full(classLogin) {
 		a.hashes.rejected.Add(1)
 		return a.internal(r.Context(), "login", errHashBusy)
 	}

@@ -96,7 +96,6 @@ type Config struct {
 // The zero value is every defence on; only export_test.go sets one.
 type defences struct {
 	devicesAnyEpoch       bool // a device cookie stays valid after the password it was earned with changes
-	noEarlyShed           bool // a login with no device cookie, or a sign-up, that the hash pool will refuse spends its rate limits (and a login its database read) first
 	inFlightLoginSurvives bool // a login whose password check preceded a password change still gets its session
 	// loginStep, when set, is called by every login (and sign-up
 	// verification) whose password matched, as it passes each step of

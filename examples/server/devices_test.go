@@ -25,6 +25,12 @@ func fromWith(t *testing.T, app *App, ip, method, path, body string, cookies ...
 // fromToken is fromWith with a bearer token, unless it is "".
 func fromToken(t *testing.T, app *App, ip, method, path, token, body string, cookies ...*http.Cookie) response {
 	t.Helper()
+	return fromHandler(t, app.Handler(), ip, method, path, token, body, cookies...)
+}
+
+// fromHandler is fromToken served by h.
+func fromHandler(t *testing.T, h http.Handler, ip, method, path, token, body string, cookies ...*http.Cookie) response {
+	t.Helper()
 	req := httptest.NewRequestWithContext(t.Context(), method, path, strings.NewReader(body))
 	req.RemoteAddr = ip
 	req.Header.Set("Content-Type", "application/json")
@@ -35,7 +41,7 @@ func fromToken(t *testing.T, app *App, ip, method, path, token, body string, coo
 		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
 	}
 	rec := httptest.NewRecorder()
-	app.Handler().ServeHTTP(rec, req)
+	h.ServeHTTP(rec, req)
 	return response{rec.Code, rec.Result().Header, rec.Body.Bytes()}
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"net/http"
 	"sync"
@@ -410,8 +413,9 @@ func TestHashPoolHTTP(t *testing.T) {
 // one spent by the sign-up's verification) are untouched, and the next
 // login from that address, once the queue has room, reaches the password
 // check (401). The owner's login with their device cookie is not shed.
-// In the control run the refused login spends the limits first, and the
-// test sees the login after it refused 429.
+// In the control run the logins go through spendFirst, so that the
+// refused login spends the limits first, and the test sees the login
+// after it refused 429.
 func TestLoginShedding(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
@@ -420,22 +424,26 @@ func TestLoginShedding(t *testing.T) {
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: generous(), Argon2: cheapArgon2}
 			cfg.Throttle.LoginPerIP = redis_rate.Limit{Rate: 1, Period: 24 * time.Hour, Burst: 1}
 			cfg.Throttle.LoginPerAccount = redis_rate.Limit{Rate: 1, Period: 24 * time.Hour, Burst: 2}
-			app, _ := startAppWithout(t, cfg, defences{noEarlyShed: control})
+			app, _ := startAppConfig(t, cfg)
+			h := app.Handler()
+			if control {
+				h = spendFirst(app)
+			}
 			const owner = "owner@example.com"
 			_, device := signupVerified(t, app, "198.51.100.7:1", owner, goodPassword)
 			guess := `{"email":"` + owner + `","password":"wrong-password-1"}`
 
 			full := app.hashes.limit[classLogin]
 			app.hashes.classPending[classLogin].Add(full)
-			if r := from(t, app, "203.0.113.1:1", "POST", "/api/login", guess); r.status != http.StatusServiceUnavailable {
+			if r := fromHandler(t, h, "203.0.113.1:1", "POST", "/api/login", "", guess); r.status != http.StatusServiceUnavailable {
 				t.Fatalf("a login with no device cookie, the queue full: %d %s, want 503", r.status, r.body)
 			}
-			if r := fromWith(t, app, "198.51.100.8:1", "POST", "/api/login", `{"email":"`+owner+`","password":"`+goodPassword+`"}`, device); r.status != http.StatusOK {
+			if r := fromHandler(t, h, "198.51.100.8:1", "POST", "/api/login", "", `{"email":"`+owner+`","password":"`+goodPassword+`"}`, device); r.status != http.StatusOK {
 				t.Errorf("the owner's device, the queue of other logins full: %d %s, want 200", r.status, r.body)
 			}
 			app.hashes.classPending[classLogin].Add(-full)
 
-			r := from(t, app, "203.0.113.1:1", "POST", "/api/login", guess)
+			r := fromHandler(t, h, "203.0.113.1:1", "POST", "/api/login", "", guess)
 			switch {
 			case control && r.status != http.StatusTooManyRequests:
 				t.Fatalf("control: the login after the refused one: %d %s; want a 429", r.status, r.body)
@@ -449,9 +457,9 @@ func TestLoginShedding(t *testing.T) {
 // TestSignupShedding fills the new passwords' queue and sends a sign-up:
 // it is answered 503 at once, before its rate limits, so the address's
 // sign-up limit (a burst of 1) is untouched, and the first sign-up once
-// the queue has room is taken (202). In the control run the refused
-// sign-up spends the address's limit first, and the test sees the one
-// after it refused 429.
+// the queue has room is taken (202). In the control run the sign-ups go
+// through spendFirst, so that the refused sign-up spends the address's
+// limit first, and the test sees the one after it refused 429.
 func TestSignupShedding(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
@@ -459,15 +467,19 @@ func TestSignupShedding(t *testing.T) {
 			testenv.Deadline(t, time.Minute)
 			cfg := Config{KeyPrefix: testenv.KeyPrefix(t), Throttle: generous(), Argon2: cheapArgon2}
 			cfg.Throttle.SignupPerIP = redis_rate.Limit{Rate: 1, Period: 24 * time.Hour, Burst: 1}
-			app, _ := startAppWithout(t, cfg, defences{noEarlyShed: control})
+			app, _ := startAppConfig(t, cfg)
+			h := app.Handler()
+			if control {
+				h = spendFirst(app)
+			}
 			signup := `{"email":"new@example.com","password":"` + goodPassword + `","name":"N"}`
 			full := app.hashes.limit[classNewPassword]
 			app.hashes.classPending[classNewPassword].Add(full)
-			if r := from(t, app, "203.0.113.1:1", "POST", "/api/signup", signup); r.status != http.StatusServiceUnavailable {
+			if r := fromHandler(t, h, "203.0.113.1:1", "POST", "/api/signup", "", signup); r.status != http.StatusServiceUnavailable {
 				t.Fatalf("a sign-up with the queue full: %d %s, want 503", r.status, r.body)
 			}
 			app.hashes.classPending[classNewPassword].Add(-full)
-			r := from(t, app, "203.0.113.1:1", "POST", "/api/signup", signup)
+			r := fromHandler(t, h, "203.0.113.1:1", "POST", "/api/signup", "", signup)
 			switch {
 			case control && r.status != http.StatusTooManyRequests:
 				t.Fatalf("control: the sign-up after the refused one: %d %s; want the address's 429", r.status, r.body)
@@ -476,4 +488,43 @@ func TestSignupShedding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// spendFirst serves the App's Handler, but first spends on each sign-up,
+// and on each login that brings no device cookie the server signed for
+// its account, the rate limits the App spends on it, with the App's own
+// throttle, and answers a 429 itself: a request the hash pool then
+// refuses has spent them, as it did before the App shed such requests
+// ahead of its limits. The control of TestLoginShedding and
+// TestSignupShedding.
+func spendFirst(app *App) http.Handler {
+	h := app.Handler()
+	return apiHandler(func(w http.ResponseWriter, r *http.Request) *apiError {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return badRequest("cannot read the request body: %v", err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var in credentials
+		_ = json.Unmarshal(body, &in)
+		address := addressKey(clientIP(r))
+		switch {
+		case r.Method != http.MethodPost:
+		case r.URL.Path == "/api/signup":
+			if e := app.throttled(r, signupIP, address); e != nil {
+				return e
+			}
+		case r.URL.Path == "/api/login" && !app.devices.signed(r, normalEmail(in.Email)):
+			if e := app.throttled(r, loginIP, address); e != nil {
+				return e
+			}
+			if in.check(false) == nil {
+				if _, e := app.loginThrottled(r, in.Email, false, 0); e != nil {
+					return e
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+		return nil
+	})
 }
