@@ -87,13 +87,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// defences are the switches that turn off a rule inside the sign-up,
-// login, password and device-cookie code, for the control runs that must
-// meet the fault each rule prevents, and the hook a test parks logins
-// at. A control that can be built around the App (a front before its
-// handler, a Config value, a test's own Redis) is built by its test
-// instead; these cannot, short of writing the handler again in the test.
-// The zero value is every defence on; only export_test.go sets one.
+// defences are the switches of the two rules whose controls cannot be
+// built around the App, and the hook a test parks logins at. A control
+// that can (a front before its handler, a Config value, a test's own
+// Redis, the App's own steps composed in the test) is built by its
+// test; these two rules sit inside startSession and the device cookie's
+// check, where a control would have to write that code again in the
+// test. The zero value is every defence on; only export_test.go sets
+// one.
 type defences struct {
 	devicesAnyEpoch       bool // a device cookie stays valid after the password it was earned with changes
 	inFlightLoginSurvives bool // a login whose password check preceded a password change still gets its session
