@@ -80,7 +80,7 @@ func checkPasswordPolicy(password, email, name string) *apiError {
 	inputs = append(inputs, strings.FieldsFunc(domain+" "+local+" "+name, func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	})...)
-	res := strength(password, inputs, true)
+	res := strength(password, inputs)
 	if res.Score < minPasswordScore {
 		return badRequest("password is too easy to guess (it would be cracked in %s; strength %d of 4, %d needed): "+
 			"use a longer passphrase of unrelated words", res.CrackTimeDisplay, res.Score, minPasswordScore)
@@ -90,15 +90,10 @@ func checkPasswordPolicy(password, email, name string) *apiError {
 
 // strength judges a password with zxcvbn, within the bound of the
 // package comment: its first policyRunes characters (its repeated unit, if
-// it repeats one), and, with leet, each of its l33t readings; the lowest
-// score wins. Without leet (a control run of the tests), l33t goes
-// unread.
-func strength(password string, inputs []string, leet bool) scoring.MinEntropyMatch {
+// it repeats one), and each of its l33t readings; the lowest score wins.
+func strength(password string, inputs []string) scoring.MinEntropyMatch {
 	judged, readings := policyInputs(password)
 	res := zxcvbn.PasswordStrength(string(judged), inputs, noLeetMatcher)
-	if !leet {
-		return res
-	}
 	for _, reading := range readings {
 		if r := zxcvbn.PasswordStrength(string(reading), inputs, leetReadingMatchers); r.Score < res.Score {
 			res = r
