@@ -156,9 +156,12 @@ func overlap(t *testing.T, ctx context.Context, dsn, level string, defended bool
 	ns := p.store.(*pgStore).ns
 
 	// hold updates the lease's row, changing nothing, in a transaction it
-	// returns with the transaction's backend pid.
+	// returns with the transaction's backend pid. The transaction is the
+	// test's tool, not its subject: read committed, so that a renewal
+	// committed since its first statement makes its UPDATE wait, never
+	// fail, at the database's default level.
 	hold := func() (*sql.Tx, int) {
-		tx, err := db.BeginTx(ctx, nil)
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
 			t.Fatal(err)
 		}
