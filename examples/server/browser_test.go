@@ -73,7 +73,10 @@ func startBrowser(t *testing.T) context.Context {
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium's sandbox refuses root
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The browser lives as long as the test that started it: the test's
+	// Deadline bounds it, stretched with the machine's load as a fixed
+	// timer here would not be.
+	ctx, cancel := context.WithCancel(context.Background())
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() {
