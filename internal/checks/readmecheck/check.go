@@ -33,23 +33,17 @@ type Module struct {
 	env []string
 }
 
-// newModule writes the scratch module into dir (which should be empty)
-// for the snowkey checkout at repo: a go.mod that requires snowkey,
-// replaced by repo, and every module repo requires, at the same versions,
-// and a copy of repo's go.sum. The go commands it runs use only the local
-// module cache (GOPROXY=off, GOWORK=off, GOFLAGS=-mod=mod), so that a
-// block cannot make them download anything.
-func NewModule(ctx context.Context, dir, repo string) (*Module, error) {
-	return NewModuleOf(ctx, dir, repo, repo)
-}
-
-// NewModuleOf is NewModule for blocks that build against another module
-// of the checkout, base (a directory, such as repo/examples, whose
-// go.mod replaces snowkey by the checkout): the scratch module requires
-// base's module and every module base requires, at the same versions,
-// with base's replacements (relative ones resolved against base), and
-// copies base's go.sum. A block can then import base's packages and its
-// dependencies as well as snowkey's.
+// NewModuleOf writes the scratch module into dir (which should be empty)
+// for blocks that build against base, a module of the snowkey checkout at
+// repo: repo itself, or a directory such as repo/examples whose go.mod
+// replaces snowkey by the checkout. Its go.mod requires snowkey, replaced
+// by repo, and base's module, replaced by base, and every module base
+// requires, at the same versions, with base's replacements (relative ones
+// resolved against base); its go.sum is a copy of base's. A block can then
+// import base's packages and its dependencies as well as snowkey's. The go
+// commands it runs use only the local module cache (GOPROXY=off,
+// GOWORK=off, GOFLAGS=-mod=mod), so that a block cannot make them download
+// anything.
 func NewModuleOf(ctx context.Context, dir, repo, base string) (*Module, error) {
 	repo, err := filepath.Abs(repo)
 	if err != nil {

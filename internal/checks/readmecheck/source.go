@@ -21,7 +21,7 @@ import (
 // package-level variables, in scope for either form. The packages a
 // fragment names (json.Marshal, tokens.New) are imported by their usual
 // name, from the standard library, snowkey or its dependencies (see
-// ImportPath); a name ImportPath does not know is left undefined, and the
+// importPath); a name importPath does not know is left undefined, and the
 // compiler says so.
 func Source(mdPath string, b Block) (string, error) {
 	if b.Kind != Fragment {
@@ -70,7 +70,7 @@ func Source(mdPath string, b Block) (string, error) {
 	if f, err := parser.ParseFile(token.NewFileSet(), "", "package snippet\n"+body.String(), parser.SkipObjectResolution); err == nil {
 		declared := declaredNames(f)
 		for _, name := range qualifiers(f) {
-			if path, ok := ImportPath(name); ok && !declared[name] {
+			if path, ok := importPath(name); ok && !declared[name] {
 				imports = append(imports, fmt.Sprintf("%s %q", name, path))
 			}
 		}
@@ -194,7 +194,7 @@ func declaredNames(f *ast.File) map[string]bool {
 	return names
 }
 
-// ImportPath returns the import path of a package that a fragment names
+// importPath returns the import path of a package that a fragment names
 // by its usual name: the standard library packages a README uses,
 // snowkey's packages, and the packages of snowkey's dependencies that
 // its users meet (go-redis, GORM and its PostgreSQL driver, pgx), and
@@ -202,7 +202,7 @@ func declaredNames(f *ast.File) map[string]bool {
 // which build in the examples module (see NewModuleOf). Extend
 // it when the README names another; a block that needs an unusual import
 // can be written as a complete file.
-func ImportPath(name string) (string, bool) {
+func importPath(name string) (string, bool) {
 	switch name {
 	case "bytes", "context", "errors", "fmt", "io", "log", "maps", "os", "slices",
 		"sort", "strconv", "strings", "sync", "time":

@@ -49,7 +49,7 @@
 // Scenario.Run then keeps each side going until it has its evidence: the
 // control side a violation, the defended side at least as many runs that
 // met the fault as the control needed, each bounded by the budget and
-// Scenario.Retries. A scenario must make its fault likely enough that
+// Scenario.retries. A scenario must make its fault likely enough that
 // both sides get there within those bounds on a busy machine: where the
 // traffic only sometimes makes the fault, observe it at the end of the
 // run and drive the operations it breaks (revoke and validate the

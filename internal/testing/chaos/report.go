@@ -133,14 +133,14 @@ func serverFor(store string) string {
 	return filepath.Base(bin)
 }
 
-// Report logs a row that a scenario counted itself, writes it to
+// report logs a row that a scenario counted itself, writes it to
 // CHAOS_REPORT as Scenario.Run does, and fails t on a violation with the
 // defence on, no control run, or control runs that found no violation.
 // It cannot tell which runs met their fault, which only Scenario.Run
 // records, so it leaves that unchecked here; command chaosreport judges
 // every row in full (Row.Problems) and so fails a row without met counts.
 // New scenarios use Scenario.
-func Report(t testing.TB, row Row) {
+func report(t testing.TB, row Row) {
 	t.Helper()
 	if row.Server == "" {
 		row.Server = serverFor(row.Store)

@@ -9,14 +9,14 @@ import (
 )
 
 // defaultRetries is how many more runs a side of a Scenario makes past
-// its share of the budget to reach its goal, when Scenario.Retries is
+// its share of the budget to reach its goal, when Scenario.retries is
 // zero. A side whose runs meet their fault half the time misses its goal
 // in all of them about once in 2,000 scenarios.
 const defaultRetries = 10
 
 // OneRun is a Scenario.Budget that every run outlasts: each side makes
 // one run, and more only while it has not reached its goal (up to
-// Retries). The short schedule of a package whose runs take seconds each
+// retries). The short schedule of a package whose runs take seconds each
 // uses it, so that make test proves each side once without a budget to
 // fill.
 const OneRun = time.Nanosecond
@@ -42,7 +42,7 @@ const maxShown = 10
 //     to find its first violation: a retry that strengthens the control
 //     strengthens the defended side as much.
 //
-// A side runs for its half of Budget and then on, up to Retries more
+// A side runs for its half of Budget and then on, up to retries more
 // runs, until it reaches its goal; it stops at once when a run fails.
 // The control side runs first, since its count sets the defended side's
 // goal. A side that `go test -run` leaves out entirely is not judged (Run
@@ -65,9 +65,9 @@ type Scenario struct {
 	// Budget is the time both sides may take, half each, before they stop
 	// at their goals; zero means Budget(t), the package's whole budget.
 	Budget time.Duration
-	// Retries bounds the runs a side makes past its half of the budget
+	// retries bounds the runs a side makes past its half of the budget
 	// while it has not reached its goal; zero means DefaultRetries.
-	Retries int
+	retries int
 }
 
 // Run is one run of a Scenario: which side it is on, its random source,
@@ -148,7 +148,7 @@ type side struct {
 
 // Run runs the scenario's control side, then its defended side, each run
 // as a subtest ("off0", "off1", … and "on0", …) that calls run with a
-// fresh Run, then judges both sides and reports the row as Report does.
+// fresh Run, then judges both sides and reports the row as report does.
 // It returns the row.
 //
 // Each run gets a random source of its own seed: a side's first run uses
@@ -190,10 +190,10 @@ func (s Scenario) bounds(t testing.TB) (time.Duration, int) {
 	if s.Package == "" || s.Fault == "" || s.Defence == "" {
 		t.Fatalf("chaos: Scenario %+v: Package, Fault and Defence must be set", s)
 	}
-	if s.Budget < 0 || s.Retries < 0 {
-		t.Fatalf("chaos: Scenario %s / %s: Budget %v and Retries %d must not be negative", s.Package, s.Fault, s.Budget, s.Retries)
+	if s.Budget < 0 || s.retries < 0 {
+		t.Fatalf("chaos: Scenario %s / %s: Budget %v and Retries %d must not be negative", s.Package, s.Fault, s.Budget, s.retries)
 	}
-	budget, retries := s.Budget, s.Retries
+	budget, retries := s.Budget, s.retries
 	if budget == 0 {
 		budget = Budget(t)
 	}

@@ -26,7 +26,7 @@ type fakeScenario struct {
 func (f fakeScenario) run(t *testing.T) Row {
 	var offs, ons int
 	return Scenario{Package: "p", Fault: "fake", Store: "memory", Defence: "guard", Budget: time.Nanosecond,
-		Retries: f.retries}.Run(t, func(t *testing.T, r *Run) {
+		retries: f.retries}.Run(t, func(t *testing.T, r *Run) {
 		r.CountIDs(10)
 		if r.Control {
 			f.control(offs, r)
@@ -221,7 +221,7 @@ func TestScenarioFields(t *testing.T) {
 		{Package: "p", Defence: "d"},
 		{Package: "p", Fault: "f"},
 		{Package: "p", Fault: "f", Defence: "d", Budget: -1},
-		{Package: "p", Fault: "f", Defence: "d", Retries: -1},
+		{Package: "p", Fault: "f", Defence: "d", retries: -1},
 	} {
 		r := &recorder{TB: t}
 		if !r.fatal(func() { s.bounds(r) }) {

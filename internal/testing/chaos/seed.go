@@ -15,12 +15,12 @@ import (
 
 // The environment variables that steer chaos tests.
 const (
-	// envSeed fixes the seed of Seed and Repeat, to rerun a failure.
+	// envSeed fixes the seed of Seed and repeat, to rerun a failure.
 	envSeed = "CHAOS_SEED"
 	// envTime is the time budget of the long schedule (`make chaos`), a
 	// Go duration such as "10m". Unset, tests run the short schedule.
 	envTime = "CHAOS_TIME"
-	// envReport names a file to which Report appends one JSON line per
+	// envReport names a file to which report appends one JSON line per
 	// row.
 	envReport = "CHAOS_REPORT"
 )
@@ -112,7 +112,7 @@ func Long() bool {
 	return strings.TrimSpace(os.Getenv(envTime)) != ""
 }
 
-// Repeat runs run as subtests name+"0", name+"1", … (name such as "on"
+// repeat runs run as subtests name+"0", name+"1", … (name such as "on"
 // for the defence on, "off" for the control) until budget has passed
 // since it began (the run under way finishes) and at least minRuns ran;
 // it stops early when a run fails, and after the one run that go test
@@ -121,9 +121,9 @@ func Long() bool {
 // CHAOS_SEED if set, and every later seed follows from the one before, so
 // one seed replays a whole sequence, and a failed run prints the seed and
 // -run pattern that replay it alone. It returns the number of runs.
-// Scenario.Run is Repeat for both sides of a scenario, with the runs'
+// Scenario.Run is repeat for both sides of a scenario, with the runs'
 // faults recorded and judged; new scenarios use it.
-func Repeat(t *testing.T, name string, budget time.Duration, minRuns int, run func(t *testing.T, rng *mrand.Rand)) int {
+func repeat(t *testing.T, name string, budget time.Duration, minRuns int, run func(t *testing.T, rng *mrand.Rand)) int {
 	t.Helper()
 	seed := baseSeed(t)
 	t.Logf("chaos seed %d, budget %v", seed, budget)
@@ -167,7 +167,7 @@ func runSeeded(t *testing.T, name string, i int, seed int64, f func(t *testing.T
 	return ran, ok
 }
 
-// maxFiltered bounds how many runs Repeat skips looking for the one that
+// maxFiltered bounds how many runs repeat skips looking for the one that
 // go test -run picks.
 const maxFiltered = 1000
 

@@ -133,7 +133,7 @@ func TestRepeat(t *testing.T) {
 	replayByHand(t, "99")
 	draws := func() []uint64 {
 		var got []uint64
-		n := Repeat(t, "on", 0, 3, func(t *testing.T, rng *rand.Rand) { got = append(got, rng.Uint64()) })
+		n := repeat(t, "on", 0, 3, func(t *testing.T, rng *rand.Rand) { got = append(got, rng.Uint64()) })
 		if n != 3 {
 			t.Errorf("Repeat ran %d times, want 3", n)
 		}
@@ -151,7 +151,7 @@ func TestRepeat(t *testing.T) {
 	}
 
 	start := time.Now()
-	n := Repeat(t, "off", 100*time.Millisecond, 1, func(t *testing.T, rng *rand.Rand) { time.Sleep(20 * time.Millisecond) })
+	n := repeat(t, "off", 100*time.Millisecond, 1, func(t *testing.T, rng *rand.Rand) { time.Sleep(20 * time.Millisecond) })
 	if took := time.Since(start); n < 2 || took < 100*time.Millisecond {
 		t.Errorf("budget 100ms: %d runs in %v", n, took)
 	}
@@ -178,7 +178,7 @@ func TestReport(t *testing.T) {
 		replayByHand(t, seed)
 		for _, tt := range rows {
 			r := &recorder{TB: t}
-			Report(r, tt.row)
+			report(r, tt.row)
 			got := strings.Join(r.errs, "\n")
 			if (tt.errs == "") != (got == "") || !strings.Contains(got, tt.errs) {
 				t.Errorf("CHAOS_SEED=%q, %s: errors %q, want %q", seed, tt.row.Fault, got, tt.errs)
@@ -225,14 +225,14 @@ func TestSeedRefusedInCI(t *testing.T) {
 	}
 }
 
-// TestRepeatFiltered: when -run picks one run, Repeat runs it and stops,
+// TestRepeatFiltered: when -run picks one run, repeat runs it and stops,
 // instead of spinning through the budget. The test runs itself again
-// with such a -run, and a budget of an hour: a Repeat that spun through
+// with such a -run, and a budget of an hour: a repeat that spun through
 // it would meet the test's deadline instead of returning.
 func TestRepeatFiltered(t *testing.T) {
 	if os.Getenv("FAULTS_TEST_FILTERED") != "" {
 		var ran []string
-		n := Repeat(t, "on", time.Hour, 1, func(t *testing.T, _ *rand.Rand) { ran = append(ran, t.Name()) })
+		n := repeat(t, "on", time.Hour, 1, func(t *testing.T, _ *rand.Rand) { ran = append(ran, t.Name()) })
 		t.Logf("Repeat returned %d after %v", n, ran)
 		return
 	}

@@ -70,27 +70,27 @@ type dropRule struct {
 
 // Stats counts what a Proxy did since it started.
 type Stats struct {
-	// Connections is the number of client connections forwarded to a
+	// connections is the number of client connections forwarded to a
 	// server.
-	Connections int
-	// Refused is the number of client connections closed at once because
+	connections int
+	// refused is the number of client connections closed at once because
 	// the proxy was cut or its target did not answer.
-	Refused int
-	// Requests is the number of requests clients began to send.
-	Requests int
-	// Armed is the number of requests whose reply was marked to be
+	refused int
+	// requests is the number of requests clients began to send.
+	requests int
+	// armed is the number of requests whose reply was marked to be
 	// dropped. A marked request whose connection closes before the
 	// server answers does not count as dropped.
-	Armed int
+	armed int
 	// RepliesDropped is the number of replies swallowed after the server
 	// began to answer.
 	RepliesDropped int
-	// Cuts is the number of calls to Cut.
-	Cuts int
-	// Held is the number of chunks of data the proxy holds now, in
+	// cuts is the number of calls to Cut.
+	cuts int
+	// held is the number of chunks of data the proxy holds now, in
 	// either direction, for a Freeze or a delay: the proof that a frozen
 	// or slowed path has something in it.
-	Held int
+	held int
 }
 
 // proxyConn is one client connection and its connection to the server.
@@ -144,13 +144,6 @@ func Start(t testing.TB, target string) *Proxy {
 // Addr returns the address clients connect to, "127.0.0.1:PORT".
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Target returns the address new connections are forwarded to.
-func (p *Proxy) Target() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.target
-}
-
 // Retarget forwards connections made from now on to addr. Open
 // connections keep their server; Cut closes them if the test wants every
 // client to move.
@@ -167,7 +160,7 @@ func (p *Proxy) Retarget(addr string) {
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	p.cut = true
-	p.stats.Cuts++
+	p.stats.cuts++
 	conns := p.takeConns()
 	p.mu.Unlock()
 	for _, c := range conns {
@@ -263,11 +256,11 @@ func (p *Proxy) Stats() Stats {
 	return p.stats
 }
 
-// ErrTimeout is returned by waits that ran out of time.
-var ErrTimeout = errors.New("faultproxy: timed out")
+// errTimeout is returned by waits that ran out of time.
+var errTimeout = errors.New("faultproxy: timed out")
 
 // AwaitDrops waits until the proxy has dropped at least n replies in all,
-// or returns an error wrapping ErrTimeout after timeout.
+// or returns an error wrapping errTimeout after timeout.
 func (p *Proxy) AwaitDrops(n int, timeout time.Duration) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -285,7 +278,7 @@ func (p *Proxy) AwaitDrops(n int, timeout time.Duration) error {
 		case <-p.dropped:
 		case <-tick.C:
 		case <-deadline.C:
-			return errorf(ErrTimeout, "%d of %d replies dropped after %v", got, n, timeout)
+			return errorf(errTimeout, "%d of %d replies dropped after %v", got, n, timeout)
 		}
 	}
 }
@@ -330,7 +323,7 @@ func (p *Proxy) serve() {
 		}
 		p.mu.Lock()
 		if p.cut || p.closed {
-			p.stats.Refused++
+			p.stats.refused++
 			p.mu.Unlock()
 			_ = c.Close()
 			continue
@@ -352,7 +345,7 @@ func (p *Proxy) connect(pc *proxyConn, target string) {
 	_, open := p.conns[pc] // Cut or stop may have closed it meanwhile
 	if err != nil || !open {
 		delete(p.conns, pc)
-		p.stats.Refused++
+		p.stats.refused++
 		p.mu.Unlock()
 		if s != nil {
 			_ = s.Close()
@@ -361,7 +354,7 @@ func (p *Proxy) connect(pc *proxyConn, target string) {
 		return
 	}
 	pc.server = s
-	p.stats.Connections++
+	p.stats.connections++
 	p.wg.Add(2)
 	p.mu.Unlock()
 	go p.pump(pc, true)
@@ -409,14 +402,14 @@ func (p *Proxy) pump(pc *proxyConn, toServer bool) {
 }
 
 // gate holds a chunk while the proxy is frozen and for the delay,
-// counted in Stats.Held meanwhile. It returns false if pc was closed
+// counted in Stats.held meanwhile. It returns false if pc was closed
 // meanwhile.
 func (p *Proxy) gate(pc *proxyConn) bool {
 	held := false
 	defer func() {
 		if held {
 			p.mu.Lock()
-			p.stats.Held--
+			p.stats.held--
 			p.mu.Unlock()
 		}
 	}()
@@ -431,7 +424,7 @@ func (p *Proxy) gate(pc *proxyConn) bool {
 		}
 		if (frozen || delay > 0) && !held {
 			held = true
-			p.stats.Held++
+			p.stats.held++
 		}
 		p.mu.Unlock()
 		select {
@@ -468,7 +461,7 @@ func (p *Proxy) request(pc *proxyConn, chunk []byte) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(pc.req) == 0 {
-		p.stats.Requests++
+		p.stats.requests++
 	}
 	if room := maxRequestBuf - len(pc.req); room > 0 {
 		pc.req = append(pc.req, chunk[:min(room, len(chunk))]...)
@@ -485,7 +478,7 @@ func (p *Proxy) request(pc *proxyConn, chunk []byte) bool {
 		pc.armed = d.rng.Float64() < d.rate
 	}
 	if pc.armed {
-		p.stats.Armed++
+		p.stats.armed++
 	}
 	return true
 }
@@ -503,7 +496,7 @@ func (p *Proxy) reply(pc *proxyConn, chunk []byte) bool {
 		// The script did not run, so this answer proves nothing: let it
 		// through and give the arming back, for the EVAL that go-redis
 		// sends next, maybe on another connection.
-		p.stats.Armed--
+		p.stats.armed--
 		if pc.counted {
 			p.drop.n++
 		}

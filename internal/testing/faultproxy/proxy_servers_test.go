@@ -39,11 +39,11 @@ func TestProxyRedisLostScriptReply(t *testing.T) {
 	if n, err := direct.Get(ctx, key).Int(); err != nil || n != 1 {
 		t.Fatalf("after the lost reply the counter is %d, %v; want 1: the script ran", n, err)
 	}
-	// Armed once: the next run answers, now by EVALSHA.
+	// armed once: the next run answers, now by EVALSHA.
 	if n, err := script.Run(ctx, rdb, []string{key}).Int(); err != nil || n != 2 {
 		t.Fatalf("second run: %d, %v; want 2", n, err)
 	}
-	if st := p.Stats(); st.RepliesDropped != 1 || st.Armed != 1 {
+	if st := p.Stats(); st.RepliesDropped != 1 || st.armed != 1 {
 		t.Errorf("stats %+v; want 1 armed, 1 dropped", st)
 	}
 }

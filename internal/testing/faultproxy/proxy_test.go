@@ -131,7 +131,7 @@ func TestProxyForwards(t *testing.T) {
 	mustSend(t, lc, "a")
 	mustSend(t, lc, "b")
 	st := p.Stats()
-	if st.Connections != 1 || st.Requests != 2 || st.RepliesDropped != 0 {
+	if st.connections != 1 || st.requests != 2 || st.RepliesDropped != 0 {
 		t.Errorf("stats %+v; want 1 connection, 2 requests, 0 dropped", st)
 	}
 }
@@ -146,13 +146,13 @@ func TestProxyCutRestore(t *testing.T) {
 	if _, err := lc.send(5*time.Second, "b\n"); err == nil {
 		t.Fatal("request on a cut connection succeeded")
 	}
-	// Refused: accepted and closed at once.
+	// refused: accepted and closed at once.
 	if _, err := dialLine(t, p.Addr()).send(5*time.Second, "c\n"); err == nil {
 		t.Fatal("request on a connection made while cut succeeded")
 	}
 	p.Restore()
 	mustSend(t, dialLine(t, p.Addr()), "d")
-	if st := p.Stats(); st.Cuts != 1 || st.Refused < 1 {
+	if st := p.Stats(); st.cuts != 1 || st.refused < 1 {
 		t.Errorf("stats %+v; want 1 cut and a refused connection", st)
 	}
 }
@@ -241,10 +241,10 @@ func TestProxyDropRepliesSplit(t *testing.T) {
 	// n = 1: the next matching request keeps its reply.
 	mustSend(t, dialLine(t, p.Addr()), "SET x")
 	st := p.Stats()
-	if st.RepliesDropped != 1 || st.Armed != 1 || st.Requests != 3 {
+	if st.RepliesDropped != 1 || st.armed != 1 || st.requests != 3 {
 		t.Errorf("stats %+v; want 1 armed and dropped of 3 requests", st)
 	}
-	if err := p.AwaitDrops(2, 50*time.Millisecond); !errors.Is(err, ErrTimeout) {
+	if err := p.AwaitDrops(2, 50*time.Millisecond); !errors.Is(err, errTimeout) {
 		t.Errorf("AwaitDrops(2) = %v; want ErrTimeout", err)
 	}
 }
@@ -311,8 +311,8 @@ func TestProxyStopsFrozen(t *testing.T) {
 	if took := time.Since(start); took >= stopTimeout || r.Failed() {
 		t.Errorf("stop took %v (bound %v): %v", took, stopTimeout, r.errs)
 	}
-	if st := p.Stats(); st.Held != 0 {
-		t.Errorf("after stop the proxy holds %d chunks", st.Held)
+	if st := p.Stats(); st.held != 0 {
+		t.Errorf("after stop the proxy holds %d chunks", st.held)
 	}
 	for _, lc := range []*lineClient{delayed, frozen} {
 		_ = lc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -328,10 +328,10 @@ func TestProxyStopsFrozen(t *testing.T) {
 // waitHeld waits until p holds n chunks, or fails the test when ctx ends.
 func waitHeld(ctx context.Context, t *testing.T, p *Proxy, n int) {
 	t.Helper()
-	for p.Stats().Held != n {
+	for p.Stats().held != n {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the proxy holds %d chunks, not %d: %v", p.Stats().Held, n, ctx.Err())
+			t.Fatalf("the proxy holds %d chunks, not %d: %v", p.Stats().held, n, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}

@@ -62,11 +62,11 @@ type Process struct {
 	done  chan struct{} // closed once the process has exited and been reaped
 }
 
-// StartHelper starts this test binary as a helper process that runs the
+// Start starts this test binary as a helper process that runs the
 // helper name (see HelperMain), with env ("KEY=value") added to the
-// test's environment. Its standard output and error go to files in
-// Dir(); its standard input is a pipe the test may close with
-// CloseStdin. It dies with the test binary (Linux's parent-death signal)
+// test's environment. Its standard output and error go to files in a
+// directory of its own (see StdoutPath); its standard input is a pipe
+// the test may close with CloseStdin. It dies with the test binary (Linux's parent-death signal)
 // and is killed when the test ends.
 func Start(t testing.TB, name string, env ...string) *Process {
 	t.Helper()
@@ -116,10 +116,6 @@ func Start(t testing.TB, name string, env ...string) *Process {
 // Pid returns the process ID.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
-// Dir returns a directory that belongs to this process, where its output
-// files are; the test may put the helper's other files there.
-func (p *Process) Dir() string { return p.dir }
-
 // StdoutPath returns the file that receives the process's standard output.
 func (p *Process) StdoutPath() string { return filepath.Join(p.dir, "stdout") }
 
@@ -142,9 +138,6 @@ func (p *Process) Stderr() string {
 // CloseStdin closes the process's standard input, a way to tell it to
 // finish.
 func (p *Process) CloseStdin() { _ = p.stdin.Close() }
-
-// Done returns a channel closed once the process has exited.
-func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Exited reports whether the process has exited.
 func (p *Process) Exited() bool {
@@ -187,13 +180,13 @@ func (p *Process) Stop() { p.Signal(syscall.SIGSTOP) }
 func (p *Process) Cont() { p.Signal(syscall.SIGCONT) }
 
 // Wait waits up to timeout for the process to exit and returns an error
-// if it did not (wrapping ErrTimeout) or exited unsuccessfully, naming
+// if it did not (wrapping errTimeout) or exited unsuccessfully, naming
 // its exit state and the end of its standard error.
 func (p *Process) Wait(timeout time.Duration) error {
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		return errorf(ErrTimeout, "helper %s (pid %d) still running after %v", p.name, p.Pid(), timeout)
+		return errorf(errTimeout, "helper %s (pid %d) still running after %v", p.name, p.Pid(), timeout)
 	}
 	if st := p.cmd.ProcessState; !st.Success() {
 		return fmt.Errorf("helper: helper %s (pid %d): %v\n%s", p.name, p.Pid(), st, p.Stderr())
@@ -201,8 +194,8 @@ func (p *Process) Wait(timeout time.Duration) error {
 	return nil
 }
 
-// ExitState returns the process's exit state once it has exited, or nil.
-func (p *Process) ExitState() *os.ProcessState {
+// exitState returns the process's exit state once it has exited, or nil.
+func (p *Process) exitState() *os.ProcessState {
 	if !p.Exited() {
 		return nil
 	}
@@ -214,5 +207,5 @@ func errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
 }
 
-// ErrTimeout is returned by waits that ran out of time.
-var ErrTimeout = errors.New("helper: timed out")
+// errTimeout is returned by waits that ran out of time.
+var errTimeout = errors.New("helper: timed out")

@@ -63,7 +63,7 @@ func TestProcessStopContFinish(t *testing.T) {
 	waitState(t, p.Pid(), "T")
 	p.Cont()
 	waitState(t, p.Pid(), "SR")
-	if err := p.Wait(50 * time.Millisecond); !errors.Is(err, ErrTimeout) {
+	if err := p.Wait(50 * time.Millisecond); !errors.Is(err, errTimeout) {
 		t.Fatalf("Wait on a running process: %v; want ErrTimeout", err)
 	}
 	p.CloseStdin()
@@ -85,9 +85,9 @@ func TestProcessKill(t *testing.T) {
 	if !p.Exited() {
 		t.Fatal("not exited after Kill")
 	}
-	ws := p.ExitState().Sys().(syscall.WaitStatus)
+	ws := p.exitState().Sys().(syscall.WaitStatus)
 	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Errorf("exit state %v; want killed by SIGKILL", p.ExitState())
+		t.Errorf("exit state %v; want killed by SIGKILL", p.exitState())
 	}
 	if err := p.Wait(time.Second); err == nil {
 		t.Error("Wait after a kill: no error")

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The rules CheckTokens enforces, as Violation.Rule names them.
+// The rules CheckTokens enforces, as Violation.rule names them.
 const (
 	// ruleRevoked: a Validate accepted a session after a revocation of it
 	// had returned: on the Manager that revoked it, at any time; on
@@ -27,13 +27,13 @@ const (
 // Violation is a breach of a rule that CheckTokens found, with the
 // operations that show it.
 type Violation struct {
-	Rule string
-	// Ops are the operations involved: the revocation (and the Issue it
+	rule string
+	// ops are the operations involved: the revocation (and the Issue it
 	// covered) and the Validate, or for the other rules the Validate and
 	// the session's Issue.
-	Ops []Op
-	// Why says how the operations break the rule, with times.
-	Why string
+	ops []Op
+	// why says how the operations break the rule, with times.
+	why string
 
 	t0 time.Time
 }
@@ -42,8 +42,8 @@ type Violation struct {
 // involved, one a line, with times relative to the history's start.
 func (v Violation) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s", v.Rule, v.Why)
-	for _, op := range v.Ops {
+	fmt.Fprintf(&b, "%s: %s", v.rule, v.why)
+	for _, op := range v.ops {
 		b.WriteString("\n\t")
 		b.WriteString(op.format(v.t0))
 	}
@@ -250,7 +250,7 @@ func checkTokens(w *work, ops []Op, windows []window, t0 time.Time, cacheTTL fun
 	spans := newReadSpans(w, windows)
 	var vs []Violation
 	add := func(rule, why string, involved ...Op) {
-		vs = append(vs, Violation{Rule: rule, Why: why, Ops: involved, t0: t0})
+		vs = append(vs, Violation{rule: rule, why: why, ops: involved, t0: t0})
 	}
 	for i, v := range ops {
 		w.steps++

@@ -100,7 +100,7 @@ func checkTokensReference(w *work, ops []Op, windows []window, t0 time.Time, cac
 
 	var vs []Violation
 	add := func(rule, why string, involved ...Op) {
-		vs = append(vs, Violation{Rule: rule, Why: why, Ops: involved, t0: t0})
+		vs = append(vs, Violation{rule: rule, why: why, ops: involved, t0: t0})
 	}
 	for _, v := range ops {
 		w.steps++

@@ -204,7 +204,7 @@ func TestCheckTokens(t *testing.T) {
 			}
 			var got []string
 			for _, v := range vs {
-				got = append(got, v.Rule)
+				got = append(got, v.rule)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				for _, v := range vs {
@@ -213,7 +213,7 @@ func TestCheckTokens(t *testing.T) {
 				t.Fatalf("broken rules %q, want %q", got, tt.want)
 			}
 			for _, v := range vs {
-				if s := v.String(); !strings.Contains(s, "Validate") || len(v.Ops) < 1 {
+				if s := v.String(); !strings.Contains(s, "Validate") || len(v.ops) < 1 {
 					t.Errorf("violation does not show its operations:\n%s", s)
 				}
 			}
@@ -305,7 +305,7 @@ func TestHistoryRecording(t *testing.T) {
 	// A validate that succeeds after the revokes returned is caught.
 	c := h.Begin(Op{Kind: Validate, Manager: 1, Session: 101})
 	c.End(nil)
-	if vs := CheckTokens(h, nil); len(vs) != 1 || vs[0].Rule != ruleRevoked {
+	if vs := CheckTokens(h, nil); len(vs) != 1 || vs[0].rule != ruleRevoked {
 		t.Errorf("violations %v; want one %s", vs, ruleRevoked)
 	}
 

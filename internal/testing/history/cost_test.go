@@ -243,9 +243,9 @@ func TestCheckTokensAgainstReference(t *testing.T) {
 				got := checkTokens(&work{}, ops, windows, t0, ttl)
 				compared++
 				for _, v := range want {
-					rules[v.Rule]++
-					if slices.ContainsFunc(v.Ops, func(op Op) bool { return op.Kind == Validate && op.Served != 0 }) {
-						served[v.Rule]++
+					rules[v.rule]++
+					if slices.ContainsFunc(v.ops, func(op Op) bool { return op.Kind == Validate && op.Served != 0 }) {
+						served[v.rule]++
 					}
 				}
 				if !reflect.DeepEqual(got, want) {
@@ -335,7 +335,7 @@ func TestCheckTokensCost(t *testing.T) {
 	}
 }
 
-// TestCheckUniqueCost: the steps of CheckUnique and CheckUniqueFiles on 8
+// TestCheckUniqueCost: the steps of checkUnique and CheckUniqueFiles on 8
 // times the IDs grow as O(n log n) predicts.
 func TestCheckUniqueCost(t *testing.T) {
 	const n = 20000

@@ -54,16 +54,16 @@ func scanIDFile(path string, f func(int64)) error {
 
 // Dup is an ID issued more than once.
 type Dup struct {
-	ID int64
-	// Sources names, once per time it was issued, the file (or, for
-	// CheckUnique, the source) that holds it; a name twice means one
+	id int64
+	// sources names, once per time it was issued, the file (or, for
+	// checkUnique, the source) that holds it; a name twice means one
 	// process issued it twice.
-	Sources []string
+	sources []string
 }
 
 // String names the ID and every source that issued it.
 func (d Dup) String() string {
-	return fmt.Sprintf("ID %d issued %d times: %v", d.ID, len(d.Sources), d.Sources)
+	return fmt.Sprintf("ID %d issued %d times: %v", d.id, len(d.sources), d.sources)
 }
 
 // CheckUniqueFiles reads the ID files at paths and returns how many IDs
@@ -112,13 +112,9 @@ func checkUniqueFiles(w *work, paths ...string) (total int, dups []Dup, err erro
 	return len(all), dupList(w, where), nil
 }
 
-// CheckUnique is CheckUniqueFiles for IDs held in memory, by source name
-// (a process, a goroutine). It does not change the slices.
-func CheckUnique(sources map[string][]int64) (total int, dups []Dup) {
-	return checkUnique(&work{}, sources)
-}
-
-// checkUnique is CheckUnique, counting its steps in w.
+// checkUnique is CheckUniqueFiles for IDs held in memory, by source name
+// (a process, a goroutine), counting its steps in w. It does not change
+// the slices.
 func checkUnique(w *work, sources map[string][]int64) (total int, dups []Dup) {
 	for _, ids := range sources {
 		total += len(ids)
@@ -164,7 +160,7 @@ func dupList(w *work, where map[int64][]string) []Dup {
 	ids := slices.Collect(maps.Keys(where))
 	sortFunc(w, ids, cmp.Compare[int64])
 	for _, id := range ids {
-		dups = append(dups, Dup{ID: id, Sources: where[id]})
+		dups = append(dups, Dup{id: id, sources: where[id]})
 	}
 	return dups
 }

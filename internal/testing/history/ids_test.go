@@ -35,7 +35,7 @@ func TestCheckUniqueFiles(t *testing.T) {
 	if total != 10 {
 		t.Errorf("total %d, want 10", total)
 	}
-	want := []Dup{{ID: 1, Sources: []string{a, c}}, {ID: 7, Sources: []string{b, b}}, {ID: 9, Sources: []string{a, b}}}
+	want := []Dup{{id: 1, sources: []string{a, c}}, {id: 7, sources: []string{b, b}}, {id: 9, sources: []string{a, b}}}
 	if !reflect.DeepEqual(dups, want) {
 		t.Errorf("dups %v, want %v", dups, want)
 	}
@@ -55,11 +55,11 @@ func TestCheckUniqueFiles(t *testing.T) {
 
 func TestCheckUnique(t *testing.T) {
 	src := map[string][]int64{"p1": {3, 1, 2}, "p2": {4, 3}, "p3": {}}
-	total, dups := CheckUnique(src)
-	if total != 5 || !reflect.DeepEqual(dups, []Dup{{ID: 3, Sources: []string{"p1", "p2"}}}) {
-		t.Errorf("CheckUnique: %d, %v", total, dups)
+	total, dups := checkUnique(&work{}, src)
+	if total != 5 || !reflect.DeepEqual(dups, []Dup{{id: 3, sources: []string{"p1", "p2"}}}) {
+		t.Errorf("checkUnique: %d, %v", total, dups)
 	}
 	if !reflect.DeepEqual(src["p1"], []int64{3, 1, 2}) {
-		t.Errorf("CheckUnique changed its input: %v", src["p1"])
+		t.Errorf("checkUnique changed its input: %v", src["p1"])
 	}
 }

@@ -47,8 +47,8 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) ([]*Redis, error) {
 			nodes[i], errs[i] = StartRedis(ctx, RedisConfig{
 				Bin:  cfg.Bin,
 				Dir:  dir,
-				Name: "redis cluster node " + strconv.Itoa(i),
-				Port: freeClusterPort,
+				name: "redis cluster node " + strconv.Itoa(i),
+				port: freeClusterPort,
 				Args: append(clusterArgs(dir), cfg.Args...),
 			})
 		})

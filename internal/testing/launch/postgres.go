@@ -184,7 +184,7 @@ func (pg *Postgres) Pid() int {
 	if !pg.Running() {
 		return 0
 	}
-	return pg.proc.Pid()
+	return pg.proc.pid()
 }
 
 // Addr returns the server's "127.0.0.1:PORT".
@@ -201,7 +201,7 @@ func (pg *Postgres) DataDir() string { return pg.data() }
 func (pg *Postgres) data() string { return filepath.Join(pg.dir, "data") }
 
 // running reports whether the server's process is running.
-func (pg *Postgres) Running() bool { return pg.proc != nil && !pg.proc.Exited() }
+func (pg *Postgres) Running() bool { return pg.proc != nil && !pg.proc.exited() }
 
 // Stop sends sig (SIGINT is PostgreSQL's fast shutdown, as pg_ctl stop -m
 // fast; SIGKILL a crash, which the next start recovers from) and waits up
@@ -252,8 +252,8 @@ func (pg *Postgres) Restart(ctx context.Context) error {
 // ends.
 func waitPostgres(ctx context.Context, p *proc, url string) error {
 	for {
-		if p.Exited() {
-			return p.ExitError()
+		if p.exited() {
+			return p.exitError()
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		conn, err := pgx.Connect(cctx, url)

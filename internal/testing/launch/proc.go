@@ -73,14 +73,14 @@ func (p *proc) Name() string { return p.name }
 // LogPath returns the file that holds the process's output.
 func (p *proc) LogPath() string { return p.logPath }
 
-// Pid returns the process ID.
-func (p *proc) Pid() int { return p.cmd.Process.Pid }
+// pid returns the process ID.
+func (p *proc) pid() int { return p.cmd.Process.Pid }
 
 // Done is closed when the process has exited.
 func (p *proc) Done() <-chan struct{} { return p.done }
 
-// Exited reports whether the process has already ended.
-func (p *proc) Exited() bool {
+// exited reports whether the process has already ended.
+func (p *proc) exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -93,8 +93,8 @@ func (p *proc) Exited() bool {
 // called only after Done is closed.
 func (p *proc) Err() error { return p.err }
 
-// ExitError describes an exit during startup, with the end of the log.
-func (p *proc) ExitError() error {
+// exitError describes an exit during startup, with the end of the log.
+func (p *proc) exitError() error {
 	return fmt.Errorf("%s exited during startup (%v)\n%s", p.name, p.err, LogTail(p.logPath))
 }
 
@@ -106,12 +106,12 @@ func (p *proc) ExitError() error {
 // out or a process outlived SIGKILL; a process that has already exited is
 // only reaped.
 func (p *proc) Stop(sig syscall.Signal, grace time.Duration) error {
-	pid := p.Pid()
+	pid := p.pid()
 	var family []relative
 	if p.tree {
 		family = descendants(readProcs(), pid) // before they lose their parent
 	}
-	if !p.Exited() {
+	if !p.exited() {
 		_ = p.cmd.Process.Signal(sig)
 	}
 	var err error
@@ -131,7 +131,7 @@ func (p *proc) Stop(sig syscall.Signal, grace time.Duration) error {
 	// Wait for them all: PostgreSQL's backends keep its shared memory until
 	// they exit, and a restart refuses to start while they hold it.
 	deadline := time.After(5 * time.Second)
-	for !p.Exited() || slices.ContainsFunc(family, relative.alive) {
+	for !p.exited() || slices.ContainsFunc(family, relative.alive) {
 		select {
 		case <-deadline:
 			if err == nil {
@@ -216,9 +216,9 @@ func descendants(procs map[int]procInfo, pid int) []relative {
 	return out
 }
 
-// Kill ends the process and its group at once with SIGKILL, as a crash
+// kill ends the process and its group at once with SIGKILL, as a crash
 // would, and waits for it.
-func (p *proc) Kill() error {
+func (p *proc) kill() error {
 	return p.Stop(syscall.SIGKILL, 5*time.Second)
 }
 

@@ -25,7 +25,7 @@ wait`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Kill() })
+	t.Cleanup(func() { _ = p.kill() })
 	children := map[string]int{"group": 0, "session": 0}
 	for name := range children {
 		for deadline := time.Now().Add(10 * time.Second); children[name] == 0; time.Sleep(10 * time.Millisecond) {
@@ -63,7 +63,7 @@ func TestProcStop(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "did not stop within") {
 			t.Errorf("Stop of a process that ignores SIGTERM: %v; want a did-not-stop error", err)
 		}
-		if !p.Exited() {
+		if !p.exited() {
 			t.Error("process still running after Stop")
 		}
 		// Stop returns once they are gone.
@@ -82,7 +82,7 @@ func TestProcStop(t *testing.T) {
 		t.Parallel()
 		p, children := startStubborn(t, false)
 		defer syscall.Kill(children["session"], syscall.SIGKILL)
-		if err := p.Kill(); err != nil {
+		if err := p.kill(); err != nil {
 			t.Fatal(err)
 		}
 		for deadline := time.Now().Add(5 * time.Second); running(children["group"]); time.Sleep(5 * time.Millisecond) {

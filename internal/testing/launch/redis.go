@@ -173,12 +173,12 @@ type RedisConfig struct {
 	// Dir is the server's working directory, made if missing, where it
 	// keeps its data files and its log, redis.log.
 	Dir string
-	// Name names the server in messages; default "redis-server".
-	Name string
-	// Port picks the port of an attempt to start; default FreePort. A
+	// name names the server in messages; default "redis-server".
+	name string
+	// port picks the port of an attempt to start; default FreePort. A
 	// port found free may be taken before the server binds it: then the
-	// start is tried twice more, each time on a port Port picks.
-	Port func() (int, error)
+	// start is tried twice more, each time on a port the port func picks.
+	port func() (int, error)
 	// Args are more redis-server options, after the defaults (which they
 	// override), such as "--appendonly", "yes".
 	Args []string
@@ -213,20 +213,20 @@ func serverArgs(port int, dir string, more ...string) []string {
 // startRedis starts a redis-server with the arguments args gives for a
 // port, retrying on other ports when the port was taken.
 func startRedis(ctx context.Context, cfg RedisConfig, args func(port int) []string) (*Redis, error) {
-	if cfg.Name == "" {
-		cfg.Name = "redis-server"
+	if cfg.name == "" {
+		cfg.name = "redis-server"
 	}
-	if cfg.Port == nil {
-		cfg.Port = FreePort
+	if cfg.port == nil {
+		cfg.port = FreePort
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("%s: %w", cfg.name, err)
 	}
-	r := &Redis{name: cfg.Name, bin: cfg.Bin, dir: cfg.Dir}
+	r := &Redis{name: cfg.name, bin: cfg.Bin, dir: cfg.Dir}
 	var err error
 	for attempt := 1; ; attempt++ {
-		if r.port, err = cfg.Port(); err != nil {
-			return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+		if r.port, err = cfg.port(); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.name, err)
 		}
 		r.args = args(r.port)
 		err = r.Restart(ctx)
@@ -252,7 +252,7 @@ func (r *Redis) Dir() string { return r.dir }
 func (r *Redis) LogPath() string { return filepath.Join(r.dir, "redis.log") }
 
 // running reports whether the server's process is running.
-func (r *Redis) Running() bool { return r.proc != nil && !r.proc.Exited() }
+func (r *Redis) Running() bool { return r.proc != nil && !r.proc.exited() }
 
 // Stop sends sig (SIGTERM saves data if persistence is on; SIGKILL ends
 // the server as a crash would) and waits up to grace for it to exit (see
@@ -281,7 +281,7 @@ func (r *Redis) Restart(ctx context.Context) error {
 	}
 	r.proc = p
 	if err := waitPing(ctx, r.Addr(), p); err != nil {
-		_ = p.Kill()
+		_ = p.kill()
 		return err
 	}
 	return nil
@@ -298,8 +298,8 @@ func waitPing(ctx context.Context, addr string, p *proc) error {
 		if err == nil {
 			err = fmt.Errorf("PING answered %q", reply)
 		}
-		if p.Exited() {
-			return p.ExitError()
+		if p.exited() {
+			return p.exitError()
 		}
 		select {
 		case <-ctx.Done():

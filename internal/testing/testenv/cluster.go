@@ -15,7 +15,7 @@ import (
 
 // PrivateCluster is a private Redis Cluster of master nodes that belongs to
 // one test, which may reconfigure it (move slots, kill nodes), unlike the
-// shared cluster of RedisCluster(t). Make one with StartRedisCluster.
+// shared cluster of redisCluster(t). Make one with StartRedisCluster.
 type PrivateCluster struct {
 	t      testing.TB
 	nodes  []*RedisServer
@@ -112,8 +112,8 @@ func (c *PrivateCluster) index(id, addr string) (int, error) {
 type MigrateOptions struct {
 	// Batch is the number of keys moved by one MIGRATE; default 10.
 	Batch int
-	// Timeout is MIGRATE's own timeout for one batch; default 5s.
-	Timeout time.Duration
+	// timeout is MIGRATE's own timeout for one batch; default 5s.
+	timeout time.Duration
 	// Step, if set, is called with the number of keys moved so far while
 	// the slot is migrating: before the first batch, between batches and
 	// after the last one, before the slot changes owner. A test runs
@@ -144,8 +144,8 @@ func (c *PrivateCluster) MigrateSlot(ctx context.Context, slot, to int, opts Mig
 	if opts.Batch <= 0 {
 		opts.Batch = 10
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Second
+	if opts.timeout <= 0 {
+		opts.timeout = 5 * time.Second
 	}
 	from, err := c.SlotOwner(ctx, slot)
 	if err != nil {
@@ -193,7 +193,7 @@ func (c *PrivateCluster) MigrateSlot(ctx context.Context, slot, to int, opts Mig
 		if len(keys) == 0 {
 			break
 		}
-		args := []any{"MIGRATE", host, port, "", 0, opts.Timeout.Milliseconds(), "KEYS"}
+		args := []any{"MIGRATE", host, port, "", 0, opts.timeout.Milliseconds(), "KEYS"}
 		for _, k := range keys {
 			args = append(args, k)
 		}

@@ -59,13 +59,13 @@ func Deadline(t testing.TB, d time.Duration) context.Context {
 	}
 	w := &watch{name: t.Name(), start: time.Now(), d: d}
 	if old, loaded := watches.Swap(t, w); loaded {
-		old.(*watch).timer.Stop()
+		old.(*watch).timer.stop()
 	} else {
 		// Registered once, before any cleanup the test registers after
 		// this call, so it runs after them: a hang in a cleanup is caught.
 		t.Cleanup(func() {
 			if w, ok := watches.LoadAndDelete(t); ok {
-				w.(*watch).timer.Stop()
+				w.(*watch).timer.stop()
 			}
 		})
 	}
@@ -75,7 +75,7 @@ func Deadline(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithCancelCause(t.Context())
 	ends := afterStretched(d-min(d/10, 5*time.Second), stretch, func() { cancel(context.DeadlineExceeded) })
 	t.Cleanup(func() {
-		ends.Stop()
+		ends.stop()
 		cancel(nil)
 	})
 	return budgetCtx{ctx}
@@ -155,8 +155,8 @@ func afterStretched(d time.Duration, load func() float64, f func()) *stretchTime
 	return st
 }
 
-// Stop stops the timer and reports whether f was still to be called.
-func (st *stretchTimer) Stop() bool {
+// stop stops the timer and reports whether f was still to be called.
+func (st *stretchTimer) stop() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.stopped {
@@ -201,7 +201,7 @@ func Main(m *testing.M, budget time.Duration) int {
 	timer := afterStretched(budget, stretch, func() {
 		expire(fmt.Sprintf("the package's tests did not end within their budget of %v (testenv.Main)", budget))
 	})
-	defer timer.Stop()
+	defer timer.stop()
 	return m.Run()
 }
 

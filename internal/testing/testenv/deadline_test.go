@@ -201,12 +201,12 @@ func TestDeadlineContext(t *testing.T) {
 		}
 	})
 	// Neither of the sub-test's watchdogs (an hour, then 2s) may still be
-	// armed: Stop reports whether it stopped one that had not fired (one
+	// armed: stop reports whether it stopped one that had not fired (one
 	// that had would have ended this binary).
 	if first == nil || second == nil {
 		t.Fatal("the sub-test set no watch")
 	}
-	if first.timer.Stop() || second.timer.Stop() {
+	if first.timer.stop() || second.timer.stop() {
 		t.Error("a watchdog of a test that has ended was still armed")
 	}
 	if _, ok := watches.Load(t); ok {
@@ -249,7 +249,7 @@ func TestAfterStretched(t *testing.T) {
 		}
 	}
 	st := afterStretched(50*time.Millisecond, func() float64 { return 1 }, func() { t.Error("a stopped timer fired") })
-	if !st.Stop() || st.Stop() {
+	if !st.stop() || st.stop() {
 		t.Error("Stop of a pending timer: want true once, then false")
 	}
 	time.Sleep(100 * time.Millisecond) // past the budget: the stopped timer must stay quiet

@@ -173,10 +173,10 @@ func (s *PostgresServer) Kill() {
 	}
 }
 
-// Stop shuts the server down cleanly (a fast shutdown, which ends open
+// stop shuts the server down cleanly (a fast shutdown, which ends open
 // sessions) and waits for it to exit. It does nothing if the server is not
 // running.
-func (s *PostgresServer) Stop() {
+func (s *PostgresServer) stop() {
 	s.t.Helper()
 	if err := s.pg.Stop(syscall.SIGINT, 30*time.Second); err != nil {
 		s.t.Fatalf("testenv: stop postgres: %v", err)
@@ -187,7 +187,7 @@ func (s *PostgresServer) Stop() {
 // same port and data, and waits until it accepts connections.
 func (s *PostgresServer) Restart() {
 	s.t.Helper()
-	s.Stop()
+	s.stop()
 	ctx, cancel := opContext(2 * opTimeout)
 	defer cancel()
 	if err := s.pg.Restart(ctx); err != nil {

@@ -16,13 +16,13 @@ func Redis(t testing.TB) string {
 	return lookup(t, EnvRedis, "127.0.0.1:6379")
 }
 
-// RedisCluster returns the host:port of every node of the shared Redis
+// redisCluster returns the host:port of every node of the shared Redis
 // Cluster named by SNOWKEY_TEST_REDIS_CLUSTER. Keys must start with
 // KeyPrefix(t).
 //
 // Without SNOWKEY_TEST_REDIS_CLUSTER the test is skipped, or fails when
 // CI=true.
-func RedisCluster(t testing.TB) []string {
+func redisCluster(t testing.TB) []string {
 	t.Helper()
 	v := lookup(t, EnvRedisCluster, "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002")
 	var addrs []string
@@ -53,11 +53,11 @@ func RedisClient(t testing.TB) *redis.Client {
 }
 
 // RedisClusterClient returns a client of the shared Redis Cluster (see
-// RedisCluster), checked with a PING and closed when the test ends, with
+// redisCluster), checked with a PING and closed when the test ends, with
 // no timeout of its own, as RedisClient.
 func RedisClusterClient(t testing.TB) *redis.ClusterClient {
 	t.Helper()
-	addrs := RedisCluster(t)
+	addrs := redisCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ReadTimeout: -1, WriteTimeout: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx, cancel := opContext(opTimeout)

@@ -114,9 +114,9 @@ func redisBinaries(t testing.TB) (server, cli string) {
 // across restarts.
 func (s *RedisServer) Addr() string { return s.r.Addr() }
 
-// Dir returns the server's working directory, where it keeps its RDB and
+// dir returns the server's working directory, where it keeps its RDB and
 // AOF files and its log (redis.log).
-func (s *RedisServer) Dir() string { return s.r.Dir() }
+func (s *RedisServer) dir() string { return s.r.Dir() }
 
 // Kill ends the server at once with SIGKILL, as a crash would: nothing is
 // saved. It does nothing if the server is not running. Its port stays

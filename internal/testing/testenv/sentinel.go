@@ -15,7 +15,7 @@ const SentinelMaster = "snowkey"
 // RedisSentinel is a private Redis Sentinel that belongs to one test. Make
 // one with StartRedisSentinel.
 type RedisSentinel struct {
-	*RedisServer // the Sentinel's own process: Addr, Kill, Restart, Dir
+	*RedisServer // the Sentinel's own process: Addr, Kill, Restart
 	client       *redis.Client
 }
 

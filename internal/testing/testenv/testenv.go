@@ -112,10 +112,6 @@ const (
 	// unset, they look for redis-server in PATH. make test sets it to
 	// valkey-server for its second pass of the Redis-backed tests.
 	EnvRedisServer = "SNOWKEY_TEST_REDIS_SERVER"
-	// EnvChromium holds the path of a Chromium binary, for the example
-	// server's browser test; scripts/lib.sh does not install chromium when
-	// it is set.
-	EnvChromium = "SNOWKEY_TEST_CHROMIUM"
 )
 
 // opTimeout bounds every single operation on a server made here, in the
@@ -156,10 +152,10 @@ func Skip(t testing.TB, why string) {
 	t.Skip(why)
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free when it was
+// freePort returns a TCP port on 127.0.0.1 that was free when it was
 // asked for. Another process may still take it before the caller binds it;
 // callers that can, retry with a new port.
-func FreePort(t testing.TB) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	port, err := launch.FreePort()
 	if err != nil {
@@ -229,7 +225,7 @@ func opContext(d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	st := afterStretched(d, stretch, func() { cancel(context.DeadlineExceeded) })
 	return budgetCtx{ctx}, func() {
-		st.Stop()
+		st.stop()
 		cancel(nil)
 	}
 }

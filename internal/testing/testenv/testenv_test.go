@@ -59,7 +59,7 @@ func TestMissingServerSkipsOrFails(t *testing.T) {
 	helpers := map[string]func(testing.TB){
 		"Postgres":           func(t testing.TB) { Postgres(t) },
 		"Redis":              func(t testing.TB) { Redis(t) },
-		"RedisCluster":       func(t testing.TB) { RedisCluster(t) },
+		"RedisCluster":       func(t testing.TB) { redisCluster(t) },
 		"StartRedis":         func(t testing.TB) { StartRedis(t) },
 		"StartRedisCluster":  func(t testing.TB) { StartRedisCluster(t, 3) },
 		"StartRedisSentinel": func(t testing.TB) { StartRedisSentinel(t, "127.0.0.1:6379") },
@@ -135,7 +135,7 @@ func TestKeyPrefix(t *testing.T) {
 
 func TestFreePort(t *testing.T) {
 	Deadline(t, 2*time.Minute)
-	port := FreePort(t)
+	port := freePort(t)
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
 		t.Fatalf("listen on the free port %d: %v", port, err)
@@ -206,7 +206,7 @@ func TestRedisClient(t *testing.T) {
 func TestRedisClusterClient(t *testing.T) {
 	t.Parallel()
 	Deadline(t, 2*time.Minute)
-	if n := len(RedisCluster(t)); n < 3 {
+	if n := len(redisCluster(t)); n < 3 {
 		t.Errorf("%s names %d nodes, want at least 3", EnvRedisCluster, n)
 	}
 	c := RedisClusterClient(t)
@@ -296,7 +296,7 @@ func TestStartRedis(t *testing.T) {
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING after Stop and Restart: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(s.Dir(), "redis.log")); err != nil {
+	if _, err := os.Stat(filepath.Join(s.dir(), "redis.log")); err != nil {
 		t.Errorf("no log in Dir(): %v", err)
 	}
 }
