@@ -42,17 +42,20 @@ import (
 // chaosKinds is the number of TestChaos tests that share the budget.
 const chaosKinds = 5
 
+// maxFaultWait bounds how long a run keeps its fault going past its
+// schedule while it has not observed the fault: a busy machine slows the
+// traffic that makes it. A run that has not met its fault by then is
+// judged to have missed it.
+const maxFaultWait = 30 * time.Second
+
 // chaosTTLs are the CacheTTLs of a run's Managers, by Manager number:
 // one without a cache, two with.
 var chaosTTLs = []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond}
 
 // chaosScenario runs one fault kind once, with the defence off when
 // r.Control, records in r whether the run met its fault, and returns the
-// traffic, whose history holds every call. ctx ends at the test's
-// Deadline: a run that waits to observe its fault waits on ctx, so that
-// only the test's own bound, which stretches with the machine's load,
-// ends the wait.
-type chaosScenario func(ctx context.Context, t *testing.T, r *chaos.Run) *traffic
+// recorded history.
+type chaosScenario func(t *testing.T, r *chaos.Run) *history.History
 
 // runChaos runs a fault kind's scenario, on store against defence, for
 // its share of the budget: every run's history is checked, and Scenario
@@ -68,12 +71,11 @@ func runChaos(t *testing.T, fault, store, defence string, scenario chaosScenario
 	// A side may run past its share by Scenario.Retries runs of a few
 	// seconds each.
 	budget := chaos.Budget(t) / chaosKinds
-	ctx := testenv.Deadline(t, budget+5*time.Minute)
+	testenv.Deadline(t, budget+5*time.Minute)
 	chaos.Scenario{Package: "tokens", Fault: fault, Store: store, Defence: defence,
 		Budget: budget}.Run(t, func(t *testing.T, r *chaos.Run) {
-		tr := scenario(ctx, t, r)
-		h := tr.h
-		vs := history.CheckTokens(h, tr.cacheTTL)
+		h := scenario(t, r)
+		vs := history.CheckTokens(h, func(m int) time.Duration { return chaosTTLs[m] })
 		r.CountTokens(h.Sessions())
 		other := 0
 		for _, op := range h.Ops() {
@@ -119,10 +121,9 @@ func outcomes(h *history.History) string {
 	return strings.Join(parts, "; ")
 }
 
-// chaosManagers makes a run's Managers over client, one per CacheTTL of
-// ttls (chaosTTLs unless a scenario needs others), sharing their keys,
-// with the defence turned off when control.
-func chaosManagers(t *testing.T, client redis.UniversalClient, opts Options, ttls []time.Duration, off defences, control bool) []*Manager {
+// chaosManagers makes a run's Managers over client, one per chaosTTLs,
+// sharing their keys, with the defence turned off when control.
+func chaosManagers(t *testing.T, client redis.UniversalClient, opts Options, off defences, control bool) []*Manager {
 	t.Helper()
 	gen := newGen(t)
 	if opts.KeyPrefix == "" {
@@ -131,8 +132,8 @@ func chaosManagers(t *testing.T, client redis.UniversalClient, opts Options, ttl
 	if !control {
 		off = defences{}
 	}
-	ms := make([]*Manager, len(ttls))
-	for i, ttl := range ttls {
+	ms := make([]*Manager, len(chaosTTLs))
+	for i, ttl := range chaosTTLs {
 		o := opts
 		o.CacheTTL = ttl
 		ms[i] = openManagerWithout(t, client, gen, o, off)
@@ -163,11 +164,6 @@ type traffic struct {
 
 	mu   sync.Mutex
 	toks []chaosToken
-}
-
-// cacheTTL returns the CacheTTL of the traffic's Manager m.
-func (tr *traffic) cacheTTL(m int) time.Duration {
-	return tr.managers[m].opts.CacheTTL
 }
 
 func newTraffic(managers []*Manager, users []idtype.ID) *traffic {
@@ -316,9 +312,9 @@ func (tr *traffic) call(r *rand.Rand) {
 	}
 }
 
-// validate validates x through Manager mi, recorded, and returns
-// Validate's error.
-func (tr *traffic) validate(ctx context.Context, mi int, x chaosToken) error {
+// validate validates x through Manager mi, recorded; it returns whether
+// the token was accepted.
+func (tr *traffic) validate(ctx context.Context, mi int, x chaosToken) bool {
 	c := tr.h.Begin(history.Op{Kind: history.Validate, Manager: mi, Session: int64(x.sid)})
 	s, err := tr.managers[mi].Validate(ctx, x.tok)
 	if err == nil {
@@ -328,7 +324,7 @@ func (tr *traffic) validate(ctx context.Context, mi int, x chaosToken) error {
 		}
 	}
 	c.End(err)
-	return err
+	return err == nil
 }
 
 // revokeAll revokes the user's sessions but keep through Manager mi,
@@ -458,15 +454,14 @@ func sleep(rng *rand.Rand, lo, hi time.Duration) {
 // later Validate w of the session on that Manager that began after v
 // returned and before v's answer, if cached, could have expired. Only
 // then has the run met its fault: w is where a stale cached answer would
-// be served, and what the history check judges. ttl gives each
-// Manager's CacheTTL.
+// be served, and what the history check judges.
 //
 // ops begin in the order of their index, as a History records them, so
 // that each list below is sorted by start: for each v, a binary search
 // finds the revocations that began after it and the first Validate after
 // it, and it looks at the revocations of its session (or user) on its
 // Manager that began while it ran, not at every one.
-func cacheRaces(ops []history.Op, ttl func(manager int) time.Duration) int {
+func cacheRaces(ops []history.Op) int {
 	made, byUser := sessionsOf(ops)
 	usersOf := map[int64][]int64{}
 	for u, sessions := range byUser {
@@ -485,7 +480,7 @@ func cacheRaces(ops []history.Op, ttl func(manager int) time.Duration) int {
 	// user, and the Validates of each session.
 	revs, revokeAlls, validates := map[key][]history.Op{}, map[key][]history.Op{}, map[key][]history.Op{}
 	for _, op := range ops {
-		if ttl(op.Manager) == 0 {
+		if chaosTTLs[op.Manager] == 0 {
 			continue
 		}
 		switch {
@@ -502,7 +497,7 @@ func cacheRaces(ops []history.Op, ttl func(manager int) time.Duration) int {
 	for _, v := range ops {
 		// A Validate that served a rotated-out token as its successor
 		// cached the successor, not the session it began with.
-		if v.Kind != history.Validate || v.Outcome != history.OK || v.Served != 0 || ttl(v.Manager) == 0 {
+		if v.Kind != history.Validate || v.Outcome != history.OK || v.Served != 0 || chaosTTLs[v.Manager] == 0 {
 			continue
 		}
 		spanned := spannedBy(revs[key{v.Manager, v.Session}], v, v.Start)
@@ -517,7 +512,7 @@ func cacheRaces(ops []history.Op, ttl func(manager int) time.Duration) int {
 		// the cache's TTL.
 		ws := validates[key{v.Manager, v.Session}]
 		i := sort.Search(len(ws), func(i int) bool { return ws[i].Start.After(v.End) })
-		if i < len(ws) && ws[i].Start.Before(v.Start.Add(ttl(v.Manager))) {
+		if i < len(ws) && ws[i].Start.Before(v.Start.Add(chaosTTLs[v.Manager])) {
 			n++
 		}
 	}
@@ -553,59 +548,44 @@ func later(a, b time.Time) time.Time {
 // returned after it, and a later Validate there while that answer could
 // still be cached (cacheRaces); it keeps its delays changing until then.
 func TestChaosProxyDelay(t *testing.T) {
-	runChaos(t, "proxy delay (cache race)", "redis", "cache revocation count", func(ctx context.Context, t *testing.T, r *chaos.Run) *traffic {
+	runChaos(t, "proxy delay (cache race)", "redis", "cache revocation count", func(t *testing.T, r *chaos.Run) *history.History {
 		proxy := faultproxy.Start(t, testenv.Redis(t))
 		client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), PoolSize: 32})
 		t.Cleanup(func() { _ = client.Close() })
-		tr := newTraffic(chaosManagers(t, client, Options{}, proxyDelayTTLs, defences{noCacheGuard: true}, r.Control), chaosUsers(t, 12))
+		tr := newTraffic(chaosManagers(t, client, Options{}, defences{noCacheGuard: true}, r.Control), chaosUsers(t, 12))
 		// Calls on fresh tokens, mostly through the caching Managers,
-		// the long-lived cache first, with more revocations: a Validate's
-		// first read of a token and a revocation of it on the same
-		// Manager overlap often.
-		tr.hot, tr.weights, tr.mix = 0.9, []int{1, 2, 5}, [6]int{20, 55, 10, 6, 3, 6}
+		// with more revocations: a Validate's first read of a token and
+		// a revocation of it on the same Manager overlap often.
+		tr.hot, tr.weights, tr.mix = 0.9, []int{1, 5, 2}, [6]int{20, 55, 10, 6, 3, 6}
 		stop := make(chan struct{})
 		wait := tr.run(r.Rand, 16, stop)
 		// Two seconds of changing delays, then on until the history
-		// shows the race, however slow the machine: only the test's
-		// deadline ends the wait.
+		// shows the race (or maxFaultWait has passed), however slow the
+		// machine.
 		start := time.Now()
-		races := 0
-		for time.Since(start) < 2*time.Second || races == 0 {
-			if ctx.Err() != nil {
-				t.Fatalf("no cache race in %d calls before the test's deadline: %v", tr.h.Len(), context.Cause(ctx))
-			}
+		for time.Since(start) < 2*time.Second || (time.Since(start) < 2*time.Second+maxFaultWait && cacheRaces(tr.h.Ops()) == 0) {
 			proxy.SetDelay(time.Duration(r.Rand.IntN(4000)) * time.Microsecond)
 			sleep(r.Rand, 50*time.Millisecond, 300*time.Millisecond)
-			races = cacheRaces(tr.h.Ops(), tr.cacheTTL)
 		}
 		close(stop)
 		wait()
-		r.Met("%d Validates on a caching Manager spanned a revocation of their session there, each followed there by a Validate of the session while its answer could still be cached",
-			cacheRaces(tr.h.Ops(), tr.cacheTTL))
-		return tr
+		if n := cacheRaces(tr.h.Ops()); n > 0 {
+			r.Met("%d Validates on a caching Manager spanned a revocation of their session there, each followed there by a Validate of the session while its answer could still be cached", n)
+		}
+		return tr.h
 	})
 }
-
-// proxyDelayTTLs are the CacheTTLs of TestChaosProxyDelay's Managers. A
-// race is met only if a later Validate comes while the answer it left
-// could still be cached, and a busy machine stretches a call past a
-// short TTL: the third Manager keeps answers longer than any run lasts,
-// so that a race on it is met however slow the machine; the second
-// keeps them for less than a call may take, so that its entries also
-// expire during the run.
-var proxyDelayTTLs = []time.Duration{0, 100 * time.Millisecond, time.Hour}
 
 // TestChaosFailover: the Managers reach a primary through a proxy; its
 // replica replicates through another, which the run freezes for a while
 // before the replica is promoted and the Managers' proxy is pointed at it.
 // Defence: Options.WaitReplicas. The run met its fault when revocations
-// that began while the replication was frozen were answered, and the
-// sessions they covered are gone from the primary's index and still in
-// the promoted replica's: the revocations that the failover lost. It
-// keeps the replication frozen until it sees such a session, and then
-// validates each one through the new primary.
+// began while the replication was frozen and the replica was promoted
+// behind the primary; it then validates each session those revocations
+// touched, through the new primary.
 func TestChaosFailover(t *testing.T) {
-	runChaos(t, "failover to a lagging replica", "redis with a replica", "WaitReplicas", func(ctx context.Context, t *testing.T, r *chaos.Run) *traffic {
+	runChaos(t, "failover to a lagging replica", "redis with a replica", "WaitReplicas", func(t *testing.T, r *chaos.Run) *history.History {
+		ctx := t.Context()
 		primary := testenv.StartRedis(t)
 		repl := faultproxy.Start(t, primary.Addr())
 		replica := testenv.StartRedisReplica(t, repl.Addr())
@@ -616,43 +596,22 @@ func TestChaosFailover(t *testing.T) {
 		if r.Control {
 			opts.WaitReplicas = 0
 		}
-		ms := chaosManagers(t, client, opts, chaosTTLs, defences{}, r.Control)
-		tr := newTraffic(ms, chaosUsers(t, 12))
+		tr := newTraffic(chaosManagers(t, client, opts, defences{}, r.Control), chaosUsers(t, 12))
 		stop := make(chan struct{})
 		wait := tr.run(r.Rand, 12, stop)
 		sleep(r.Rand, 300*time.Millisecond, 800*time.Millisecond)
-		// Freeze once the replica holds what was written so far: on a
-		// busy machine replication through the proxy lags, and a replica
-		// frozen before the sessions reached it holds none that a
-		// revocation could lose.
-		for target := primary.ReplicationOffset(); replica.ReplicationOffset() < target; {
-			if ctx.Err() != nil {
-				t.Fatalf("the replica did not reach offset %d before the test's deadline", target)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
 		repl.Freeze()
 		frozen := time.Now()
 		sleep(r.Rand, 200*time.Millisecond, 600*time.Millisecond)
-		// Keep replication frozen until a revocation begun meanwhile has
-		// been answered and the replica still holds a session it ended.
-		// A revocation still in flight at the cut fails, and breaks no
-		// promise; on a busy machine calls take long, so a revocation
-		// that has begun is no sign that one has been answered.
-		for len(lostRevocations(ctx, t, tr, ms[0], primary.Client(), replica.Client(), frozen)) == 0 {
-			if ctx.Err() != nil {
-				t.Fatalf("replication frozen since %v: no revocation begun since then was answered with the replica still holding its session before the test's deadline (%d revocations begun)",
-					time.Since(frozen).Round(time.Millisecond), revocationsSince(tr.h.Ops(), frozen))
-			}
-			time.Sleep(20 * time.Millisecond)
+		// Keep replication frozen until revocations have run meanwhile
+		// (or maxFaultWait has passed), however slow the machine.
+		for time.Since(frozen) < maxFaultWait && revocationsSince(tr.h.Ops(), frozen) < 3 {
+			time.Sleep(10 * time.Millisecond)
 		}
 		repl.Cut()
 		lag := primary.ReplicationOffset() - replica.ReplicationOffset()
+		cut := time.Now()
 		replica.Promote()
-		// Nothing writes to the promoted replica until the Managers'
-		// proxy points at it, and a session gone from the old primary
-		// never comes back: what is lost now stays lost.
-		lost := lostRevocations(ctx, t, tr, ms[0], primary.Client(), replica.Client(), frozen)
 		front.Retarget(replica.Addr())
 		front.Cut()
 		front.Restore()
@@ -660,67 +619,29 @@ func TestChaosFailover(t *testing.T) {
 		close(stop)
 		wait()
 
-		r.Met("replica promoted %d bytes behind its primary, still holding %d sessions that answered revocations ended", lag, len(lost))
-		for _, x := range lost {
-			tr.validate(ctx, 0, x)
+		ops := tr.h.Ops()
+		made, byUser := sessionsOf(ops)
+		touched := map[int64]bool{}
+		for _, op := range ops {
+			if isRevocation(op) && op.Start.After(frozen) && op.Start.Before(cut) {
+				for _, s := range covered(op, made, byUser) {
+					touched[s] = true
+				}
+			}
 		}
-		return tr
+		if lag <= 0 || len(touched) == 0 {
+			t.Logf("missed: replica %d bytes behind at the promotion; %d sessions touched by revocations while frozen", lag, len(touched))
+			return tr.h
+		}
+		r.Met("replica promoted %d bytes behind its primary; revocations while frozen touched %d sessions", lag, len(touched))
+		toks := tr.tokens()
+		for s := range touched {
+			if x, ok := toks[s]; ok {
+				tr.validate(ctx, 0, x)
+			}
+		}
+		return tr.h
 	})
-}
-
-// lostRevocations returns the sessions that a revocation begun after from,
-// and answered (OK, or Unavailable: WaitReplicas found no replica to
-// acknowledge it), covered, which are gone from the primary's index and
-// still in the replica's, session key and index entry.
-func lostRevocations(ctx context.Context, t *testing.T, tr *traffic, m *Manager, primary, replica *redis.Client, from time.Time) []chaosToken {
-	t.Helper()
-	ops := tr.h.Ops()
-	made, byUser := sessionsOf(ops)
-	toks := tr.tokens()
-	seen := map[int64]bool{}
-	var candidates []chaosToken
-	for _, op := range ops {
-		if !isRevocation(op) || !op.Start.After(from) || (op.Outcome != history.OK && op.Outcome != history.Unavailable) {
-			continue
-		}
-		for _, s := range covered(op, made, byUser) {
-			if x, ok := toks[s]; ok && !seen[s] {
-				seen[s] = true
-				candidates = append(candidates, x)
-			}
-		}
-	}
-	if len(candidates) == 0 {
-		return nil
-	}
-	type probe struct {
-		onPrimary, onReplica *redis.StringCmd
-		key                  *redis.IntCmd
-	}
-	probes := make([]probe, len(candidates))
-	pp, rp := primary.Pipeline(), replica.Pipeline()
-	for i, x := range candidates {
-		tag := slotTag(x.user)
-		probes[i] = probe{pp.HGet(ctx, m.keys.index(tag), userField(x.user)),
-			rp.HGet(ctx, m.keys.index(tag), userField(x.user)), rp.Exists(ctx, m.keys.session(tag, x.sid))}
-	}
-	for _, p := range []redis.Pipeliner{pp, rp} {
-		if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			if ctx.Err() != nil {
-				return nil // the caller reports the test's deadline
-			}
-			t.Fatalf("look for revocations the failover lost: %v", err)
-		}
-	}
-	var lost []chaosToken
-	for i, x := range candidates {
-		p := probes[i]
-		if !slices.Contains(parseEntries(p.onPrimary.Val()), x.sid) &&
-			slices.Contains(parseEntries(p.onReplica.Val()), x.sid) && p.key.Val() == 1 {
-			lost = append(lost, x)
-		}
-	}
-	return lost
 }
 
 // TestChaosNoEviction: Redis under maxmemory-policy noeviction is filled
@@ -728,13 +649,14 @@ func lostRevocations(ctx context.Context, t *testing.T, tr *traffic, m *Manager,
 // sessions must keep working (history.History.ReadsMustWork). Defence: a
 // refresh that fails does not fail Validate. Sessions issued before the
 // traffic and never given to it are validated, due for a refresh, at the
-// end of the full span, until the run meets its fault: a refresh that
-// failed with Redis full.
+// end of the full span: the run met its fault when their refreshes
+// failed.
 func TestChaosNoEviction(t *testing.T) {
-	runChaos(t, "maxmemory, noeviction", "redis", "refresh tolerance", func(ctx context.Context, t *testing.T, r *chaos.Run) *traffic {
+	runChaos(t, "maxmemory, noeviction", "redis", "refresh tolerance", func(t *testing.T, r *chaos.Run) *history.History {
+		ctx := t.Context()
 		srv, junk := startMaxmemoryRedis(t, "4mb", "noeviction")
 		opts := Options{IdleTimeout: time.Minute, RefreshInterval: 20 * time.Millisecond}
-		ms := chaosManagers(t, clientFor(t, srv.Addr()), opts, chaosTTLs, defences{noRefreshTolerance: true}, r.Control)
+		ms := chaosManagers(t, clientFor(t, srv.Addr()), opts, defences{noRefreshTolerance: true}, r.Control)
 		tr := newTraffic(ms, chaosUsers(t, 12))
 		// The probe's sessions, which the traffic never revokes.
 		var probe []chaosToken
@@ -751,7 +673,7 @@ func TestChaosNoEviction(t *testing.T) {
 		stop := make(chan struct{})
 		wait := tr.run(r.Rand, 8, stop)
 		sleep(r.Rand, 200*time.Millisecond, 500*time.Millisecond)
-		fillMemory(ctx, t, junk, 0)
+		fillMemory(t, junk, 0)
 		tr.h.ReadsMustWork(true)
 		// Keep it full: revocations free memory, which the next junk
 		// write takes back.
@@ -769,25 +691,12 @@ func TestChaosNoEviction(t *testing.T) {
 			}
 		})
 		sleep(r.Rand, 800*time.Millisecond, 1500*time.Millisecond)
-		// The probe validates its sessions, each due for a refresh, until
-		// a refresh has failed with Redis full. Revocations free memory
-		// that the filler may not have taken back yet, the more so on a
-		// busy machine, so a round may find room: the next one fills the
-		// server first, once the refreshes just made are due again.
-		for {
-			failed := ms[0].Stats().RefreshFailures
-			for _, x := range probe {
-				tr.validate(ctx, 0, x)
-			}
-			if n := ms[0].Stats().RefreshFailures - failed; n > 0 {
-				r.Met("%d refreshes failed while Manager 0 validated the probe's %d sessions with Redis kept full", n, len(probe))
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("no refresh failed with Redis full before the test's deadline: %v", context.Cause(ctx))
-			}
-			time.Sleep(opts.RefreshInterval)
-			fillMemory(ctx, t, junk, 0)
+		failed := ms[0].Stats().RefreshFailures
+		for _, x := range probe {
+			tr.validate(ctx, 0, x)
+		}
+		if n := ms[0].Stats().RefreshFailures - failed; n > 0 {
+			r.Met("%d of %d refreshes of the probe's sessions failed with Redis full", n, len(probe))
 		}
 		tr.h.ReadsMustWork(false)
 		close(full)
@@ -800,7 +709,7 @@ func TestChaosNoEviction(t *testing.T) {
 		sleep(r.Rand, 200*time.Millisecond, 400*time.Millisecond)
 		close(stop)
 		wait()
-		return tr
+		return tr.h
 	})
 }
 
@@ -812,7 +721,8 @@ func TestChaosNoEviction(t *testing.T) {
 // user's index (it evicts on, a few junk keys at a time, until one has);
 // it then revokes those users' sessions and validates the sessions.
 func TestChaosAllKeysLRU(t *testing.T) {
-	runChaos(t, "maxmemory, allkeys-lru", "redis", "index check", func(ctx context.Context, t *testing.T, r *chaos.Run) *traffic {
+	runChaos(t, "maxmemory, allkeys-lru", "redis", "index check", func(t *testing.T, r *chaos.Run) *history.History {
+		ctx := t.Context()
 		// Room for a thousand sessions (100 kB more than the server
 		// uses once the traffic is connected), which the traffic fills in
 		// about a second, helped by small junk values, so that what LRU
@@ -832,7 +742,7 @@ func TestChaosAllKeysLRU(t *testing.T) {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 1, DialTimeout: time.Second,
 			PoolSize: conns, MinIdleConns: conns})
 		t.Cleanup(func() { _ = client.Close() })
-		ms := chaosManagers(t, client, Options{}, chaosTTLs, defences{noIndexCheck: true}, r.Control)
+		ms := chaosManagers(t, client, Options{}, defences{noIndexCheck: true}, r.Control)
 		tr := newTraffic(ms, chaosUsers(t, 1000))
 		tr.mix = [6]int{6, 80, 4, 3, 4, 3}
 		stop := make(chan struct{})
@@ -867,13 +777,10 @@ func TestChaosAllKeysLRU(t *testing.T) {
 		})
 		sleep(r.Rand, 1500*time.Millisecond, 2500*time.Millisecond)
 		// Eviction is the fault: past its schedule, the run goes on until
-		// LRU has evicted a few hundred keys, however slowly a loaded
-		// machine, or a server that packs keys tighter as Valkey does,
-		// fills the room: only the test's deadline ends the wait.
-		for evictedKeys(t, junk) < 300 {
-			if ctx.Err() != nil {
-				t.Fatalf("LRU evicted %d keys, not 300, before the test's deadline: %v", evictedKeys(t, junk), context.Cause(ctx))
-			}
+		// LRU has evicted a few hundred keys (or maxFaultWait has passed),
+		// however slowly a loaded machine, or a server that packs keys
+		// tighter as Valkey does, fills the room.
+		for start := time.Now(); evictedKeys(t, junk) < 300 && time.Since(start) < maxFaultWait; {
 			time.Sleep(50 * time.Millisecond)
 		}
 		close(stop)
@@ -890,10 +797,7 @@ func TestChaosAllKeysLRU(t *testing.T) {
 		// keys at a time, until one is left.
 		toks := tr.tokens()
 		orphans := orphanSessions(t, junk, ms[0], toks)
-		for i := 0; len(orphans) == 0; i++ {
-			if ctx.Err() != nil {
-				t.Fatalf("no session key outlived its index before the test's deadline: %v", context.Cause(ctx))
-			}
+		for i, start := 0, time.Now(); len(orphans) == 0 && time.Since(start) < maxFaultWait; i++ {
 			pipe := junk.Pipeline()
 			for j := range 8 {
 				pipe.Set(ctx, fmt.Sprintf("junk:after:%d:%d", i, j), value, 0)
@@ -914,7 +818,7 @@ func TestChaosAllKeysLRU(t *testing.T) {
 			}
 		}
 		if len(orphans) == 0 {
-			return tr
+			return tr.h
 		}
 		r.Met("%d session keys outlived their place in their user's index", len(orphans))
 		for _, x := range orphans[:min(len(orphans), 20)] {
@@ -923,7 +827,7 @@ func TestChaosAllKeysLRU(t *testing.T) {
 			}
 			tr.validate(ctx, 0, x)
 		}
-		return tr
+		return tr.h
 	})
 }
 
@@ -995,7 +899,7 @@ func orphanSessions(t *testing.T, c redis.Cmdable, m *Manager, toks map[int64]ch
 // reach keys on the other node. The run met its fault when session keys
 // outlived a RevokeAll that returned; it then validates those sessions.
 func TestChaosSlotMigration(t *testing.T) {
-	runChaos(t, "Cluster slot migration", "cluster", "index check", func(ctx context.Context, t *testing.T, r *chaos.Run) *traffic {
+	runChaos(t, "Cluster slot migration", "cluster", "index check", func(t *testing.T, r *chaos.Run) *history.History {
 		cl := testenv.StartRedisCluster(t, 3)
 		gen := newGen(t)
 		var users []idtype.ID
@@ -1005,7 +909,7 @@ func TestChaosSlotMigration(t *testing.T) {
 				users = append(users, sameTagUser(t, gen, tag))
 			}
 		}
-		ms := chaosManagers(t, cl.Client(), Options{}, chaosTTLs, defences{noIndexCheck: true}, r.Control)
+		ms := chaosManagers(t, cl.Client(), Options{}, defences{noIndexCheck: true}, r.Control)
 		tr := newTraffic(ms, users)
 		// Slots full of sessions, so that a migration takes a while and
 		// splits users' keys between two nodes, where RevokeAll meets
@@ -1014,10 +918,11 @@ func TestChaosSlotMigration(t *testing.T) {
 		tr.seed(t, 8)
 		stop := make(chan struct{})
 		wait := tr.run(r.Rand, 8, stop)
+		ctx := t.Context()
 		sleep(r.Rand, 200*time.Millisecond, 400*time.Millisecond)
 		migrations, keysMoved, migrating := 0, 0, time.Duration(0)
 		// Two seconds of migrations, then on until a session key has
-		// outlived a RevokeAll, bounded by the test's deadline. Sessions
+		// outlived a RevokeAll (or maxFaultWait has passed). Sessions
 		// found gone are not looked up again, and the look runs at most
 		// once a second: it reads the whole history, which grows by tens
 		// of thousands of calls a second, and migrations, not looks, are
@@ -1031,10 +936,8 @@ func TestChaosSlotMigration(t *testing.T) {
 			defer func() { looked = time.Now() }()
 			return len(survivorsOfRevokeAll(t, cl.Client(), ms[0], tr, gone)) > 0
 		}
-		for start := time.Now(); time.Since(start) < 2*time.Second || !met(); {
-			if ctx.Err() != nil {
-				t.Fatalf("no session key outlived a RevokeAll in %d migrations before the test's deadline: %v", migrations, context.Cause(ctx))
-			}
+		for start := time.Now(); time.Since(start) < 2*time.Second ||
+			time.Since(start) < maxFaultWait && !met(); {
 			u := users[r.Rand.IntN(len(users))]
 			slot, err := cl.KeySlot(ctx, ms[0].keys.index(slotTag(u)))
 			if err != nil {
@@ -1064,13 +967,13 @@ func TestChaosSlotMigration(t *testing.T) {
 
 		survivors := survivorsOfRevokeAll(t, cl.Client(), ms[0], tr, gone)
 		if len(survivors) == 0 {
-			return tr
+			return tr.h
 		}
 		r.Met("%d session keys outlived a RevokeAll that returned (%d migrations)", len(survivors), migrations)
 		for _, x := range survivors {
 			tr.validate(ctx, 0, x)
 		}
-		return tr
+		return tr.h
 	})
 }
 
