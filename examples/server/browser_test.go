@@ -22,6 +22,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testing/gocmd"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -478,7 +479,9 @@ func buildSnowkey(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "snowkey")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/snowkeyhq/snowkey/cmd/snowkey").CombinedOutput(); err != nil {
+	build := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/snowkeyhq/snowkey/cmd/snowkey")
+	build.Env = gocmd.Env() // as this binary was built: its packages are in the build cache
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build snowkey: %v\n%s", err, out)
 	}
 	return bin

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowkeyhq/snowkey/internal/testing/gocmd"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -36,6 +37,7 @@ func TestStartup(t *testing.T) {
 	// The build ends with the test's Deadline, which stretches with the
 	// machine's load: a cold build cache under load needs minutes.
 	build := exec.CommandContext(ctx, goBin, "build", "-o", bin, ".")
+	build.Env = gocmd.Env() // as this binary was built: its packages are in the build cache
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -24,9 +24,9 @@ const modulePath = "readmecheck.local"
 // dependencies that the checkout's go.mod selects. Each block is built in
 // a package of its own.
 type Module struct {
-	// BuildFlags go to every go build and go vet, such as -race, so that
-	// they find the dependencies compiled by a test run with the same
-	// flags in the build cache.
+	// BuildFlags go to every go build and go vet, such as -race and
+	// -trimpath, so that they find the dependencies compiled by a test
+	// run with the same flags in the build cache (GOFLAGS is -mod=mod).
 	BuildFlags []string
 
 	dir string

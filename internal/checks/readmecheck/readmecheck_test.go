@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/internal/checks/readmecheck"
+	"github.com/snowkeyhq/snowkey/internal/testing/gocmd"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -126,9 +127,7 @@ func newModule(t *testing.T, ctx context.Context, base string) *readmecheck.Modu
 	if err != nil {
 		t.Fatal(err)
 	}
-	if raceEnabled {
-		m.BuildFlags = []string{"-race"}
-	}
+	m.BuildFlags = gocmd.Flags()
 	return m
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/internal/checks/apifile"
 	"github.com/snowkeyhq/snowkey/internal/checks/readmecheck"
+	"github.com/snowkeyhq/snowkey/internal/testing/gocmd"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -102,7 +103,9 @@ type release struct {
 func newRelease(ctx context.Context, t *testing.T) *release {
 	tmp := t.TempDir()
 	r := &release{clone: filepath.Join(tmp, "snowkey"), cache: filepath.Join(tmp, "gomodcache")}
-	gitEnv := append(os.Environ(),
+	// gocmd.Env: the script's go commands (its API check) then find
+	// in the build cache what this test run compiled.
+	gitEnv := append(gocmd.Env(),
 		"GIT_AUTHOR_NAME=snowkey release test", "GIT_AUTHOR_EMAIL=release@test.invalid",
 		"GIT_COMMITTER_NAME=snowkey release test", "GIT_COMMITTER_EMAIL=release@test.invalid",
 		"GIT_CONFIG_GLOBAL="+filepath.Join(tmp, "gitconfig"))
@@ -135,7 +138,7 @@ func newRelease(ctx context.Context, t *testing.T) *release {
 		t.Fatal(err)
 	}
 	r.env = append(os.Environ(),
-		"GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod -trimpath",
+		"GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS="+gocmd.GOFLAGS("-mod=mod", "-trimpath"),
 		"GOMODCACHE="+r.cache,
 		"GOPRIVATE="+rootPath,
 		"GIT_CONFIG_GLOBAL="+filepath.Join(tmp, "gitconfig"),

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowkeyhq/snowkey/internal/testing/gocmd"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -24,7 +25,9 @@ func TestReleaseRefuses(t *testing.T) {
 	ctx := testenv.Deadline(t, 8*time.Minute)
 	tmp := t.TempDir()
 	clone := filepath.Join(tmp, "snowkey")
-	env := append(os.Environ(),
+	// gocmd.Env: the script's go commands (its API check) then find
+	// in the build cache what this test run compiled.
+	env := append(gocmd.Env(),
 		"GIT_AUTHOR_NAME=snowkey release test", "GIT_AUTHOR_EMAIL=release@test.invalid",
 		"GIT_COMMITTER_NAME=snowkey release test", "GIT_COMMITTER_EMAIL=release@test.invalid",
 		"GIT_CONFIG_GLOBAL="+filepath.Join(tmp, "gitconfig"), "APPLY=1")

@@ -1,5 +1,5 @@
 //go:build !race
 
-package readmecheck_test
+package gocmd_test
 
 const raceEnabled = false

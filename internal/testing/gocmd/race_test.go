@@ -1,0 +1,6 @@
+//go:build race
+
+package gocmd_test
+
+// raceEnabled is whether this binary was built with -race.
+const raceEnabled = true
