@@ -348,7 +348,16 @@ GO_TEST_P=8
 # the order it is given them, GO_TEST_P at a time, and the slow ones
 # otherwise start last and run one after the other. A hint only: a package
 # no longer there is left out, and one missing here merely starts later.
-SLOW_PACKAGES=(./workerid ./tokens ./internal/checks/readmecheck ./internal/checks/release)
+SLOW_PACKAGES=(./workerid ./tokens ./pgkit/partition ./migrations)
+
+# The root module's packages whose tests run the go command over every
+# module (the docs' Go blocks, the API files, the release and its
+# installs): they start once every module is compiled (go_test_all), so
+# that their go commands, given the test binary's flags (see
+# internal/testing/gocmd), find every package in the build cache; started
+# beside build_module, each would compile the same packages at the same
+# time, the largest (modernc.org/sqlite, libc) several times over.
+LATE_PACKAGES=(./internal/checks/readmecheck ./internal/checks/release ./internal/checks/apifile)
 
 # The modules whose tests take longest, built first so that their tests
 # start first (go_test_all); the root module's are the longest. A hint
@@ -394,32 +403,40 @@ go_test_valkey() {
 # that no two go commands compile the same package at once (each would:
 # the build cache is shared, the work in progress is not); its tests
 # start once it is compiled and run beside the next module's compiling,
-# since they mostly wait on servers and clocks. As each module is
+# since they mostly wait on servers and clocks; those of LATE_PACKAGES
+# once every module is compiled. As each module is
 # compiled, it says so in the directory MAKE_TEST_BUILT names, if set
 # (built_marker), for go vet and staticcheck of that module to start
 # (make test). Each run's output is printed as a block when it ends;
 # every failing one is reported. vet_all runs the whole of go vet, so go
 # test's own subset is off.
 go_test_all() {
-	local tmp m p first pkgs names=() pids=() failed=() i status start=$SECONDS
+	local tmp m p pkgs late names=() pids=() failed=() i status start=$SECONDS
 	tmp=$(mktemp -d)
 	for m in $(module_order); do
 		step "build $m" build_module "$m" || true
 		if [[ -n "${MAKE_TEST_BUILT:-}" ]]; then touch "$(built_marker "$m")"; fi
-		first=()
+		pkgs=(./...)
 		if [[ "$m" == . ]]; then
-			for p in "${SLOW_PACKAGES[@]}"; do
-				if [[ -d "$p" ]]; then first+=("$p"); fi
-			done
+			mapfile -t pkgs < <(root_packages)
 		fi
 		# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
 		start_tests "$m" "$m" go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -p "$GO_TEST_P" -parallel "$GO_TEST_PARALLEL" \
-			${GOTESTFLAGS:-} "${first[@]}" ./...
+			${GOTESTFLAGS:-} "${pkgs[@]}"
 		if [[ "$m" == . ]]; then
 			# The Valkey pass: its packages are the root module's, compiled now.
 			start_tests "valkey: ${VALKEY_PACKAGES[*]}" . go_test_valkey
 		fi
 	done
+	late=()
+	for p in "${LATE_PACKAGES[@]}"; do
+		if [[ -d "$p" ]]; then late+=("$p"); fi
+	done
+	if ((${#late[@]})); then
+		# shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
+		start_tests "${late[*]}" . go test -race -vet=off -count=1 -timeout "$GO_TEST_TIMEOUT" -p "$GO_TEST_P" -parallel "$GO_TEST_PARALLEL" \
+			${GOTESTFLAGS:-} "${late[@]}"
+	fi
 	pkgs=$(jsonv2_packages)
 	if [[ -n "$pkgs" ]]; then
 		step "build jsonv2" build_module jsonv2 || true
@@ -440,6 +457,25 @@ go_test_all() {
 		echo "go test failed in: ${failed[*]}" >&2
 		return 1
 	fi
+}
+
+# root_packages prints the root module's packages, one a line, in the
+# order go_test_all gives them to go test: SLOW_PACKAGES first (go test
+# starts packages in the order it is given them, GO_TEST_P at a time),
+# then the rest, without LATE_PACKAGES.
+root_packages() {
+	local p all slow=() late=()
+	for p in "${SLOW_PACKAGES[@]}"; do
+		if [[ -d "$p" ]]; then slow+=("$p"); fi
+	done
+	for p in "${LATE_PACKAGES[@]}"; do
+		if [[ -d "$p" ]]; then late+=("$p"); fi
+	done
+	all=$(go list "${slow[@]}" ./... | awk '!seen[$0]++')
+	if ((${#late[@]})); then
+		all=$(grep -vxF -f <(go list "${late[@]}") <<<"$all")
+	fi
+	echo "$all"
 }
 
 # start_tests NAME DIR COMMAND... starts COMMAND in DIR in the background
