@@ -417,12 +417,25 @@ func (l *Lease) failed(err error) {
 	if l.failures == 1 {
 		l.log.Warn("workerid: lease renewal failed; retrying", "error", err, "until", unixMsTime(l.until))
 	}
-	if !l.expired && l.pool.nowMs() > l.until {
-		l.expired = true
-		l.log.Error("workerid: lease expired: its generator stops issuing until a renewal succeeds",
-			"last_renewal", l.lastRenewal, "error", err)
+	if l.expireLocked(err) {
 		l.grantLocked(l.current())
 	}
+}
+
+// expireLocked marks the lease expired and logs it, if its time is past
+// until and it is not marked yet; it reports whether it did. l.mu is
+// held. A failed renewal is the usual place, but a renewal that finds the
+// number taken may be the first the lease hears after its time ran out
+// (the renewals between were held up, on a starved CPU or a slow dial):
+// the log says it expired before it says it was lost either way.
+func (l *Lease) expireLocked(err error) bool {
+	if l.expired || l.pool.nowMs() <= l.until {
+		return false
+	}
+	l.expired = true
+	l.log.Error("workerid: lease expired: its generator stops issuing until a renewal succeeds",
+		"last_renewal", l.lastRenewal, "error", err)
+	return true
 }
 
 // lose ends the lease because someone else holds the number.
@@ -432,6 +445,7 @@ func (l *Lease) lose(err error) {
 	if l.ended {
 		return
 	}
+	l.expireLocked(err)
 	l.endLocked(err)
 	l.log.Error("workerid: lease lost: its generator issues no more IDs", "error", err)
 }

@@ -847,3 +847,34 @@ func TestDefaultLoggerQuiet(t *testing.T) {
 		t.Error("the default Logger drops warnings or errors")
 	}
 }
+
+// TestLossLogsExpiry: a lease that first hears it lost its number after
+// its time ran out (the renewals between held up) logs that it expired
+// before it logs the loss, as a failed renewal would have; one that
+// hears it in time logs the loss alone.
+func TestLossLogsExpiry(t *testing.T) {
+	forKinds(t, func(t *testing.T, b backend) {
+		for _, late := range []bool{true, false} {
+			clock := &steppedClock{}
+			clock.ns.Store(time.Now().UnixNano())
+			logs := &logRecorder{}
+			// Renewals an hour apart: none runs while the test moves the
+			// clock and ends the lease itself.
+			l := acquire(t, b.pool(t, b.addr, Options{Clock: clock, Logger: slog.New(logs), TTL: 2 * time.Hour, RenewEvery: time.Hour}))
+			if late {
+				clock.ns.Add(int64(3 * time.Hour))
+			}
+			l.lose(fmt.Errorf("%w: worker %d held by another owner", ErrTaken, l.Worker()))
+			lines := strings.Join(logs.all(), "\n")
+			expired, lost := strings.Index(lines, "lease expired"), strings.Index(lines, "lease lost")
+			switch {
+			case lost < 0:
+				t.Fatalf("late %v: no lease lost line:\n%s", late, lines)
+			case late && (expired < 0 || expired > lost):
+				t.Errorf("lost after its time ran out: want lease expired before lease lost:\n%s", lines)
+			case !late && expired >= 0:
+				t.Errorf("lost in time: want no lease expired line:\n%s", lines)
+			}
+		}
+	}, "postgres")
+}
