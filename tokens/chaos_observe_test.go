@@ -18,7 +18,7 @@ import (
 // that the faster ones find the same.
 
 // cacheRacesReference is cacheRaces as first written.
-func cacheRacesReference(ops []history.Op) int {
+func cacheRacesReference(ops []history.Op, ttl func(manager int) time.Duration) int {
 	made, byUser := sessionsOf(ops)
 	type key struct {
 		m int
@@ -27,18 +27,18 @@ func cacheRacesReference(ops []history.Op) int {
 	revs := map[key][]history.Op{}
 	validates := map[key][]history.Op{}
 	for _, op := range ops {
-		if op.Outcome == history.OK && isRevocation(op) && chaosTTLs[op.Manager] > 0 {
+		if op.Outcome == history.OK && isRevocation(op) && ttl(op.Manager) > 0 {
 			for _, s := range covered(op, made, byUser) {
 				revs[key{op.Manager, s}] = append(revs[key{op.Manager, s}], op)
 			}
 		}
-		if op.Kind == history.Validate && chaosTTLs[op.Manager] > 0 {
+		if op.Kind == history.Validate && ttl(op.Manager) > 0 {
 			validates[key{op.Manager, op.Session}] = append(validates[key{op.Manager, op.Session}], op)
 		}
 	}
 	n := 0
 	for _, v := range ops {
-		if v.Kind != history.Validate || v.Outcome != history.OK || v.Served != 0 || chaosTTLs[v.Manager] == 0 {
+		if v.Kind != history.Validate || v.Outcome != history.OK || v.Served != 0 || ttl(v.Manager) == 0 {
 			continue
 		}
 		k := key{v.Manager, v.Session}
@@ -46,7 +46,7 @@ func cacheRacesReference(ops []history.Op) int {
 			return v.Start.Before(r.Start) && r.End.Before(v.End)
 		})
 		if spanned && slices.ContainsFunc(validates[k], func(w history.Op) bool {
-			return w.Start.After(v.End) && w.Start.Before(v.Start.Add(chaosTTLs[v.Manager]))
+			return w.Start.After(v.End) && w.Start.Before(v.Start.Add(ttl(v.Manager)))
 		}) {
 			n++
 		}
@@ -159,7 +159,8 @@ func TestObserversAgainstReference(t *testing.T) {
 	races, revoked := 0, 0
 	for range 2000 {
 		ops := randomOps(rng, 1+rng.IntN(400), 1+rng.IntN(5))
-		want, got := cacheRacesReference(ops), cacheRaces(ops)
+		ttl := func(m int) time.Duration { return chaosTTLs[m] }
+		want, got := cacheRacesReference(ops, ttl), cacheRaces(ops, ttl)
 		if got != want {
 			t.Fatalf("cacheRaces found %d races in %d operations, the reference %d", got, len(ops), want)
 		}

@@ -326,7 +326,7 @@ func TestLostIndex(t *testing.T) {
 // tag's index was evicted and whose key was not are the fault; without
 // the index check (the control) they survive RevokeAll.
 func TestEvictionFailsClosed(t *testing.T) {
-	testenv.Deadline(t, 2*time.Minute)
+	deadline := testenv.Deadline(t, 2*time.Minute)
 	for _, control := range []bool{false, true} {
 		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
 			t.Parallel()
@@ -348,7 +348,7 @@ func TestEvictionFailsClosed(t *testing.T) {
 					all = append(all, sess{tok, users[i], s})
 				}
 			}
-			fillMemory(t, c, 600)
+			fillMemory(deadline, t, c, 600)
 			orphans := 0
 			for _, x := range all {
 				if !inIndex(t, c, m, x.user, x.s.ID) && c.Exists(ctx, m.keys.session(slotTag(x.user), x.s.ID)).Val() == 1 {
@@ -395,25 +395,29 @@ func startMaxmemoryRedis(t testing.TB, maxmemory, policy string) (*testenv.Redis
 }
 
 // fillMemory writes junk until the server refuses a write with OOM
-// (noeviction) or has evicted at least minEvicted keys (allkeys-*).
-func fillMemory(t testing.TB, c *redis.Client, minEvicted int64) {
+// (noeviction) or has evicted at least minEvicted keys (allkeys-*), and
+// keeps writing until ctx ends: the test's Deadline, not a time of
+// fillMemory's own, bounds how long a loaded machine may take. It writes
+// one key a round trip: a pipeline's bytes count against maxmemory while
+// the server holds them, and a server refusing one would have room once
+// they are freed.
+func fillMemory(ctx context.Context, t testing.TB, c *redis.Client, minEvicted int64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	junk := strings.Repeat("x", 4096)
 	for i := 0; ; i++ {
 		err := c.Set(ctx, fmt.Sprintf("junk:%d", i), junk, 0).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "OOM") {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("memory did not fill before the test's deadline (used_memory %d, %d keys evicted, want %d): %v",
+				usedMemory(t, c), evictedKeys(t, c), minEvicted, context.Cause(ctx))
+		}
 		if err != nil {
-			if strings.HasPrefix(err.Error(), "OOM") {
-				return
-			}
 			t.Fatalf("fill: %v", err)
 		}
 		if minEvicted > 0 && i%64 == 0 && evictedKeys(t, c) >= minEvicted {
 			return
-		}
-		if ctx.Err() != nil {
-			t.Fatal("memory did not fill within 60 s")
 		}
 	}
 }
@@ -451,9 +455,8 @@ func evictedKeys(t testing.TB, c *redis.Client) int64 {
 // the failed refresh is counted and retried on a later Validate, and
 // revocations still work.
 func TestRefreshUnderOOM(t *testing.T) {
-	testenv.Deadline(t, 2*time.Minute)
+	ctx := testenv.Deadline(t, 2*time.Minute)
 	_, c := startMaxmemoryRedis(t, "4mb", "noeviction")
-	ctx := t.Context()
 	gen := newGen(t)
 	m := openManager(t, c, gen, Options{IdleTimeout: time.Hour, RefreshInterval: 50 * time.Millisecond})
 	user := userID(t, gen)
@@ -464,7 +467,7 @@ func TestRefreshUnderOOM(t *testing.T) {
 		toks, sess = append(toks, tok), append(sess, s)
 	}
 	other, _ := issue(t, m, userID(t, gen), Metadata{})
-	fillMemory(t, c, 0)
+	fillMemory(ctx, t, c, 0)
 	time.Sleep(100 * time.Millisecond) // every session is due for a refresh
 	for i, tok := range toks {
 		if _, err := m.Validate(ctx, tok); err != nil {

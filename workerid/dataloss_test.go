@@ -46,7 +46,7 @@ func TestRedisDataLoss(t *testing.T) {
 	t.Parallel() // slow, and mostly waiting: overlap with the rest
 	// run runs the scenario and returns how many duplicates it found.
 	run := func(t *testing.T, defended bool) int {
-		testenv.Deadline(t, 2*time.Minute)
+		ctx := testenv.Deadline(t, 2*time.Minute)
 		srv := testenv.StartRedis(t) // no persistence
 		px := startProxy(t, srv.Addr())
 		// A TTL long enough that the old owners still issue when the new
@@ -62,7 +62,7 @@ func TestRedisDataLoss(t *testing.T) {
 			oldNames = append(oldNames, fmt.Sprintf("old %d", i))
 			c.run(oldNames[i], generator(t, l))
 		}
-		c.waitIssued(t, 10*time.Second, 100, oldNames...)
+		c.waitIssuedUntil(ctx, t, 100, oldNames...)
 
 		px.Cut()
 		srv.Kill()
@@ -79,7 +79,7 @@ func TestRedisDataLoss(t *testing.T) {
 		// The old owners issue until their leases run out by their clocks;
 		// the new ones, while they do, if they do not wait.
 		waitExpired(t, oldLeases)
-		c.waitIssued(t, 10*time.Second, 100, newNames...)
+		c.waitIssuedUntil(ctx, t, 100, newNames...)
 		px.Restore()
 		for _, l := range oldLeases {
 			select {
@@ -147,7 +147,7 @@ func TestRedisFailoverToLaggingReplica(t *testing.T) {
 		c.run("A", generator(t, a))
 		b0 := acquire(t, olds)
 		c.run("B, first owner", generator(t, b0))
-		c.waitIssued(t, 10*time.Second, 100, "A", "B, first owner")
+		c.waitIssuedUntil(ctx, t, 100, "A", "B, first owner")
 		closeLease(t, b0)
 		replica.WaitSynced(master.Addr(), 30*time.Second)
 
@@ -204,7 +204,7 @@ func TestRedisFailoverToLaggingReplica(t *testing.T) {
 			c.run(name, generator(t, l))
 		}
 		waitExpired(t, old)
-		c.waitIssued(t, 10*time.Second, 100, newNames...)
+		c.waitIssuedUntil(ctx, t, 100, newNames...)
 		px.Retarget(replica.Addr())
 		px.Restore()
 		lists := c.finish()

@@ -729,21 +729,41 @@ func (c *collector) lastID(name string) idtype.ID {
 }
 
 // waitIssued waits until every run named in names has issued n more IDs
-// than it had when called.
+// than it had when called, or fails t once timeout has passed.
 func (c *collector) waitIssued(t testing.TB, timeout time.Duration, n int64, names ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c.waitIssuedUntil(ctx, t, n, names...)
+}
+
+// waitIssuedUntil waits until every run named in names has issued n more
+// IDs than it had when called, or fails t once ctx ends: given the test's
+// testenv.Deadline, the wait stretches with the machine's load, as the
+// generators' pace does.
+func (c *collector) waitIssuedUntil(ctx context.Context, t testing.TB, n int64, names ...string) {
 	t.Helper()
 	base := map[string]int64{}
 	for _, name := range names {
 		base[name] = c.count(name)
 	}
-	waitFor(t, timeout, fmt.Sprintf("%d more IDs from each of %v", n, names), func() bool {
+	done := func() bool {
 		for _, name := range names {
 			if c.count(name) < base[name]+n {
 				return false
 			}
 		}
 		return true
-	})
+	}
+	for !done() {
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+			got := map[string]int64{}
+			for _, name := range names {
+				got[name] = c.count(name) - base[name]
+			}
+			t.Fatalf("waiting for %d more IDs from each of %v: %v; issued since the wait began: %v", n, names, err, got)
+		}
+	}
 }
 
 func (c *collector) finish() map[string][]idtype.ID {
