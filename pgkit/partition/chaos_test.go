@@ -197,6 +197,10 @@ type chaosHistory struct {
 	cleans  []chaosClean
 	obs     chaosObserved
 	errs    []string
+	// gone holds, for each event a snapshot found missing before its day
+	// expired by the snapshot's clock, that clock's reading: chaosFinal
+	// judges them (see chaosGone).
+	gone map[idtype.ID]time.Time
 }
 
 // chaosNoteTables are the notes tables: one foreign key action each.
@@ -266,7 +270,7 @@ func chaosRun(t *testing.T, spec chaosSpec, r *chaos.Run) {
 	var sim atomic.Int64 // the simulated time, ns: the database's clock
 	sim.Store(t0.UnixNano())
 	simNow := func() time.Time { return time.Unix(0, sim.Load()).UTC() }
-	h := &chaosHistory{unknown: map[idtype.ID]bool{}}
+	h := &chaosHistory{unknown: map[idtype.ID]bool{}, gone: map[idtype.ID]time.Time{}}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	// The load's calls end when the load stops: a Maintain under way then
@@ -655,7 +659,9 @@ func chaosSnapshot(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistor
 		row, ok := s.events[e.id]
 		switch {
 		case !ok && !chaosExpired(e.id, s.now):
-			r.Violation("event %d (%s) is gone at %s, before its day expired", e.id, e.id.Time().UTC().Format(time.RFC3339), s.now.Format(time.RFC3339))
+			if at, seen := h.gone[e.id]; !seen || s.now.Before(at) {
+				h.gone[e.id] = s.now
+			}
 		case ok && row.count != 1:
 			r.Violation("event %d is in the table %d times", e.id, row.count)
 		case ok && row.stamp != 1:
@@ -748,6 +754,7 @@ func chaosFinal(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, 
 	for name, n := range unnamed {
 		r.Violation("%d rows of %s stay in the default partition after the last Maintain, which does not name them", n, name)
 	}
+	chaosGone(h, r, s)
 	// Every partition dropped, with the database's time of the drop, in
 	// its transaction (an event trigger logs it): none before its day
 	// expired.
@@ -771,6 +778,28 @@ func chaosFinal(ctx context.Context, t *testing.T, db *sql.DB, h *chaosHistory, 
 	slices.Sort(s.parts)
 	t.Logf("%d events, %d notes checked at %s; partitions %v, dropped %v; last Maintain %+v", len(h.events), len(h.notes),
 		s.now.Format(time.RFC3339), s.parts, s.drops, rep)
+}
+
+// chaosGone judges the events that snapshots found missing before their
+// day expired (h.gone), once the drops are known (s, the last snapshot,
+// read them). A snapshot reads the clock in its first statement, and so
+// fixes its view of the rows and the catalog, but the partitions its
+// SELECT FROM events scans are those there when that statement locks
+// them: a partition dropped in between is missing from it, dropped at a
+// later reading of the clock, by at most chaosStep, since the clock moves
+// at most once while a snapshot runs. An event whose partition was
+// dropped by then is therefore judged by that drop's time, which
+// chaosFinal checks against the day's expiry for every dropped
+// partition; one whose partition was dropped later, or never, was lost.
+func chaosGone(h *chaosHistory, r *chaos.Run, s *chaosState) {
+	for id, at := range h.gone {
+		name := "events_p" + id.Time().UTC().Format("20060102")
+		if dropped, ok := s.drops[name]; ok && !dropped.After(at.Add(chaosStep)) {
+			continue
+		}
+		r.Violation("event %d (%s) is gone at %s, before its day expired, and its partition %s was not dropped by then",
+			id, id.Time().UTC().Format(time.RFC3339), at.Format(time.RFC3339), name)
+	}
 }
 
 func mustID(s string) idtype.ID {
