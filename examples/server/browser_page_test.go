@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -200,21 +199,10 @@ func TestBrowserPageStates(t *testing.T) {
 // development outbox with {"messages": null}, as a Go server answers a
 // nil slice: the control of TestBrowserPageStates.
 func nullEmptyOutbox(app *App) http.Handler {
-	h := app.Handler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || r.URL.Path != "/api/dev/outbox" {
-			h.ServeHTTP(w, r)
-			return
+	return editAnswer(app, http.MethodGet, "/api/dev/outbox", func(rec *httptest.ResponseRecorder) []byte {
+		if rec.Code == http.StatusOK && strings.TrimSpace(rec.Body.String()) == `{"messages":[]}` {
+			return []byte(`{"messages":null}` + "\n")
 		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		body := rec.Body.Bytes()
-		if rec.Code == http.StatusOK && strings.TrimSpace(string(body)) == `{"messages":[]}` {
-			body = []byte(`{"messages":null}` + "\n")
-		}
-		maps.Copy(w.Header(), rec.Header())
-		w.Header().Del("Content-Length")
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(body)
+		return rec.Body.Bytes()
 	})
 }

@@ -606,15 +606,8 @@ func screenshotter(t *testing.T, ctx context.Context) func(name string) {
 // server that also sent a cookie login's token in the body would: the
 // control of TestBrowserCookie.
 func tokenInBody(app *App) http.Handler {
-	h := app.Handler()
 	name := app.cookies.Options().Name
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/api/login" {
-			h.ServeHTTP(w, r)
-			return
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
+	return editAnswer(app, http.MethodPost, "/api/login", func(rec *httptest.ResponseRecorder) []byte {
 		body := rec.Body.Bytes()
 		var token string
 		for _, line := range rec.Header().Values("Set-Cookie") {
@@ -629,6 +622,24 @@ func tokenInBody(app *App) http.Handler {
 				body = b
 			}
 		}
+		return body
+	})
+}
+
+// editAnswer serves the App's Handler, but passes its answers to method
+// path through edit, which gets the recorded answer and returns the body
+// to send in its place, with the answer's status and headers: the shape
+// of the browser tests' control fronts.
+func editAnswer(app *App, method, path string, edit func(rec *httptest.ResponseRecorder) []byte) http.Handler {
+	h := app.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method || r.URL.Path != path {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := edit(rec)
 		maps.Copy(w.Header(), rec.Header())
 		w.Header().Del("Content-Length")
 		w.WriteHeader(rec.Code)
