@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowkeyhq/snowkey/internal/testing/recorder"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -223,8 +224,8 @@ func TestScenarioFields(t *testing.T) {
 		{Package: "p", Fault: "f", Defence: "d", Budget: -1},
 		{Package: "p", Fault: "f", Defence: "d", retries: -1},
 	} {
-		r := &recorder{TB: t}
-		if !r.fatal(func() { s.bounds(r) }) {
+		r := recorder.New(t)
+		if !r.Run(func() { s.bounds(r) }) {
 			t.Errorf("%+v: no fatal error", s)
 		}
 	}

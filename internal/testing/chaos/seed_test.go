@@ -3,66 +3,18 @@ package chaos
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/snowkeyhq/snowkey/internal/testing/recorder"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
-
-// recorder is a testing.TB that keeps what a helper reports, to test
-// helpers that fail their test.
-type recorder struct {
-	testing.TB
-	mu       sync.Mutex
-	errs     []string
-	logs     []string
-	cleanups []func()
-}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-func (r *recorder) Logf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.logs = append(r.logs, fmt.Sprintf(format, args...))
-}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	panic(r) // stands for runtime.Goexit
-}
-func (r *recorder) Failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.errs) > 0
-}
-func (r *recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
-func (r *recorder) Name() string     { return "TestX/sub" }
-
-// fatal runs f and reports whether it called Fatalf.
-func (r *recorder) fatal(f func()) (fataled bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v != any(r) {
-				panic(v)
-			}
-			fataled = true
-		}
-	}()
-	f()
-	return false
-}
 
 // replayByHand sets CHAOS_SEED as someone replaying a failure does, away
 // from CI (which refuses a seed).
@@ -73,15 +25,14 @@ func replayByHand(t *testing.T, seed string) {
 
 func TestSeed(t *testing.T) {
 	replayByHand(t, "12345")
-	r := &recorder{TB: t}
+	r := recorder.New(t)
+	r.TestName = "TestX/sub"
 	if got := Seed(r); got != 12345 {
 		t.Fatalf("Seed = %d with %s=12345", got, envSeed)
 	}
 	r.Errorf("the test failed")
-	for _, f := range r.cleanups {
-		f()
-	}
-	if got := strings.Join(r.logs, "\n"); !strings.Contains(got, "rerun with CHAOS_SEED=12345 go test -race -run '^TestX$/^sub$'") {
+	r.RunCleanups()
+	if got := strings.Join(r.Logs(), "\n"); !strings.Contains(got, "rerun with CHAOS_SEED=12345 go test -race -run '^TestX$/^sub$'") {
 		t.Errorf("logs lack the rerun line:\n%s", got)
 	}
 
@@ -92,9 +43,9 @@ func TestSeed(t *testing.T) {
 	}
 
 	replayByHand(t, "x1")
-	r = &recorder{TB: t}
-	if !r.fatal(func() { Seed(r) }) || !strings.Contains(r.errs[0], `CHAOS_SEED="x1"`) {
-		t.Errorf("bad CHAOS_SEED: %v", r.errs)
+	r = recorder.New(t)
+	if !r.Run(func() { Seed(r) }) || !strings.Contains(r.Errors()[0], `CHAOS_SEED="x1"`) {
+		t.Errorf("bad CHAOS_SEED: %v", r.Errors())
 	}
 }
 
@@ -121,9 +72,9 @@ func TestBudget(t *testing.T) {
 	}
 	for _, bad := range []string{"10", "-1m", "0s", "soon"} {
 		t.Setenv(envTime, bad)
-		r := &recorder{TB: t}
-		if !r.fatal(func() { Budget(r) }) || !strings.Contains(r.errs[0], bad) {
-			t.Errorf("%s=%q: %v", envTime, bad, r.errs)
+		r := recorder.New(t)
+		if !r.Run(func() { Budget(r) }) || !strings.Contains(r.Errors()[0], bad) {
+			t.Errorf("%s=%q: %v", envTime, bad, r.Errors())
 		}
 	}
 }
@@ -177,9 +128,9 @@ func TestReport(t *testing.T) {
 		// A seed replays a schedule; it never turns a check off.
 		replayByHand(t, seed)
 		for _, tt := range rows {
-			r := &recorder{TB: t}
+			r := recorder.New(t)
 			report(r, tt.row)
-			got := strings.Join(r.errs, "\n")
+			got := strings.Join(r.Errors(), "\n")
 			if (tt.errs == "") != (got == "") || !strings.Contains(got, tt.errs) {
 				t.Errorf("CHAOS_SEED=%q, %s: errors %q, want %q", seed, tt.row.Fault, got, tt.errs)
 			}
@@ -213,15 +164,15 @@ func TestSeedRefusedInCI(t *testing.T) {
 		"Seed":   func(tb testing.TB) { Seed(tb) },
 		"Repeat": func(tb testing.TB) { baseSeed(tb) },
 	} {
-		r := &recorder{TB: t}
-		if !r.fatal(func() { f(r) }) || !strings.Contains(strings.Join(r.errs, ""), "CI=true") {
-			t.Errorf("%s with CHAOS_SEED and CI=true: %v; want it refused", name, r.errs)
+		r := recorder.New(t)
+		if !r.Run(func() { f(r) }) || !strings.Contains(strings.Join(r.Errors(), ""), "CI=true") {
+			t.Errorf("%s with CHAOS_SEED and CI=true: %v; want it refused", name, r.Errors())
 		}
 	}
 	t.Setenv("CI", "")
-	r := &recorder{TB: t}
+	r := recorder.New(t)
 	if got := Seed(r); got != 42 || r.Failed() {
-		t.Errorf("CHAOS_SEED=42 outside CI: %d, %v", got, r.errs)
+		t.Errorf("CHAOS_SEED=42 outside CI: %d, %v", got, r.Errors())
 	}
 }
 

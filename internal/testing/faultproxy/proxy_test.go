@@ -8,12 +8,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/snowkeyhq/snowkey/internal/testing/recorder"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -289,7 +289,7 @@ func TestProxyDropRateDeterministic(t *testing.T) {
 func TestProxyStopsFrozen(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
 	s := startLineServer(t)
-	r := &recorder{TB: t}
+	r := recorder.New(t)
 	p := Start(r, s.Addr())
 	p.SetDelay(time.Hour)
 	delayed := dialLine(t, p.Addr())
@@ -305,11 +305,9 @@ func TestProxyStopsFrozen(t *testing.T) {
 	waitHeld(ctx, t, p, 2)
 
 	start := time.Now()
-	for _, f := range slices.Backward(r.cleanups) {
-		f()
-	}
+	r.RunCleanups()
 	if took := time.Since(start); took >= stopTimeout || r.Failed() {
-		t.Errorf("stop took %v (bound %v): %v", took, stopTimeout, r.errs)
+		t.Errorf("stop took %v (bound %v): %v", took, stopTimeout, r.Errors())
 	}
 	if st := p.Stats(); st.held != 0 {
 		t.Errorf("after stop the proxy holds %d chunks", st.held)

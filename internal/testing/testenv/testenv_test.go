@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,41 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+	"github.com/snowkeyhq/snowkey/internal/testing/recorder"
 )
-
-// recorder is a testing.TB that records Skip and Fatal instead of acting on
-// the real test, to check the skip-or-fail rule.
-type recorder struct {
-	testing.TB
-	skipped, failed string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Skip(args ...any) {
-	r.skipped = fmt.Sprint(args...)
-	runtime.Goexit()
-}
-
-func (r *recorder) Fatal(args ...any) {
-	r.failed = fmt.Sprint(args...)
-	runtime.Goexit()
-}
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.failed = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-// call runs f with r on its own goroutine, as runtime.Goexit needs.
-func (r *recorder) call(f func(testing.TB)) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(r)
-	}()
-	<-done
-}
 
 func TestMissingServerSkipsOrFails(t *testing.T) {
 	Deadline(t, 2*time.Minute)
@@ -72,16 +38,18 @@ func TestMissingServerSkipsOrFails(t *testing.T) {
 					t.Setenv(v, "")
 				}
 				t.Setenv("PATH", t.TempDir()) // no redis-server to be found
-				r := &recorder{TB: t}
-				r.call(helper)
+				r := recorder.New(t)
+				r.Run(func() { helper(r) })
 				wantFail := ci == "true" || ci == "1"
-				got := r.skipped
+				skipped, _ := r.SkipMessage()
+				failed := strings.Join(r.Errors(), "\n")
+				got := skipped
 				if wantFail {
-					got = r.failed
+					got = failed
 				}
 				if got == "" {
 					t.Fatalf("CI=%q: want %s, got skipped=%q failed=%q",
-						ci, map[bool]string{true: "failure", false: "skip"}[wantFail], r.skipped, r.failed)
+						ci, map[bool]string{true: "failure", false: "skip"}[wantFail], skipped, failed)
 				}
 				if !strings.Contains(got, "make test") {
 					t.Errorf("message does not say how to get the servers: %q", got)
