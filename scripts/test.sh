@@ -50,7 +50,12 @@ vetlog=$(mktemp)
 	step "go vet" vet_all
 ) >"$vetlog" 2>&1 &
 vetpid=$!
-step testservers go build -race -o bin/testservers ./internal/cmd/testservers || failed+=(testservers)
+# The launcher's build compiles the standard library with -race, which
+# every later step needs, first; it compiles GO_TEST_P packages at once,
+# as build_module does: a machine whose cores other processes keep busy
+# shares them among its runnable threads, and the default (one a core)
+# would leave the build a fraction of one.
+step testservers go build -race -p "$GO_TEST_P" -o bin/testservers ./internal/cmd/testservers || failed+=(testservers)
 step "go test" bin/testservers -- bash scripts/lib.sh go_test_all || failed+=("go test")
 # Whatever became of go_test_all, go vet and staticcheck wait no longer.
 touch "$built/all"
