@@ -45,8 +45,9 @@ func fromHandler(t *testing.T, h http.Handler, ip, method, path, token, body str
 	return response{rec.Code, rec.Result().Header, rec.Body.Bytes()}
 }
 
-// cheapArgon2 is for tests that count password checks: the counts are
-// under test, not the cost.
+// cheapArgon2 is the hash cost of the tests' Apps (serveApp) unless a
+// test sets one: their subject is what is checked and counted, not the
+// cost.
 var cheapArgon2 = Argon2Params{Memory: 1024, Time: 1, Threads: 1}
 
 // TestDeviceLockout is a lockout by strangers: 10 addresses guess at one

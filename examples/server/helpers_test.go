@@ -129,6 +129,13 @@ func serveApp(t *testing.T, cfg Config, d defences, front func(*App) http.Handle
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
+	// A test that leaves the hash's cost unset tests something else than
+	// the cost: it hashes with cheapArgon2, not DefaultArgon2, whose 19
+	// MiB and two passes each login and signup would pay, slowed by the
+	// race detector. A test of the cost sets it.
+	if cfg.Argon2 == (Argon2Params{}) {
+		cfg.Argon2 = cheapArgon2
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	// The server's address is known before Open, so that the links in
