@@ -13,13 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/workerid"
 )
 
 // onServer returns dsn with the address of srv: the same database on
 // another server, a standby or a copy of the one dsn names.
-func onServer(t testing.TB, dsn string, srv *testenv.PostgresServer) string {
+func onServer(t testing.TB, dsn string, srv *private.PostgresServer) string {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -74,7 +75,7 @@ func fleetLease(t testing.TB, ctx context.Context, pool *workerid.Pool) *idtype.
 func TestServerCopyPromoted(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Deadline(t, 4*time.Minute)
-	orig := testenv.StartPostgres(t)
+	orig := private.StartPostgres(t)
 	pool := redisFleet(t)
 	defended, control := createDB(t, ctx, orig.URL()), createDB(t, ctx, orig.URL())
 	if err := Up(ctx, openDB(t, defended), Options{WorkerPool: pool}); err != nil {
@@ -83,7 +84,7 @@ func TestServerCopyPromoted(t *testing.T) {
 	if err := upWithout(ctx, openDB(t, control), Options{WorkerPool: pool}, defences{noTimeline: true}); err != nil {
 		t.Fatal(err)
 	}
-	cp := testenv.StartPostgresStandby(t, orig.Addr(), testenv.PostgresOptions{})
+	cp := private.StartPostgresStandby(t, orig.Addr(), private.PostgresOptions{})
 	cp.Promote()
 
 	run := func(t *testing.T, dsn string, off defences, log *logBuffer) issued {
@@ -162,14 +163,14 @@ func TestServerCopyPromoted(t *testing.T) {
 func TestServerCopySameTimeline(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Deadline(t, 4*time.Minute)
-	orig := testenv.StartPostgres(t)
+	orig := private.StartPostgres(t)
 	pool := redisFleet(t)
 	dsn := createDB(t, ctx, orig.URL())
 	o := openDB(t, dsn)
 	if err := Up(ctx, o, Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
-	cp := testenv.StartPostgresCopy(t, orig.Addr(), testenv.PostgresOptions{})
+	cp := private.StartPostgresCopy(t, orig.Addr(), private.PostgresOptions{})
 	c := openDB(t, onServer(t, dsn, cp))
 	// Every app start runs Up: it finds the claim its bytes carry.
 	if err := Up(ctx, c, Options{WorkerPool: pool}); err != nil {
@@ -366,7 +367,7 @@ $span$`, span.Milliseconds()),
 func TestServerFailoverClockBehind(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Deadline(t, 4*time.Minute)
-	primary := testenv.StartPostgres(t)
+	primary := private.StartPostgres(t)
 	redisPool := redisFleet(t)
 	storeDB := openDB(t, testenv.Postgres(t))
 	if err := Up(ctx, storeDB, Options{}); err != nil {
@@ -396,7 +397,7 @@ func TestServerFailoverClockBehind(t *testing.T) {
 		}
 		s.old = idSpan(t, ctx, db, 0) // the state the standby will have
 	}
-	standby := testenv.StartPostgresStandby(t, primary.Addr(), testenv.PostgresOptions{})
+	standby := private.StartPostgresStandby(t, primary.Addr(), private.PostgresOptions{})
 	sb := openDB(t, standby.URL())
 	waitReplayed(t, ctx, openDB(t, primary.URL()), sb)
 	cutReplication(t, ctx, sb)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/workerid"
 )
@@ -57,7 +58,7 @@ func issuedWorkerOf(t *testing.T, ctx context.Context, db *sql.DB) int64 {
 func TestUpgradeServerClaim(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Deadline(t, 3*time.Minute)
-	primary := testenv.StartPostgres(t)
+	primary := private.StartPostgres(t)
 	admin := openTestDB(t, primary.URL())
 	o := workerid.Options{Namespace: "fleet", KeyPrefix: testenv.KeyPrefix(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	pool, err := workerid.Redis(testenv.RedisClient(t), o)
@@ -103,7 +104,7 @@ func TestUpgradeServerClaim(t *testing.T) {
 	uc, _, workerControl := legacy("legacy_control")
 	db := openTestDB(t, u.String())
 
-	standby := testenv.StartPostgresStandby(t, primary.Addr(), testenv.PostgresOptions{})
+	standby := private.StartPostgresStandby(t, primary.Addr(), private.PostgresOptions{})
 	standby.Promote()
 	u.Host = standby.Addr()
 	promoted := openTestDB(t, u.String())

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/workerid"
 )
@@ -74,11 +75,11 @@ func createDB(t testing.TB, ctx context.Context, base string) string {
 }
 
 // startServers starts n private PostgreSQL servers.
-func startServers(t *testing.T, n int) []*testenv.PostgresServer {
+func startServers(t *testing.T, n int) []*private.PostgresServer {
 	t.Helper()
-	servers := make([]*testenv.PostgresServer, n)
+	servers := make([]*private.PostgresServer, n)
 	for i := range servers {
-		servers[i] = testenv.StartPostgres(t)
+		servers[i] = private.StartPostgres(t)
 	}
 	return servers
 }
@@ -411,7 +412,7 @@ func TestServerWorkerCopy(t *testing.T) {
 // data opens no such wait: see workerid's TestRedisLossSigns.)
 func TestServerWorkerAfterMark(t *testing.T) {
 	ctx := testenv.Deadline(t, time.Minute)
-	srv := testenv.StartRedis(t)
+	srv := private.StartRedis(t)
 	if err := srv.Client().FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}

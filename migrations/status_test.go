@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 	"github.com/snowkeyhq/snowkey/workerid"
 )
@@ -22,7 +23,7 @@ import (
 func TestServerRestart(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Deadline(t, 2*time.Minute)
-	srv := testenv.StartPostgres(t)
+	srv := private.StartPostgres(t)
 	pool := redisFleet(t)
 	dsn := createDB(t, ctx, srv.URL())
 	db := openDB(t, dsn)
@@ -64,14 +65,14 @@ func TestServerRestart(t *testing.T) {
 func TestServerStandby(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Deadline(t, 3*time.Minute)
-	primary := testenv.StartPostgres(t)
+	primary := private.StartPostgres(t)
 	pool := redisFleet(t)
 	dsn := createDB(t, ctx, primary.URL())
 	if err := Up(ctx, openDB(t, dsn), Options{WorkerPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	w := issuedWorker(t, ctx, openDB(t, dsn))
-	standby := testenv.StartPostgresStandby(t, primary.Addr(), testenv.PostgresOptions{})
+	standby := private.StartPostgresStandby(t, primary.Addr(), private.PostgresOptions{})
 
 	sb := openDB(t, onServer(t, dsn, standby))
 	if _, err := sb.ExecContext(ctx, "SELECT snowflake_id()"); sqlState(err) != "25006" {

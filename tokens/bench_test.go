@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -278,7 +279,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			srv := testenv.StartRedis(b)
+			srv := private.StartRedis(b)
 			probe := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 1})
 			defer probe.Close()
 			fill := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 32})

@@ -22,6 +22,7 @@ import (
 	"github.com/snowkeyhq/snowkey/internal/testing/chaos"
 	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
 	"github.com/snowkeyhq/snowkey/internal/testing/history"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -605,9 +606,9 @@ var proxyDelayTTLs = []time.Duration{0, 100 * time.Millisecond, time.Hour}
 // has missed its fault.
 func TestChaosFailover(t *testing.T) {
 	runChaos(t, "failover to a lagging replica", "redis with a replica", "WaitReplicas", func(ctx context.Context, t *testing.T, r *chaos.Run) *traffic {
-		primary := testenv.StartRedis(t)
+		primary := private.StartRedis(t)
 		repl := faultproxy.Start(t, primary.Addr())
-		replica := testenv.StartRedisReplica(t, repl.Addr())
+		replica := private.StartRedisReplica(t, repl.Addr())
 		front := faultproxy.Start(t, primary.Addr())
 		client := redis.NewClient(&redis.Options{Addr: front.Addr(), PoolSize: 32, MaxRetries: 1})
 		t.Cleanup(func() { _ = client.Close() })
@@ -721,7 +722,7 @@ func failoverProbe(ctx context.Context, t *testing.T, tr *traffic) []chaosToken 
 // waitReplica waits until replica has processed its primary's
 // replication stream as far as it went at the call, or fails the test at
 // ctx's end.
-func waitReplica(ctx context.Context, t *testing.T, primary, replica *testenv.RedisServer) {
+func waitReplica(ctx context.Context, t *testing.T, primary, replica *private.RedisServer) {
 	t.Helper()
 	for target := primary.ReplicationOffset(); replica.ReplicationOffset() < target; {
 		select {
@@ -1073,7 +1074,7 @@ func orphanSessions(t *testing.T, c redis.Cmdable, m *Manager, toks map[int64]ch
 // outlived a RevokeAll that returned; it then validates those sessions.
 func TestChaosSlotMigration(t *testing.T) {
 	runChaos(t, "Cluster slot migration", "cluster", "index check", func(ctx context.Context, t *testing.T, r *chaos.Run) *traffic {
-		cl := testenv.StartRedisCluster(t, 3)
+		cl := private.StartRedisCluster(t, 3)
 		gen := newGen(t)
 		var users []idtype.ID
 		for range 2 {
@@ -1123,7 +1124,7 @@ func TestChaosSlotMigration(t *testing.T) {
 			}
 			to := (owner + 1 + r.Rand.IntN(2)) % 3
 			t0 := time.Now()
-			n, err := cl.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 1, Step: func(int) error {
+			n, err := cl.MigrateSlot(ctx, slot, to, private.MigrateOptions{Batch: 1, Step: func(int) error {
 				sleep(r.Rand, 2*time.Millisecond, 20*time.Millisecond)
 				return nil
 			}})

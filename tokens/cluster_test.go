@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -30,7 +31,7 @@ func TestRevokeAllMidMigration(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
 			t.Parallel()
-			cl := testenv.StartRedisCluster(t, 3)
+			cl := private.StartRedisCluster(t, 3)
 			ctx := t.Context()
 			gen := newGen(t)
 			m := openManagerWithout(t, cl.Client(), gen, Options{MaxSessions: 1000}, defences{noIndexCheck: control})
@@ -104,7 +105,7 @@ func TestRevokeAllMidMigration(t *testing.T) {
 					return cmp.Compare(orderOf(first, x), orderOf(first, y))
 				})
 			}
-			_, err = cl.MigrateSlot(ctx, slot, (from+1)%3, testenv.MigrateOptions{Batch: 1, Order: order, Step: func(moved int) error {
+			_, err = cl.MigrateSlot(ctx, slot, (from+1)%3, private.MigrateOptions{Batch: 1, Order: order, Step: func(moved int) error {
 				if !revokedA {
 					if idx, n := split(a); !idx && n > 0 && n < len(a.sess) {
 						revokeAll("A (index on the source, sessions split)", a)

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -388,9 +389,9 @@ func TestEvictionFailsClosed(t *testing.T) {
 
 // startMaxmemoryRedis starts a private server with a memory limit (such as
 // "4mb"; an empty server uses about 900 kB) and a maxmemory-policy.
-func startMaxmemoryRedis(t testing.TB, maxmemory, policy string) (*testenv.RedisServer, *redis.Client) {
+func startMaxmemoryRedis(t testing.TB, maxmemory, policy string) (*private.RedisServer, *redis.Client) {
 	t.Helper()
-	srv := testenv.StartRedis(t, "--maxmemory", maxmemory, "--maxmemory-policy", policy)
+	srv := private.StartRedis(t, "--maxmemory", maxmemory, "--maxmemory-policy", policy)
 	return srv, clientFor(t, srv.Addr())
 }
 

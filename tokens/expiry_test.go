@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -510,7 +511,7 @@ func TestRestartKeepsRevocations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := testenv.StartRedis(t, tc.args...)
+			srv := private.StartRedis(t, tc.args...)
 			c := clientFor(t, srv.Addr())
 			ctx := t.Context()
 			gen := newGen(t)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -65,8 +66,8 @@ func miniClient(t testing.TB) redis.UniversalClient {
 // and returns a FailoverClient that finds the master through the Sentinel.
 func sentinelClient(t testing.TB) redis.UniversalClient {
 	t.Helper()
-	master := testenv.StartRedis(t)
-	return testenv.StartRedisSentinel(t, master.Addr()).FailoverClient()
+	master := private.StartRedis(t)
+	return private.StartRedisSentinel(t, master.Addr()).FailoverClient()
 }
 
 // newGen returns a generator for tests.
@@ -121,9 +122,9 @@ func userID(t testing.TB, gen *idtype.Generator) idtype.ID {
 
 // startPersistentRedis starts a private server that keeps every write
 // across a kill (appendfsync always).
-func startPersistentRedis(t testing.TB) *testenv.RedisServer {
+func startPersistentRedis(t testing.TB) *private.RedisServer {
 	t.Helper()
-	return testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+	return private.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
 }
 
 // clientFor returns a client of one server that gives up quickly when the

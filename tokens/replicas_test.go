@@ -14,21 +14,22 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // laggingPair is a primary and a replica that replicates through a proxy,
 // which a test freezes to hold replication back.
 type laggingPair struct {
-	primary, replica *testenv.RedisServer
+	primary, replica *private.RedisServer
 	proxy            *faultproxy.Proxy
 }
 
 func startLaggingPair(t *testing.T) laggingPair {
 	t.Helper()
-	primary := testenv.StartRedis(t)
+	primary := private.StartRedis(t)
 	proxy := faultproxy.Start(t, primary.Addr())
-	replica := testenv.StartRedisReplica(t, proxy.Addr())
+	replica := private.StartRedisReplica(t, proxy.Addr())
 	return laggingPair{primary, replica, proxy}
 }
 
@@ -307,7 +308,7 @@ func waitCoversOthers(t *testing.T, addr string) bool {
 // for a redirection.
 func TestWaitReplicasCluster(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
-	cl := testenv.StartRedisCluster(t, 3)
+	cl := private.StartRedisCluster(t, 3)
 	ctx := t.Context()
 	gen := newGen(t)
 	plain := openManager(t, cl.Client(), gen, Options{})
@@ -367,7 +368,7 @@ func TestWaitReplicasCluster(t *testing.T) {
 		})
 	}
 	next, movedOps := 0, 0
-	_, err = cl.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 2, Order: order, Step: func(int) error {
+	_, err = cl.MigrateSlot(ctx, slot, to, private.MigrateOptions{Batch: 2, Order: order, Step: func(int) error {
 		// Once the index has left, revoke every user, but leave the last
 		// three for after the move: Revoke when its session key has left
 		// too (a script that declares both), RevokeAll when it has not

@@ -22,6 +22,7 @@ import (
 	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
 	"github.com/snowkeyhq/snowkey/internal/testing/helper"
 	"github.com/snowkeyhq/snowkey/internal/testing/history"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -89,10 +90,10 @@ type chaosRun struct {
 	db      *sql.DB
 	// redisSrv, replica and cluster are the run's own servers, when the
 	// fault kind needs them.
-	redisSrv, replica    *testenv.RedisServer
+	redisSrv, replica    *private.RedisServer
 	replProxy            *faultproxy.Proxy
-	cluster              *testenv.PrivateCluster
-	pgPrimary, pgStandby *testenv.PostgresServer
+	cluster              *private.Cluster
+	pgPrimary, pgStandby *private.PostgresServer
 
 	mu      sync.Mutex
 	procs   []*chaosProc // by slot
@@ -836,7 +837,7 @@ var chaosSpecs = map[string]*chaosSpec{
 		offset: skew(fastTiming.margin / 2),
 		off:    defences{noLossWait: true},
 		server: func(r *chaosRun) string {
-			r.redisSrv = testenv.StartRedis(r.t)
+			r.redisSrv = private.StartRedis(r.t)
 			return r.redisSrv.Addr()
 		},
 		runTime: 3 * time.Second,
@@ -880,9 +881,9 @@ var chaosSpecs = map[string]*chaosSpec{
 		offset: skew(fastTiming.margin / 2),
 		off:    defences{noLossWait: true},
 		server: func(r *chaosRun) string {
-			r.redisSrv = testenv.StartRedis(r.t)
+			r.redisSrv = private.StartRedis(r.t)
 			r.replProxy = faultproxy.Start(r.t, r.redisSrv.Addr())
-			r.replica = testenv.StartRedisReplica(r.t, r.replProxy.Addr())
+			r.replica = private.StartRedisReplica(r.t, r.replProxy.Addr())
 			return r.redisSrv.Addr()
 		},
 		runTime: 0, // one failover per run
@@ -990,7 +991,7 @@ var chaosSpecs = map[string]*chaosSpec{
 		pause: func(int) [2]time.Duration { return [2]time.Duration{0, 100 * time.Millisecond} },
 		off:   defences{noDeclaredKeys: true, noFloor: true},
 		server: func(r *chaosRun) string {
-			r.cluster = testenv.StartRedisCluster(r.t, 3)
+			r.cluster = private.StartRedisCluster(r.t, 3)
 			return strings.Join(r.cluster.Addrs(), ",")
 		},
 		runTime: 4 * time.Second,
@@ -1008,7 +1009,7 @@ var chaosSpecs = map[string]*chaosSpec{
 					r.t.Fatal(err)
 				}
 				to := (from + 1 + r.rng.IntN(2)) % 3
-				moved, err := r.cluster.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 1,
+				moved, err := r.cluster.MigrateSlot(ctx, slot, to, private.MigrateOptions{Batch: 1,
 					Step: func(int) error {
 						r.sleep(150*time.Millisecond, 400*time.Millisecond)
 						return nil
@@ -1040,10 +1041,10 @@ var chaosSpecs = map[string]*chaosSpec{
 // '*', synchronous_commit on) unless the run is a control.
 func startPostgresPair(r *chaosRun) string {
 	t := r.t
-	settings := testenv.PostgresOptions{Settings: []string{"synchronous_commit=on"}}
-	r.pgPrimary = testenv.StartPostgresWith(t, settings)
+	settings := private.PostgresOptions{Settings: []string{"synchronous_commit=on"}}
+	r.pgPrimary = private.StartPostgresWith(t, settings)
 	r.replProxy = faultproxy.Start(t, r.pgPrimary.Addr())
-	r.pgStandby = testenv.StartPostgresStandby(t, r.replProxy.Addr(), settings)
+	r.pgStandby = private.StartPostgresStandby(t, r.replProxy.Addr(), settings)
 	if r.control {
 		return r.pgPrimary.URL()
 	}

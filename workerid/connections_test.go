@@ -21,6 +21,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testing/helper"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -131,7 +132,7 @@ func TestPostgresConnectionBudget(t *testing.T) {
 		name := map[bool]string{true: "one connection a process", false: "control: 16 connections a process"}[defended]
 		t.Run(name, func(t *testing.T) {
 			ctx := testenv.Deadline(t, 3*time.Minute)
-			srv := testenv.StartPostgresWith(t, testenv.PostgresOptions{Settings: []string{"max_connections=100"}})
+			srv := private.StartPostgresWith(t, private.PostgresOptions{Settings: []string{"max_connections=100"}})
 			migrate(t, srv.URL())
 			args := fleetArgs{DSN: srv.URL(), Leases: 16, MaxConns: 1, Go: filepath.Join(t.TempDir(), "go")}
 			if !defended {

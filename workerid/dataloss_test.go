@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/idtype"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -47,7 +48,7 @@ func TestRedisDataLoss(t *testing.T) {
 	// run runs the scenario and returns how many duplicates it found.
 	run := func(t *testing.T, defended bool) int {
 		ctx := testenv.Deadline(t, 2*time.Minute)
-		srv := testenv.StartRedis(t) // no persistence
+		srv := private.StartRedis(t) // no persistence
 		px := startProxy(t, srv.Addr())
 		// A TTL long enough that the old owners still issue when the new
 		// ones take the numbers, however long the restart takes.
@@ -134,8 +135,8 @@ func TestRedisFailoverToLaggingReplica(t *testing.T) {
 	// run runs the scenario and returns how many duplicates it found.
 	run := func(t *testing.T, defended bool) int {
 		ctx := testenv.Deadline(t, 2*time.Minute)
-		master := testenv.StartRedis(t)
-		replica := testenv.StartRedisReplica(t, master.Addr())
+		master := private.StartRedis(t)
+		replica := private.StartRedisReplica(t, master.Addr())
 		px := startProxy(t, master.Addr())
 		o := Options{Layout: twoBits}
 		olds := redisPool(t, px.Addr(), "fo:", o)

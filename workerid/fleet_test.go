@@ -23,7 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/idtype"
-	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 )
 
 // The fleet benchmarks start whole fleets of instances on a private
@@ -69,7 +69,7 @@ func startFleetServer(b *testing.B, kind string) *fleetServer {
 	ctx := context.Background()
 	switch kind {
 	case "redis":
-		srv := testenv.StartRedis(b, "--latency-tracking", "yes", "--latency-tracking-info-percentiles", "50 99 100",
+		srv := private.StartRedis(b, "--latency-tracking", "yes", "--latency-tracking-info-percentiles", "50 99 100",
 			"--maxclients", "20000")
 		var mu sync.Mutex
 		clients := map[int]*redis.Client{}
@@ -117,7 +117,7 @@ func startFleetServer(b *testing.B, kind string) *fleetServer {
 			trust: func(b *testing.B, p *Pool) { trustRecord(b, p) },
 		}
 	case "postgres":
-		srv := testenv.StartPostgresWith(b, testenv.PostgresOptions{Settings: []string{
+		srv := private.StartPostgresWith(b, private.PostgresOptions{Settings: []string{
 			"max_connections=300", "shared_preload_libraries=pg_stat_statements",
 		}})
 		migrate(b, srv.URL())

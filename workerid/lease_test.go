@@ -14,6 +14,7 @@ import (
 
 	"github.com/snowkeyhq/snowkey/idtype"
 	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -167,7 +168,7 @@ func TestOutage(t *testing.T) {
 // issued before.
 func TestRedisServerStopped(t *testing.T) {
 	testenv.Deadline(t, time.Minute)
-	srv := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+	srv := private.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
 	p := redisPool(t, srv.Addr(), "stop:", oneNumber)
 	trustRecord(t, p)
 	l := acquire(t, p)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -105,14 +106,14 @@ func TestRedisLossSigns(t *testing.T) {
 		setup func(t *testing.T, ctx context.Context) server
 	}{
 		{"up longer than the window", defences{}, "", func(t *testing.T, ctx context.Context) server {
-			srv := testenv.StartRedis(t)
+			srv := private.StartRedis(t)
 			waitUptime(t, ctx, srv.Client(), lossOptions.TTL)
 			return single(t, srv.Client(), srv.Addr())
 		}},
 		{"started within the window", defences{noUptimeSign: true}, "restarted", func(t *testing.T, ctx context.Context) server {
 			// A window of a minute, which the server just started is
 			// within however loaded the machine is.
-			srv := testenv.StartRedis(t)
+			srv := private.StartRedis(t)
 			s := single(t, srv.Client(), srv.Addr())
 			s.sign = func() error {
 				if up, err := strconv.Atoi(srv.Info("server")["uptime_in_seconds"]); err != nil || up >= 60 {
@@ -123,8 +124,8 @@ func TestRedisLossSigns(t *testing.T) {
 			return s
 		}},
 		{"promoted", defences{noPromotedSign: true}, "promoted", func(t *testing.T, ctx context.Context) server {
-			master := testenv.StartRedis(t)
-			replica := testenv.StartRedisReplica(t, master.Addr())
+			master := private.StartRedis(t)
+			replica := private.StartRedisReplica(t, master.Addr())
 			replica.WaitSynced(master.Addr(), 30*time.Second)
 			replica.Promote()
 			waitUptime(t, ctx, replica.Client(), lossOptions.TTL)
@@ -138,7 +139,7 @@ func TestRedisLossSigns(t *testing.T) {
 			return s
 		}},
 		{"flushed", defences{noFlushSign: true}, "flushed", func(t *testing.T, ctx context.Context) server {
-			srv := testenv.StartRedis(t)
+			srv := private.StartRedis(t)
 			waitUptime(t, ctx, srv.Client(), lossOptions.TTL)
 			if err := srv.Client().FlushAll(ctx).Err(); err != nil {
 				t.Fatal(err)
@@ -212,7 +213,7 @@ func TestRedisLossSigns(t *testing.T) {
 func TestRedisStartWaitLogged(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Deadline(t, time.Minute)
-	srv := testenv.StartRedis(t)
+	srv := private.StartRedis(t)
 	var log testenv.LogBuffer
 	o := Options{Layout: sixBits, TTL: time.Minute, Logger: slog.New(slog.NewTextHandler(&log, nil))}
 	p := redisPool(t, srv.Addr(), testenv.KeyPrefix(t), o)
@@ -261,7 +262,7 @@ func TestRedisLateTake(t *testing.T) {
 		t.Run(map[bool]string{false: "defended", true: "control"}[control], func(t *testing.T) {
 			t.Parallel()
 			ctx := testenv.Deadline(t, 2*time.Minute)
-			srv := testenv.StartRedis(t)
+			srv := private.StartRedis(t)
 			// A TTL that the restarted server's uptime stays well within,
 			// however loaded the machine is.
 			o := oneNumber

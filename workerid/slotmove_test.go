@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -29,7 +30,7 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testenv.Deadline(t, 2*time.Minute)
-			cl := testenv.StartRedisCluster(t, 3)
+			cl := private.StartRedisCluster(t, 3)
 			o := testOptions(t, oneNumber)
 			o.KeyPrefix = "mig:"
 			pa, err := Redis(cl.Client(), o)
@@ -64,7 +65,7 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 				tb    taken
 				errB  error
 			)
-			_, migErr := cl.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 1, Step: func(moved int) error {
+			_, migErr := cl.MigrateSlot(ctx, slot, to, private.MigrateOptions{Batch: 1, Step: func(moved int) error {
 				if moved != 0 {
 					return nil
 				}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snowkeyhq/snowkey/internal/testing/launch"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -16,7 +17,7 @@ func TestDoAndInfo(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	addr := testenv.StartRedis(t).Addr()
+	addr := private.StartRedis(t).Addr()
 	for _, tt := range []struct {
 		args []string
 		want string

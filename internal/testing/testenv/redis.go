@@ -44,7 +44,7 @@ func RedisClient(t testing.TB) *redis.Client {
 	addr := Redis(t)
 	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: -1, WriteTimeout: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := opContext(opTimeout)
+	ctx, cancel := OpContext(OpTimeout)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("testenv: redis at %s (%s): %v", addr, EnvRedis, err)
@@ -60,7 +60,7 @@ func RedisClusterClient(t testing.TB) *redis.ClusterClient {
 	addrs := redisCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ReadTimeout: -1, WriteTimeout: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := opContext(opTimeout)
+	ctx, cancel := OpContext(OpTimeout)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("testenv: redis cluster at %s (%s): %v", strings.Join(addrs, ","), EnvRedisCluster, err)

@@ -1,27 +1,8 @@
-// Package testenv gives snowkey's tests the real servers they run against:
-// PostgreSQL, a standalone Redis, a Redis Cluster, and private servers that
-// a test may break:
-//
-//   - StartRedis: a redis-server to kill, restart and reconfigure
-//     (ConfigSet, for maxmemory and its policy);
-//   - StartRedisReplica: a replica of a primary, possibly through a
-//     faultproxy.Proxy so that replication can be frozen and the replica lag;
-//     Promote fails over to it, WaitSynced and ReplicationOffset tell how
-//     far it got;
-//   - StartRedisCluster: a Redis Cluster of masters whose slots a test may
-//     move with MigrateSlot, with a hook between batches;
-//   - StartRedisSentinel: a Sentinel monitoring a master, and a
-//     FailoverClient that finds the master through it;
-//   - StartPostgres: a PostgreSQL server to kill and restart, with
-//     settings of the test's (StartPostgresWith);
-//   - StartPostgresStandby: a hot standby of a primary made with
-//     pg_basebackup, possibly through a faultproxy.Proxy so that replication
-//     can be frozen and the standby lag; Promote fails over to it.
-//
-// testenv is the one owner of server launchers: the shared servers of
-// cmd/testservers and the private ones here are started, waited for and
-// stopped by the same code (package launch), and the names of the
-// environment variables below are its constants, which testservers uses.
+// Package testenv gives snowkey's tests the shared servers they run
+// against (PostgreSQL, a standalone Redis, a Redis Cluster), the budgets
+// of their time, and the rule for a missing server. A test that needs a
+// server to itself, to kill, freeze or reconfigure, starts one with
+// package private.
 //
 // Every test that waits bounds its own time, so that a hang fails within
 // seconds with every goroutine's stack instead of running to go test's
@@ -66,7 +47,7 @@
 //   - Postgres gives every call its own fresh database, dropped at the end.
 //   - Redis keys must start with KeyPrefix(t). Never FLUSHDB, FLUSHALL or
 //     CONFIG SET on the shared servers; a test that needs a server to itself
-//     (to flush, kill or reconfigure it) uses StartRedis.
+//     (to flush, kill or reconfigure it) uses private.StartRedis.
 //
 // A typical test:
 //
@@ -107,17 +88,18 @@ const (
 	// Cluster's nodes.
 	EnvRedisCluster = "SNOWKEY_TEST_REDIS_CLUSTER"
 	// EnvRedisServer holds the path of a redis-server binary, or of a
-	// fork's such as valkey-server, for StartRedis, StartRedisCluster and
-	// StartRedisSentinel (and for testservers' shared servers). When
+	// fork's such as valkey-server, for package private's StartRedis,
+	// StartRedisCluster and StartRedisSentinel (and for testservers'
+	// shared servers). When
 	// unset, they look for redis-server in PATH. make test sets it to
 	// valkey-server for its second pass of the Redis-backed tests.
 	EnvRedisServer = "SNOWKEY_TEST_REDIS_SERVER"
 )
 
-// opTimeout bounds every single operation on a server made here, in the
-// machine's own time: opContext stretches it by the load, as Deadline
-// does.
-const opTimeout = 30 * time.Second
+// OpTimeout bounds every single operation on a server, shared or
+// private (see package private), in the machine's own time: OpContext
+// stretches it by the load, as Deadline does.
+const OpTimeout = 30 * time.Second
 
 // InCI reports whether the environment variable CI says the tests run in
 // continuous integration (CI=true, or any other true value of
@@ -215,13 +197,13 @@ func randomHex(t testing.TB, n int) string {
 // cleanupContext returns a context for work in a t.Cleanup function, where
 // t.Context() is already canceled.
 func cleanupContext() (context.Context, context.CancelFunc) {
-	return opContext(opTimeout)
+	return OpContext(OpTimeout)
 }
 
-// opContext returns a context for operations on a server that ends with
+// OpContext returns a context for operations on a server that ends with
 // context.DeadlineExceeded once d, stretched by the machine's load (see
 // Main), has passed.
-func opContext(d time.Duration) (context.Context, context.CancelFunc) {
+func OpContext(d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	st := afterStretched(d, stretch, func() { cancel(context.DeadlineExceeded) })
 	return budgetCtx{ctx}, func() {
@@ -230,8 +212,8 @@ func opContext(d time.Duration) (context.Context, context.CancelFunc) {
 	}
 }
 
-// stretched returns d stretched by the machine's load now (see Main), for
+// Stretched returns d stretched by the machine's load now (see Main), for
 // waits that poll.
-func stretched(d time.Duration) time.Duration {
+func Stretched(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * stretch())
 }

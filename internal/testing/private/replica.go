@@ -1,4 +1,4 @@
-package testenv
+package private
 
 import (
 	"net"
@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/internal/testing/launch"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // StartRedisReplica starts a private redis-server, as StartRedis does, that
@@ -24,10 +25,10 @@ func StartRedisReplica(t testing.TB, primary string, extraArgs ...string) *Redis
 	t.Helper()
 	host, port, err := net.SplitHostPort(primary)
 	if err != nil {
-		t.Fatalf("testenv: replica of %q: %v", primary, err)
+		t.Fatalf("private: replica of %q: %v", primary, err)
 	}
 	s := StartRedis(t, append([]string{"--replicaof", host, port}, extraArgs...)...)
-	s.waitLinkUp(opTimeout)
+	s.waitLinkUp(testenv.OpTimeout)
 	return s
 }
 
@@ -55,11 +56,11 @@ func (s *RedisServer) ConfigSet(param, value string) {
 // "memory".
 func (s *RedisServer) Info(section string) map[string]string {
 	s.t.Helper()
-	ctx, cancel := opContext(opTimeout)
+	ctx, cancel := testenv.OpContext(testenv.OpTimeout)
 	defer cancel()
 	info, err := launch.Info(ctx, s.Addr(), section)
 	if err != nil {
-		s.t.Fatalf("testenv: INFO %s on %s: %v", section, s.Addr(), err)
+		s.t.Fatalf("private: INFO %s on %s: %v", section, s.Addr(), err)
 	}
 	return info
 }
@@ -76,7 +77,7 @@ func (s *RedisServer) ReplicationOffset() int64 {
 	}
 	n, err := strconv.ParseInt(info[field], 10, 64)
 	if err != nil {
-		s.t.Fatalf("testenv: %s of %s: %q", field, s.Addr(), info[field])
+		s.t.Fatalf("private: %s of %s: %q", field, s.Addr(), info[field])
 	}
 	return n
 }
@@ -87,7 +88,7 @@ func (s *RedisServer) ReplicaOf(primary string) {
 	s.t.Helper()
 	host, port, err := net.SplitHostPort(primary)
 	if err != nil {
-		s.t.Fatalf("testenv: replica of %q: %v", primary, err)
+		s.t.Fatalf("private: replica of %q: %v", primary, err)
 	}
 	s.do("REPLICAOF", host, port)
 }
@@ -98,7 +99,7 @@ func (s *RedisServer) ReplicaOf(primary string) {
 func (s *RedisServer) Promote() {
 	s.t.Helper()
 	s.do("REPLICAOF", "NO", "ONE")
-	s.waitRole("master", opTimeout)
+	s.waitRole("master", testenv.OpTimeout)
 }
 
 // WaitSynced waits up to timeout until the replica is connected to its
@@ -107,15 +108,15 @@ func (s *RedisServer) Promote() {
 // (not a proxy's). It fails the test on timeout.
 func (s *RedisServer) WaitSynced(primary string, timeout time.Duration) {
 	s.t.Helper()
-	ctx, cancel := opContext(opTimeout)
+	ctx, cancel := testenv.OpContext(testenv.OpTimeout)
 	defer cancel()
 	info, err := launch.Info(ctx, primary, "replication")
 	if err != nil {
-		s.t.Fatalf("testenv: INFO replication on primary %s: %v", primary, err)
+		s.t.Fatalf("private: INFO replication on primary %s: %v", primary, err)
 	}
 	want, err := strconv.ParseInt(info["master_repl_offset"], 10, 64)
 	if err != nil {
-		s.t.Fatalf("testenv: master_repl_offset of %s: %q", primary, info["master_repl_offset"])
+		s.t.Fatalf("private: master_repl_offset of %s: %q", primary, info["master_repl_offset"])
 	}
 	start := time.Now()
 	for {
@@ -124,8 +125,8 @@ func (s *RedisServer) WaitSynced(primary string, timeout time.Duration) {
 		if r["master_link_status"] == "up" && got >= want {
 			return
 		}
-		if time.Since(start) > stretched(timeout) {
-			s.t.Fatalf("testenv: replica %s not in sync with %s after %v: link %s, offset %d of %d",
+		if time.Since(start) > testenv.Stretched(timeout) {
+			s.t.Fatalf("private: replica %s not in sync with %s after %v: link %s, offset %d of %d",
 				s.Addr(), primary, timeout, r["master_link_status"], got, want)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -141,8 +142,8 @@ func (s *RedisServer) waitLinkUp(timeout time.Duration) {
 		if r["master_link_status"] == "up" {
 			return
 		}
-		if time.Since(start) > stretched(timeout) {
-			s.t.Fatalf("testenv: replica %s: link to its primary %s after %v\n%s",
+		if time.Since(start) > testenv.Stretched(timeout) {
+			s.t.Fatalf("private: replica %s: link to its primary %s after %v\n%s",
 				s.Addr(), r["master_link_status"], timeout, launch.LogTail(s.logPath()))
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -157,8 +158,8 @@ func (s *RedisServer) waitRole(role string, timeout time.Duration) {
 		if r := s.Info("replication"); r["role"] == role {
 			return
 		}
-		if time.Since(start) > stretched(timeout) {
-			s.t.Fatalf("testenv: %s did not become %s within %v", s.Addr(), role, timeout)
+		if time.Since(start) > testenv.Stretched(timeout) {
+			s.t.Fatalf("private: %s did not become %s within %v", s.Addr(), role, timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -167,11 +168,11 @@ func (s *RedisServer) waitRole(role string, timeout time.Duration) {
 // do runs one command on the server, failing the test on an error.
 func (s *RedisServer) do(args ...string) string {
 	s.t.Helper()
-	ctx, cancel := opContext(opTimeout)
+	ctx, cancel := testenv.OpContext(testenv.OpTimeout)
 	defer cancel()
 	reply, err := launch.Do(ctx, s.Addr(), args...)
 	if err != nil {
-		s.t.Fatalf("testenv: %v on %s: %v", args, s.Addr(), err)
+		s.t.Fatalf("private: %v on %s: %v", args, s.Addr(), err)
 	}
 	return reply
 }

@@ -1,4 +1,4 @@
-package testenv_test
+package private_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/internal/testing/faultproxy"
+	"github.com/snowkeyhq/snowkey/internal/testing/private"
 	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
@@ -23,9 +24,9 @@ func TestRedisReplicaLagAndPromote(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	primary := testenv.StartRedis(t)
+	primary := private.StartRedis(t)
 	link := faultproxy.Start(t, primary.Addr())
-	replica := testenv.StartRedisReplica(t, link.Addr())
+	replica := private.StartRedisReplica(t, link.Addr())
 	if r := replica.Info("replication"); r["role"] != "slave" || r["master_link_status"] != "up" {
 		t.Fatalf("replica INFO replication: %v", r)
 	}
@@ -80,7 +81,7 @@ func TestRedisConfigSetMaxmemory(t *testing.T) {
 	testenv.Deadline(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	s := testenv.StartRedis(t)
+	s := private.StartRedis(t)
 	s.ConfigSet("maxmemory-policy", "noeviction")
 	used := s.Info("memory")["used_memory"]
 	s.ConfigSet("maxmemory", used) // full already
@@ -100,7 +101,7 @@ func TestRedisClusterMigrateSlot(t *testing.T) {
 	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	c := testenv.StartRedisCluster(t, 3)
+	c := private.StartRedisCluster(t, 3)
 	if len(c.Addrs()) != 3 || len(c.Nodes()) != 3 {
 		t.Fatalf("%d nodes", len(c.Addrs()))
 	}
@@ -123,7 +124,7 @@ func TestRedisClusterMigrateSlot(t *testing.T) {
 
 	var steps []int
 	var asked atomic.Int64
-	moved, err := c.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 10, Step: func(moved int) error {
+	moved, err := c.MigrateSlot(ctx, slot, to, private.MigrateOptions{Batch: 10, Step: func(moved int) error {
 		steps = append(steps, moved)
 		// Mid-migration: a key still on the source, one already moved
 		// (reached by an ASK redirection) and a new one.
@@ -166,7 +167,7 @@ func TestRedisClusterMigrateSlot(t *testing.T) {
 			t.Errorf("node %s: %v", node.Addr(), err)
 		}
 	}
-	if again, err := c.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{}); err != nil || again != 0 {
+	if again, err := c.MigrateSlot(ctx, slot, to, private.MigrateOptions{}); err != nil || again != 0 {
 		t.Errorf("migrating to the owner again: %d, %v", again, err)
 	}
 	if asked.Load() < 3 {
@@ -181,7 +182,7 @@ func TestRedisClusterMigrateResume(t *testing.T) {
 	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	c := testenv.StartRedisCluster(t, 3)
+	c := private.StartRedisCluster(t, 3)
 	cc := c.Client()
 	for i := range 5 {
 		if err := cc.Set(ctx, fmt.Sprintf("{r}:%d", i), i, 0).Err(); err != nil {
@@ -192,7 +193,7 @@ func TestRedisClusterMigrateResume(t *testing.T) {
 	from, _ := c.SlotOwner(ctx, slot)
 	to := (from + 2) % 3
 	stop := fmt.Errorf("stop here")
-	moved, err := c.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 2, Step: func(moved int) error {
+	moved, err := c.MigrateSlot(ctx, slot, to, private.MigrateOptions{Batch: 2, Step: func(moved int) error {
 		if moved >= 2 {
 			return stop
 		}
@@ -221,7 +222,7 @@ func TestRedisClusterMigrateResume(t *testing.T) {
 	if asks != 2 {
 		t.Fatalf("the source redirects %d keys with ASK; want the 2 moved", asks)
 	}
-	moved, err = c.MigrateSlot(ctx, slot, to, testenv.MigrateOptions{Batch: 2})
+	moved, err = c.MigrateSlot(ctx, slot, to, private.MigrateOptions{Batch: 2})
 	if err != nil || moved != 3 {
 		t.Fatalf("resumed migration: %d, %v", moved, err)
 	}
@@ -240,11 +241,11 @@ func TestRedisSentinel(t *testing.T) {
 	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	master := testenv.StartRedis(t)
-	s := testenv.StartRedisSentinel(t, master.Addr())
-	addr, err := s.Client().Do(ctx, "SENTINEL", "get-master-addr-by-name", testenv.SentinelMaster).StringSlice()
+	master := private.StartRedis(t)
+	s := private.StartRedisSentinel(t, master.Addr())
+	addr, err := s.Client().Do(ctx, "SENTINEL", "get-master-addr-by-name", private.SentinelMaster).StringSlice()
 	if err != nil || strings.Join(addr, ":") != master.Addr() {
-		t.Fatalf("SENTINEL get-master-addr-by-name %s: %v, %v; want %s", testenv.SentinelMaster, addr, err, master.Addr())
+		t.Fatalf("SENTINEL get-master-addr-by-name %s: %v, %v; want %s", private.SentinelMaster, addr, err, master.Addr())
 	}
 	c := s.FailoverClient()
 	if c != s.FailoverClient() {
@@ -272,7 +273,7 @@ func TestStartPostgres(t *testing.T) {
 	testenv.Deadline(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	s := testenv.StartPostgres(t)
+	s := private.StartPostgres(t)
 	ping := func() error {
 		conn, err := pgx.Connect(ctx, s.URL())
 		if err != nil {
@@ -301,8 +302,8 @@ func TestStartPostgres(t *testing.T) {
 func TestPostgresStandbyAndPromote(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Deadline(t, 3*time.Minute)
-	primary := testenv.StartPostgresWith(t, testenv.PostgresOptions{Settings: []string{"max_connections=50"}})
-	standby := testenv.StartPostgresStandby(t, primary.Addr(), testenv.PostgresOptions{Settings: []string{"max_connections=50"}})
+	primary := private.StartPostgresWith(t, private.PostgresOptions{Settings: []string{"max_connections=50"}})
+	standby := private.StartPostgresStandby(t, primary.Addr(), private.PostgresOptions{Settings: []string{"max_connections=50"}})
 	exec := func(url, sql string, args ...any) error {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {

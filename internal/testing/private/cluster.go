@@ -1,4 +1,4 @@
-package testenv
+package private
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/internal/testing/launch"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
-// PrivateCluster is a private Redis Cluster of master nodes that belongs to
+// Cluster is a private Redis Cluster of master nodes that belongs to
 // one test, which may reconfigure it (move slots, kill nodes), unlike the
 // shared cluster of redisCluster(t). Make one with StartRedisCluster.
-type PrivateCluster struct {
+type Cluster struct {
 	t      testing.TB
 	nodes  []*RedisServer
 	ids    []string // node IDs, by index
@@ -28,21 +29,21 @@ type PrivateCluster struct {
 // cluster of masters sharing the slots evenly (as the shared test cluster
 // is made: both use launch.StartCluster), and returns once every node
 // reports the cluster ok. Needs redis-cli beside redis-server or in PATH.
-func StartRedisCluster(t testing.TB, n int, extraArgs ...string) *PrivateCluster {
+func StartRedisCluster(t testing.TB, n int, extraArgs ...string) *Cluster {
 	t.Helper()
 	bin, cli := redisBinaries(t)
 	if cli == "" {
-		Skip(t, "redis-cli not found beside redis-server or in PATH "+
+		testenv.Skip(t, "redis-cli not found beside redis-server or in PATH "+
 			"(Debian: apt-get install redis-tools), or run `make test`")
 	}
 	dir := t.TempDir()
-	ctx, cancel := opContext(2 * opTimeout)
+	ctx, cancel := testenv.OpContext(2 * testenv.OpTimeout)
 	defer cancel()
 	nodes, err := launch.StartCluster(ctx, launch.ClusterConfig{Bin: bin, Cli: cli, Dir: dir, Nodes: n, Args: extraArgs})
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		t.Fatalf("private: %v", err)
 	}
-	c := &PrivateCluster{t: t}
+	c := &Cluster{t: t}
 	for _, r := range nodes {
 		c.nodes = append(c.nodes, ownRedis(t, r))
 	}
@@ -56,7 +57,7 @@ func StartRedisCluster(t testing.TB, n int, extraArgs ...string) *PrivateCluster
 }
 
 // Addrs returns the nodes' addresses, by node index.
-func (c *PrivateCluster) Addrs() []string {
+func (c *Cluster) Addrs() []string {
 	addrs := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		addrs[i] = n.Addr()
@@ -65,24 +66,24 @@ func (c *PrivateCluster) Addrs() []string {
 }
 
 // Nodes returns the nodes' servers, by node index, to kill or inspect one.
-func (c *PrivateCluster) Nodes() []*RedisServer { return c.nodes }
+func (c *Cluster) Nodes() []*RedisServer { return c.nodes }
 
 // Client returns a cluster client of the cluster, closed when the test
 // ends.
-func (c *PrivateCluster) Client() *redis.ClusterClient { return c.client }
+func (c *Cluster) Client() *redis.ClusterClient { return c.client }
 
 // KeySlot returns the hash slot of key (CLUSTER KEYSLOT).
-func (c *PrivateCluster) KeySlot(ctx context.Context, key string) (int, error) {
+func (c *Cluster) KeySlot(ctx context.Context, key string) (int, error) {
 	n, err := c.nodes[0].Client().ClusterKeySlot(ctx, key).Result()
 	return int(n), err
 }
 
 // SlotOwner returns the index of the node that serves slot, as node 0
 // sees the cluster.
-func (c *PrivateCluster) SlotOwner(ctx context.Context, slot int) (int, error) {
+func (c *Cluster) SlotOwner(ctx context.Context, slot int) (int, error) {
 	shards, err := c.nodes[0].Client().ClusterShards(ctx).Result()
 	if err != nil {
-		return 0, fmt.Errorf("testenv: CLUSTER SHARDS: %w", err)
+		return 0, fmt.Errorf("private: CLUSTER SHARDS: %w", err)
 	}
 	for _, sh := range shards {
 		for _, r := range sh.Slots {
@@ -95,17 +96,17 @@ func (c *PrivateCluster) SlotOwner(ctx context.Context, slot int) (int, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("testenv: slot %d is served by no node", slot)
+	return 0, fmt.Errorf("private: slot %d is served by no node", slot)
 }
 
 // index finds a node by ID or address.
-func (c *PrivateCluster) index(id, addr string) (int, error) {
+func (c *Cluster) index(id, addr string) (int, error) {
 	for i := range c.nodes {
 		if c.ids[i] == id || c.nodes[i].Addr() == addr {
 			return i, nil
 		}
 	}
-	return 0, fmt.Errorf("testenv: node %s (%s) is not one of this cluster's", id, addr)
+	return 0, fmt.Errorf("private: node %s (%s) is not one of this cluster's", id, addr)
 }
 
 // MigrateOptions tune MigrateSlot.
@@ -137,9 +138,9 @@ type MigrateOptions struct {
 // the source, then CLUSTER SETSLOT NODE on the target, the source and
 // every other node. It returns the number of keys moved; moving a slot to
 // the node that has it does nothing. It may be called from any goroutine.
-func (c *PrivateCluster) MigrateSlot(ctx context.Context, slot, to int, opts MigrateOptions) (int, error) {
+func (c *Cluster) MigrateSlot(ctx context.Context, slot, to int, opts MigrateOptions) (int, error) {
 	if to < 0 || to >= len(c.nodes) {
-		return 0, fmt.Errorf("testenv: migrate slot %d to node %d: the cluster has nodes 0-%d", slot, to, len(c.nodes)-1)
+		return 0, fmt.Errorf("private: migrate slot %d to node %d: the cluster has nodes 0-%d", slot, to, len(c.nodes)-1)
 	}
 	if opts.Batch <= 0 {
 		opts.Batch = 10
@@ -159,10 +160,10 @@ func (c *PrivateCluster) MigrateSlot(ctx context.Context, slot, to int, opts Mig
 		return node.Do(ctx, append([]any{"CLUSTER", "SETSLOT", slot}, args...)...).Err()
 	}
 	if err := setslot(dst, "IMPORTING", c.ids[from]); err != nil {
-		return 0, fmt.Errorf("testenv: slot %d IMPORTING on node %d: %w", slot, to, err)
+		return 0, fmt.Errorf("private: slot %d IMPORTING on node %d: %w", slot, to, err)
 	}
 	if err := setslot(src, "MIGRATING", c.ids[to]); err != nil {
-		return 0, fmt.Errorf("testenv: slot %d MIGRATING on node %d: %w", slot, from, err)
+		return 0, fmt.Errorf("private: slot %d MIGRATING on node %d: %w", slot, from, err)
 	}
 	host, port, _ := net.SplitHostPort(c.nodes[to].Addr())
 	var planned []string
@@ -172,7 +173,7 @@ func (c *PrivateCluster) MigrateSlot(ctx context.Context, slot, to int, opts Mig
 			planned, err = src.ClusterGetKeysInSlot(ctx, slot, int(n)+1).Result()
 		}
 		if err != nil {
-			return 0, fmt.Errorf("testenv: list the keys of slot %d on node %d: %w", slot, from, err)
+			return 0, fmt.Errorf("private: list the keys of slot %d on node %d: %w", slot, from, err)
 		}
 		opts.Order(planned)
 	}
@@ -188,7 +189,7 @@ func (c *PrivateCluster) MigrateSlot(ctx context.Context, slot, to int, opts Mig
 			keys = planned[:min(opts.Batch, len(planned))]
 			planned = planned[len(keys):]
 		} else if keys, err = src.ClusterGetKeysInSlot(ctx, slot, opts.Batch).Result(); err != nil {
-			return moved, fmt.Errorf("testenv: GETKEYSINSLOT %d on node %d: %w", slot, from, err)
+			return moved, fmt.Errorf("private: GETKEYSINSLOT %d on node %d: %w", slot, from, err)
 		}
 		if len(keys) == 0 {
 			break
@@ -200,7 +201,7 @@ func (c *PrivateCluster) MigrateSlot(ctx context.Context, slot, to int, opts Mig
 		// A reply of NOKEY, not an error, says the keys expired or were
 		// deleted since GETKEYSINSLOT.
 		if err := src.Do(ctx, args...).Err(); err != nil {
-			return moved, fmt.Errorf("testenv: MIGRATE %d keys of slot %d from node %d to %d: %w",
+			return moved, fmt.Errorf("private: MIGRATE %d keys of slot %d from node %d to %d: %w",
 				len(keys), slot, from, to, err)
 		}
 		moved += len(keys)
@@ -215,7 +216,7 @@ func (c *PrivateCluster) MigrateSlot(ctx context.Context, slot, to int, opts Mig
 	}
 	for _, i := range order {
 		if err := setslot(c.nodes[i].Client(), "NODE", c.ids[to]); err != nil {
-			return moved, fmt.Errorf("testenv: slot %d NODE on node %d: %w", slot, i, err)
+			return moved, fmt.Errorf("private: slot %d NODE on node %d: %w", slot, i, err)
 		}
 	}
 	return moved, nil

@@ -1,4 +1,4 @@
-package testenv
+package private
 
 import (
 	"net"
@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/internal/testing/launch"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // RedisServer is a redis-server process that belongs to one test, which may
@@ -40,11 +41,11 @@ func StartRedis(t testing.TB, extraArgs ...string) *RedisServer {
 	t.Helper()
 	bin, _ := redisBinaries(t)
 	dir := t.TempDir()
-	ctx, cancel := opContext(opTimeout)
+	ctx, cancel := testenv.OpContext(testenv.OpTimeout)
 	defer cancel()
 	r, err := launch.StartRedis(ctx, launch.RedisConfig{Bin: bin, Dir: dir, Args: extraArgs})
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		t.Fatalf("private: %v", err)
 	}
 	return ownRedis(t, r)
 }
@@ -102,9 +103,9 @@ func (s *RedisServer) release() {
 // the test (fails it in CI) when there is no redis-server.
 func redisBinaries(t testing.TB) (server, cli string) {
 	t.Helper()
-	server, cli, err := launch.FindRedis(os.Getenv(EnvRedisServer))
+	server, cli, err := launch.FindRedis(os.Getenv(testenv.EnvRedisServer))
 	if err != nil {
-		Skip(t, "redis-server not found: set "+EnvRedisServer+
+		testenv.Skip(t, "redis-server not found: set "+testenv.EnvRedisServer+
 			" or install it (Debian: apt-get install redis-server), or run `make test`")
 	}
 	return server, cli
@@ -125,7 +126,7 @@ func (s *RedisServer) dir() string { return s.r.Dir() }
 func (s *RedisServer) Kill() {
 	s.t.Helper()
 	if err := s.r.Stop(syscall.SIGKILL, 10*time.Second); err != nil {
-		s.t.Fatalf("testenv: kill: %v", err)
+		s.t.Fatalf("private: kill: %v", err)
 	}
 	s.holdPort()
 }
@@ -136,7 +137,7 @@ func (s *RedisServer) Kill() {
 func (s *RedisServer) Stop() {
 	s.t.Helper()
 	if err := s.r.Stop(syscall.SIGTERM, 30*time.Second); err != nil {
-		s.t.Fatalf("testenv: stop: %v", err)
+		s.t.Fatalf("private: stop: %v", err)
 	}
 	s.holdPort()
 }
@@ -148,10 +149,10 @@ func (s *RedisServer) Restart() {
 	s.t.Helper()
 	s.Stop()
 	s.release()
-	ctx, cancel := opContext(opTimeout)
+	ctx, cancel := testenv.OpContext(testenv.OpTimeout)
 	defer cancel()
 	if err := s.r.Restart(ctx); err != nil {
-		s.t.Fatalf("testenv: restart: %v", err)
+		s.t.Fatalf("private: restart: %v", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package testenv
+package private
 
 import (
 	"testing"
@@ -6,15 +6,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowkeyhq/snowkey/internal/testing/launch"
+	"github.com/snowkeyhq/snowkey/internal/testing/testenv"
 )
 
 // SentinelMaster is the name under which StartRedisSentinel's Sentinel
 // knows its master: the MasterName of a FailoverClient.
 const SentinelMaster = "snowkey"
 
-// RedisSentinel is a private Redis Sentinel that belongs to one test. Make
+// Sentinel is a private Redis Sentinel that belongs to one test. Make
 // one with StartRedisSentinel.
-type RedisSentinel struct {
+type Sentinel struct {
 	*RedisServer // the Sentinel's own process: Addr, Kill, Restart
 	client       *redis.Client
 }
@@ -26,25 +27,25 @@ type RedisSentinel struct {
 // PING; it is killed when the test ends. The Sentinel's own commands
 // (SENTINEL …) go through Client(); FailoverClient finds the master
 // through it.
-func StartRedisSentinel(t testing.TB, masterAddr string, extraArgs ...string) *RedisSentinel {
+func StartRedisSentinel(t testing.TB, masterAddr string, extraArgs ...string) *Sentinel {
 	t.Helper()
 	bin, _ := redisBinaries(t)
 	dir := t.TempDir()
-	ctx, cancel := opContext(opTimeout)
+	ctx, cancel := testenv.OpContext(testenv.OpTimeout)
 	defer cancel()
 	r, err := launch.StartSentinel(ctx,
 		launch.RedisConfig{Bin: bin, Dir: dir, Args: extraArgs},
 		launch.SentinelConfig{Master: SentinelMaster, MasterAddr: masterAddr})
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		t.Fatalf("private: %v", err)
 	}
-	return &RedisSentinel{RedisServer: ownRedis(t, r)}
+	return &Sentinel{RedisServer: ownRedis(t, r)}
 }
 
 // FailoverClient returns a go-redis FailoverClient (a *redis.Client) that
 // asks the Sentinel for the master, made on first use, checked with a
 // PING and closed when the test ends.
-func (s *RedisSentinel) FailoverClient() *redis.Client {
+func (s *Sentinel) FailoverClient() *redis.Client {
 	s.t.Helper()
 	if s.client != nil {
 		return s.client
@@ -54,10 +55,10 @@ func (s *RedisSentinel) FailoverClient() *redis.Client {
 		SentinelAddrs: []string{s.Addr()},
 	})
 	s.t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := opContext(opTimeout)
+	ctx, cancel := testenv.OpContext(testenv.OpTimeout)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		s.t.Fatalf("testenv: PING the master through the Sentinel at %s: %v", s.Addr(), err)
+		s.t.Fatalf("private: PING the master through the Sentinel at %s: %v", s.Addr(), err)
 	}
 	s.client = c
 	return c
