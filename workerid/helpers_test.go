@@ -566,9 +566,11 @@ func tryReach(t *testing.T, reached func(t *testing.T) bool) {
 	tryRuns(t, reached, "defended runs did not reach their fault")
 }
 
-// waitFor polls cond until it holds or the timeout passes.
+// waitFor polls cond until it holds or the timeout, stretched by the
+// machine's load, passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	timeout = testenv.Stretched(timeout)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
